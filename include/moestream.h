@@ -1,0 +1,279 @@
+/*
+ * moestream - run Mixture-of-Experts language models whose weights do not fit
+ * in RAM by streaming the routed experts from storage on demand.
+ *
+ * This is the only public header. It is plain C (C99 and C++ compatible).
+ *
+ * Conventions
+ * - Every fallible call returns a moestream_status: 0 is success, negative
+ *   values are errors. Values never change between releases.
+ * - After an error, moestream_last_error() returns a message for the calling
+ *   thread describing the most recent failure. It is never NULL.
+ * - Structs passed in or out begin with `struct_size`; initialise them with the
+ *   matching *_init() function (or set struct_size = sizeof(the struct)) so the
+ *   library can tell which fields the caller knows about. Fields are only ever
+ *   appended.
+ * - Handles are opaque. A moestream_context may be used by one thread at a
+ *   time; different contexts are independent. Calling into one context from two
+ *   threads at once is detected where cheap and returns MOESTREAM_ERR_BUSY.
+ * - Destructors (moestream_close, moestream_sampler_free) accept NULL.
+ * - The library never prints on its own; pass a log callback to see messages.
+ */
+#ifndef MOESTREAM_H
+#define MOESTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(MOESTREAM_BUILDING_LIBRARY)
+#define MOESTREAM_API __attribute__((visibility("default")))
+#else
+#define MOESTREAM_API
+#endif
+
+#define MOESTREAM_VERSION_MAJOR 0
+#define MOESTREAM_VERSION_MINOR 1
+#define MOESTREAM_VERSION_PATCH 0
+/* MAJOR*10000 + MINOR*100 + PATCH */
+#define MOESTREAM_VERSION_NUMBER \
+    (MOESTREAM_VERSION_MAJOR * 10000 + MOESTREAM_VERSION_MINOR * 100 + MOESTREAM_VERSION_PATCH)
+#define MOESTREAM_VERSION_STRING "0.1.0"
+
+/* Runtime version of the loaded library, as MOESTREAM_VERSION_NUMBER. */
+MOESTREAM_API int moestream_version_number(void);
+/* Runtime version string, e.g. "0.1.0". Static storage. */
+MOESTREAM_API const char *moestream_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+
+typedef enum moestream_status {
+    MOESTREAM_OK = 0,
+    MOESTREAM_ERR_INVALID_ARGUMENT = -1, /* NULL handle, bad value, wrong struct_size */
+    MOESTREAM_ERR_IO = -2,               /* read/write failed; message carries errno */
+    MOESTREAM_ERR_BAD_FORMAT = -3,       /* malformed GGUF, state or packed file */
+    MOESTREAM_ERR_UNSUPPORTED = -4,      /* valid input this build cannot handle */
+    MOESTREAM_ERR_OUT_OF_MEMORY = -5,    /* allocation failed or budget too small */
+    MOESTREAM_ERR_STATE_MISMATCH = -6,   /* state file belongs to another model/shape */
+    MOESTREAM_ERR_CONTEXT_FULL = -7,     /* more tokens than n_ctx */
+    MOESTREAM_ERR_INTERNAL = -8,         /* a bug: please report */
+    MOESTREAM_ERR_BUSY = -9              /* context used from two threads at once */
+} moestream_status;
+
+/* Static, never NULL; "unknown status" for values outside the enum. */
+MOESTREAM_API const char *moestream_status_string(int status);
+/* Message for this thread's most recent error; "" if none. Never NULL.
+ * Valid until the next failing call on the same thread. */
+MOESTREAM_API const char *moestream_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Parameters                                                               */
+
+typedef enum moestream_io_mode {
+    MOESTREAM_IO_AUTO = 0,   /* pick by comparing model size with the budget */
+    MOESTREAM_IO_MMAP = 1,   /* map the file; the page cache holds experts */
+    MOESTREAM_IO_DIRECT = 2, /* O_DIRECT reads into the engine's expert cache */
+    MOESTREAM_IO_PREAD = 3   /* buffered pread thread pool (portable fallback) */
+} moestream_io_mode;
+
+typedef enum moestream_prefetch_mode {
+    MOESTREAM_PREFETCH_AUTO = 0,
+    MOESTREAM_PREFETCH_OFF = 1,
+    MOESTREAM_PREFETCH_PREVIOUS_TOKEN = 2, /* same layer's experts of the previous token */
+    MOESTREAM_PREFETCH_LOOKAHEAD = 3,      /* layer L+1's router run on layer L's state */
+    MOESTREAM_PREFETCH_BOTH = 4
+} moestream_prefetch_mode;
+
+typedef enum moestream_cache_policy {
+    MOESTREAM_CACHE_AUTO = 0,
+    MOESTREAM_CACHE_LRU = 1,
+    MOESTREAM_CACHE_LFU_DECAY = 2, /* frequency-weighted LRU with decay */
+    MOESTREAM_CACHE_PINNED_HOT = 3 /* learned hot set pinned + LFU for the rest */
+} moestream_cache_policy;
+
+typedef enum moestream_log_level {
+    MOESTREAM_LOG_ERROR = 0,
+    MOESTREAM_LOG_WARN = 1,
+    MOESTREAM_LOG_INFO = 2,
+    MOESTREAM_LOG_DEBUG = 3
+} moestream_log_level;
+
+typedef void (*moestream_log_fn)(int level, const char *message, void *user_data);
+
+typedef struct moestream_params {
+    size_t struct_size;         /* = sizeof(moestream_params) */
+    const char *model_path;     /* GGUF file (first shard of a split set) */
+    uint64_t memory_budget;     /* bytes for the whole engine; 0 = automatic */
+    int32_t n_threads;          /* compute threads; 0 = one per physical core */
+    int32_t n_ctx;              /* context length; 0 = min(model's, 4096) */
+    int32_t io_mode;            /* moestream_io_mode */
+    int32_t prefetch;           /* moestream_prefetch_mode */
+    int32_t cache_policy;       /* moestream_cache_policy */
+    int32_t exact;              /* 1: f32 activations and f32 KV (slow, for checking) */
+    const char *packed_path;    /* packed expert file; NULL = look for MODEL.moepack */
+    const char *profile_path;   /* usage profile; NULL = default beside the model; "" = off */
+    moestream_log_fn log_fn;    /* may be NULL */
+    void *log_user_data;
+    int32_t log_level;          /* highest level passed to log_fn */
+} moestream_params;
+
+/* Fills defaults (struct_size, automatic everything). */
+MOESTREAM_API void moestream_params_init(moestream_params *params);
+
+/* ------------------------------------------------------------------------ */
+/* Model facts                                                              */
+
+#define MOESTREAM_MAX_TENSOR_TYPES 64
+
+typedef struct moestream_model_info {
+    size_t struct_size;          /* = sizeof(moestream_model_info) */
+    char architecture[32];       /* general.architecture, e.g. "qwen3moe" */
+    char name[96];               /* general.name, may be empty */
+    int32_t n_vocab;
+    int32_t n_ctx_train;
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;
+    int32_t n_expert;
+    int32_t n_expert_used;
+    int32_t n_ff_expert;
+    int32_t n_ff_shared;         /* 0 without a shared expert */
+    int32_t n_tensors;
+    uint64_t file_bytes;         /* all shards */
+    uint64_t total_bytes;        /* sum of tensor bytes */
+    uint64_t dense_bytes;        /* tensors that stay resident */
+    uint64_t expert_bytes;       /* routed expert tensors, all layers */
+    uint64_t expert_bytes_per_expert; /* gate+up+down of one expert in one layer (max over layers) */
+    uint64_t expert_bytes_per_layer;  /* all experts of one layer (max over layers) */
+    uint32_t tensor_count_by_type[MOESTREAM_MAX_TENSOR_TYPES]; /* index = GGML type id */
+    int32_t io_mode;             /* what open would choose for the given budget */
+    char io_mode_reason[160];
+} moestream_model_info;
+
+MOESTREAM_API void moestream_model_info_init(moestream_model_info *info);
+
+/* Name of a GGML tensor type id ("q4_K", ...); "?" when unknown. */
+MOESTREAM_API const char *moestream_type_name(int type_id);
+/* Name of an I/O mode ("auto", "mmap", "direct", "pread"). */
+MOESTREAM_API const char *moestream_io_mode_name(int io_mode);
+
+/* Reads a model's facts without loading weights. memory_budget (0 = automatic)
+ * only affects io_mode/io_mode_reason. */
+MOESTREAM_API int moestream_inspect(const char *model_path, uint64_t memory_budget,
+                                    moestream_model_info *out);
+
+/* ------------------------------------------------------------------------ */
+/* Context                                                                  */
+
+typedef struct moestream_context moestream_context;
+
+/* Opens the model: indexes the GGUF, pins the dense weights, sets up the
+ * expert cache and I/O. On failure *out is NULL. */
+MOESTREAM_API int moestream_open(const moestream_params *params, moestream_context **out);
+/* Drains I/O, writes the usage profile (unless disabled) and frees. NULL-safe. */
+MOESTREAM_API void moestream_close(moestream_context *ctx);
+
+MOESTREAM_API int moestream_model_info_get(const moestream_context *ctx, moestream_model_info *out);
+MOESTREAM_API int32_t moestream_n_vocab(const moestream_context *ctx); /* -1 on NULL */
+MOESTREAM_API int32_t moestream_n_ctx(const moestream_context *ctx);   /* -1 on NULL */
+MOESTREAM_API int32_t moestream_n_past(const moestream_context *ctx);  /* tokens in context */
+
+/* Appends n_tokens tokens and runs them through the model. If logits_out is
+ * not NULL, writes the last token's logits (n_vocab floats). On error the
+ * context is unchanged (no token of the failed call is kept). */
+MOESTREAM_API int moestream_step(moestream_context *ctx, const int32_t *tokens, int32_t n_tokens,
+                                 float *logits_out);
+
+/* Forgets all tokens (the expert cache stays warm). */
+MOESTREAM_API int moestream_reset(moestream_context *ctx);
+
+/* Writes everything needed to continue exactly (tokens, KV cache, sampler
+ * state) atomically: a failure leaves any previous file at path intact. */
+MOESTREAM_API int moestream_state_save(moestream_context *ctx, const char *path);
+/* Restores a saved state; on any error the context is left as it was. */
+MOESTREAM_API int moestream_state_load(moestream_context *ctx, const char *path);
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                               */
+
+#define MOESTREAM_MAX_LAYERS 256
+
+typedef struct moestream_stats {
+    size_t struct_size;              /* = sizeof(moestream_stats) */
+    uint64_t tokens;                 /* tokens processed by step */
+    uint64_t steps;
+    uint64_t compute_ns;             /* time in compute */
+    uint64_t io_wait_ns;             /* time blocked waiting for expert bytes */
+    uint64_t step_ns;                /* wall time inside step */
+    uint64_t bytes_read_demand;      /* expert bytes read because they were needed now */
+    uint64_t bytes_read_prefetch;    /* expert bytes read ahead of need */
+    uint64_t bytes_read_wasted;      /* prefetched bytes evicted before use */
+    uint64_t cache_hits;
+    uint64_t cache_misses;
+    uint64_t prefetch_issued;
+    uint64_t prefetch_useful;
+    uint64_t evictions;
+    uint64_t resident_bytes;         /* dense + KV + cache + scratch now held */
+    uint64_t expert_cache_bytes;     /* capacity of the expert cache */
+    uint64_t dense_bytes;
+    uint64_t kv_bytes;
+    int32_t io_mode;                 /* mode in use */
+    int32_t n_layer;                 /* entries valid in the per-layer arrays */
+    char io_mode_reason[160];
+    uint64_t layer_hits[MOESTREAM_MAX_LAYERS];
+    uint64_t layer_misses[MOESTREAM_MAX_LAYERS];
+} moestream_stats;
+
+MOESTREAM_API void moestream_stats_init(moestream_stats *stats);
+MOESTREAM_API int moestream_stats_get(const moestream_context *ctx, moestream_stats *out);
+MOESTREAM_API int moestream_stats_reset(moestream_context *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Tokenizer                                                                */
+
+/* Tokenizes text (text_len bytes, need not be NUL-terminated). Writes at most
+ * capacity ids to tokens_out and the total count to *n_out; if the count
+ * exceeds capacity, returns MOESTREAM_ERR_INVALID_ARGUMENT with *n_out set so
+ * the caller can retry. add_special: BOS/EOS as the model asks;
+ * parse_special: match control tokens written in the text. */
+MOESTREAM_API int moestream_tokenize(const moestream_context *ctx, const char *text, size_t text_len,
+                                     int32_t add_special, int32_t parse_special,
+                                     int32_t *tokens_out, size_t capacity, size_t *n_out);
+/* Writes the bytes of one token's text (not NUL-terminated) and its length. */
+MOESTREAM_API int moestream_token_to_piece(const moestream_context *ctx, int32_t token, char *buf,
+                                           size_t capacity, size_t *n_out);
+MOESTREAM_API int32_t moestream_token_bos(const moestream_context *ctx); /* -1 if none */
+MOESTREAM_API int32_t moestream_token_eos(const moestream_context *ctx); /* -1 if none */
+
+/* ------------------------------------------------------------------------ */
+/* Sampling                                                                 */
+
+typedef struct moestream_sampler moestream_sampler;
+
+typedef struct moestream_sampler_params {
+    size_t struct_size;  /* = sizeof(moestream_sampler_params) */
+    float temperature;   /* 0 = greedy */
+    int32_t top_k;       /* 0 = off */
+    float top_p;         /* 1 = off */
+    float min_p;         /* 0 = off */
+    uint64_t seed;
+} moestream_sampler_params;
+
+MOESTREAM_API void moestream_sampler_params_init(moestream_sampler_params *params);
+MOESTREAM_API int moestream_sampler_new(const moestream_sampler_params *params, moestream_sampler **out);
+MOESTREAM_API void moestream_sampler_free(moestream_sampler *sampler);
+/* Picks a token from n_vocab logits. */
+MOESTREAM_API int moestream_sample(moestream_sampler *sampler, const float *logits, int32_t n_vocab,
+                                   int32_t *token_out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MOESTREAM_H */

@@ -1,0 +1,13 @@
+#include <cstdio>
+
+#include "commands.hpp"
+#include "moestream.h"
+
+namespace cli {
+
+int cmd_version(const Args &) {
+    std::printf("moestream %s (header %s)\n", moestream_version_string(), MOESTREAM_VERSION_STRING);
+    return 0;
+}
+
+}  // namespace cli

@@ -1,0 +1,72 @@
+// The seam between the forward pass and expert placement.
+//
+// A MoE layer asks for the unique experts its tokens routed to, then takes them
+// one at a time in the order their bytes become available: experts already in
+// memory come back at once, missing ones as their reads complete. The forward
+// pass computes each expert as it arrives and sums the outputs in top-k slot
+// order afterwards, so the result never depends on arrival order.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "common/ggml_types.hpp"
+
+namespace moe {
+
+// Where one matrix (gate, up or down) of every expert of a layer lives on disk.
+struct ExpertMatrixLayout {
+    GgmlType type = GgmlType::F32;
+    int64_t cols = 0;           // ne[0]: input features (row length)
+    int64_t rows = 0;           // ne[1]: output features
+    uint32_t shard = 0;         // which file of a split set
+    uint64_t file_offset = 0;   // absolute offset of expert 0 in that file
+    uint64_t expert_stride = 0; // bytes from one expert to the next (= bytes of one expert's matrix)
+    const uint8_t *mapped = nullptr; // expert 0 in the read-only mapping of that file
+    uint64_t expert_bytes() const { return expert_stride; }
+};
+
+// gate/up/down of one layer's experts. `gate` may be absent (rows == 0) for
+// architectures without a gate projection.
+struct ExpertLayerLayout {
+    int32_t n_expert = 0;
+    ExpertMatrixLayout gate, up, down;
+    uint64_t bytes_per_expert() const { return gate.expert_bytes() + up.expert_bytes() + down.expert_bytes(); }
+};
+
+// Pointers to one expert's three matrices, each laid out exactly as in the GGUF
+// (rows consecutive, row = cols elements of the matrix's type).
+struct ExpertView {
+    const uint8_t *gate = nullptr;
+    const uint8_t *up = nullptr;
+    const uint8_t *down = nullptr;
+};
+
+struct ReadyExpert {
+    int32_t expert = -1;
+    ExpertView view;
+};
+
+class ExpertSource {
+public:
+    virtual ~ExpertSource() = default;
+
+    // Demand: the unique experts layer `layer` needs now. Hits are ready at
+    // once; misses are queued ahead of every prefetch. Views stay valid (the
+    // experts cannot be evicted) until end_layer(layer).
+    virtual void begin_layer(int32_t layer, std::span<const int32_t> experts) = 0;
+    // Blocks until one requested expert not yet returned is ready. Call it
+    // exactly experts.size() times per begin_layer. Throws moe::Error(io) with
+    // the layer, expert and errno when a read fails.
+    virtual ReadyExpert next_ready() = 0;
+    // Releases the pins taken by begin_layer.
+    virtual void end_layer(int32_t layer) = 0;
+    // Hint: these experts of `layer` will probably be needed soon. Never
+    // delays demand reads; may be ignored.
+    virtual void prefetch(int32_t layer, std::span<const int32_t> experts) = 0;
+    // Waits for every read in flight (before state save/load and close).
+    virtual void drain() = 0;
+};
+
+}  // namespace moe
