@@ -1,0 +1,63 @@
+// Compute kernels over GGUF weight rows.
+//
+// Weights are never expanded to f32 in memory. A matrix-vector product first
+// converts the activation vector once into the format the weight type is
+// dotted against (act_type: Q8_0, Q8_1, Q8_K, F16, BF16 or F32), then takes an
+// integer/low-precision dot product per block. In exact mode activations stay
+// f32 and each weight block is dequantised on the fly (slow; for checking).
+//
+// All variants (scalar reference, AVX2, AVX-512) return the same integer
+// block sums; they differ only in float summation order. For one binary and
+// one CPU the results are deterministic and do not depend on threading.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/ggml_types.hpp"
+
+namespace moe::kernels {
+
+enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2 };
+
+// The ISA in use: the best the CPU supports, or MOESTREAM_ISA=scalar|avx2|avx512
+// (clamped to what the CPU supports). Decided once at first use.
+Isa active_isa();
+const char *isa_name(Isa isa);
+// Forces an ISA (tests and benchmarks); returns false if the CPU lacks it.
+bool set_isa(Isa isa);
+
+// --- element conversion ------------------------------------------------------
+float fp16_to_f32(uint16_t h);
+uint16_t f32_to_fp16(float f);        // round to nearest even
+float bf16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float f);        // round to nearest even, NaN stays NaN
+
+// Dequantises n elements (n a multiple of the block size) of any supported type.
+void dequantize_row(GgmlType type, const void *src, float *dst, int64_t n);
+
+// --- activations -------------------------------------------------------------
+// Format the activations are converted to for weights of `weight` type.
+GgmlType act_type(GgmlType weight, bool exact);
+// Bytes of one converted activation row of n elements.
+size_t act_row_bytes(GgmlType weight, int64_t n, bool exact);
+// Converts n f32 activations for dotting against `weight` rows.
+void quantize_act(GgmlType weight, const float *x, void *dst, int64_t n, bool exact);
+
+// --- dot products ------------------------------------------------------------
+// Dot product of one weight row (n elements of `weight` type) with one
+// activation row prepared by quantize_act with the same `exact`.
+float dot(GgmlType weight, int64_t n, const void *w_row, const void *act, bool exact);
+
+// y[r - r0] = dot(row r of W, act) for r in [r0, r1). W rows are row_bytes apart.
+void matvec_rows(GgmlType weight, int64_t n, const uint8_t *w, size_t row_bytes,
+                 const void *act, float *y, int64_t r0, int64_t r1, bool exact);
+
+// Multi-token form: for each row r in [r0, r1) and token t < n_tokens,
+// y[t * y_stride + r] = dot(row r of W, act + t * act_stride). Each weight row
+// is read once for all tokens. Results equal matvec_rows per token exactly.
+void matmat_rows(GgmlType weight, int64_t n, const uint8_t *w, size_t row_bytes,
+                 const void *act, size_t act_stride, int32_t n_tokens,
+                 float *y, size_t y_stride, int64_t r0, int64_t r1, bool exact);
+
+}  // namespace moe::kernels
