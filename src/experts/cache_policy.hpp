@@ -5,6 +5,15 @@
 // The policy only ranks keys; the cache owns slots and tells the policy what
 // happened. choose_victim() must skip keys the cache marks as not evictable
 // (in use by the running layer, or with a read in flight).
+//
+// Event protocol (what the live cache and the simulator both do):
+//   access to a resident key          -> on_hit
+//   access to a missing key           -> choose_victim/on_remove if full, then on_insert
+//   prefetch of a missing key         -> the same as a miss (on_insert)
+// on_insert counts as one use of the key for frequency-based policies.
+// `tick` is a non-decreasing clock supplied by the caller (the live cache uses
+// its layer-visit counter); policies only rely on event order, so any
+// monotone clock works.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,96 @@
+#include "experts/usage_profile.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace moe {
+
+namespace {
+constexpr char kMagic[8] = {'M', 'O', 'E', 'U', 'S', 'A', 'G', 'E'};
+constexpr uint32_t kVersion = 1;
+
+struct Header {
+    char magic[8];
+    uint32_t version;
+    uint32_t n_layer;
+    uint32_t n_expert;
+    uint32_t reserved;
+    uint64_t fingerprint;
+};
+static_assert(sizeof(Header) == 32);
+
+// Owns a FILE* for the duration of a load or save.
+struct FileCloser {
+    FILE *f;
+    ~FileCloser() {
+        if (f) std::fclose(f);
+    }
+};
+}  // namespace
+
+std::optional<UsageProfile> load_usage_profile(const std::string &path, uint64_t model_fingerprint,
+                                               uint32_t n_layer, uint32_t n_expert, std::string *why) {
+    auto reject = [&](const std::string &reason) -> std::optional<UsageProfile> {
+        if (why) *why = path + ": " + reason;
+        return std::nullopt;
+    };
+    FileCloser file{std::fopen(path.c_str(), "rb")};
+    if (!file.f) return reject(std::string("cannot open: ") + std::strerror(errno));
+    Header h{};
+    if (std::fread(&h, sizeof h, 1, file.f) != 1) return reject("truncated header");
+    if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return reject("not a usage profile");
+    if (h.version != kVersion) return reject(format("unsupported version %u", h.version));
+    if (h.fingerprint != model_fingerprint) return reject("written for another model");
+    if (h.n_layer != n_layer || h.n_expert != n_expert)
+        return reject(format("shape %ux%u does not match the model's %ux%u", h.n_layer, h.n_expert, n_layer,
+                             n_expert));
+    UsageProfile p;
+    p.n_layer = n_layer;
+    p.n_expert = n_expert;
+    p.counts.resize(uint64_t(n_layer) * n_expert);
+    if (std::fread(p.counts.data(), sizeof(uint64_t), p.counts.size(), file.f) != p.counts.size())
+        return reject("truncated counts");
+    return p;
+}
+
+void save_usage_profile(const std::string &path, uint64_t model_fingerprint, const UsageProfile &profile) {
+    if (profile.counts.size() != uint64_t(profile.n_layer) * profile.n_expert)
+        fail(Status::internal, "usage profile has %zu counts for %ux%u keys", profile.counts.size(),
+             profile.n_layer, profile.n_expert);
+    const std::string tmp = path + ".tmp";
+    {
+        FileCloser file{std::fopen(tmp.c_str(), "wb")};
+        if (!file.f) fail_errno(errno, "cannot create usage profile %s", tmp.c_str());
+        Header h{};
+        std::memcpy(h.magic, kMagic, sizeof kMagic);
+        h.version = kVersion;
+        h.n_layer = profile.n_layer;
+        h.n_expert = profile.n_expert;
+        h.fingerprint = model_fingerprint;
+        bool ok = std::fwrite(&h, sizeof h, 1, file.f) == 1 &&
+                  std::fwrite(profile.counts.data(), sizeof(uint64_t), profile.counts.size(), file.f) ==
+                      profile.counts.size();
+        ok = std::fflush(file.f) == 0 && ok;
+        const int err = errno;
+        const int rc = std::fclose(file.f);
+        file.f = nullptr;
+        if (!ok || rc != 0) {
+            std::remove(tmp.c_str());
+            fail_errno(err ? err : EIO, "cannot write usage profile %s", tmp.c_str());
+        }
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        std::remove(tmp.c_str());
+        fail_errno(err, "cannot rename %s to %s", tmp.c_str(), path.c_str());
+    }
+}
+
+}  // namespace moe
