@@ -1,0 +1,498 @@
+#include "runtime/state_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "common/error.hpp"
+#include "moestream.h"
+
+static_assert(std::endian::native == std::endian::little,
+              "state files store token ids and KV rows in host order, which must be little-endian");
+
+namespace moe::state {
+namespace {
+
+constexpr uint8_t kMagic[8] = {'M', 'O', 'E', 'S', 'T', 'A', 'T', 'E'};
+
+uint64_t pad8(uint64_t n) { return (8 - (n & 7)) & 7; }
+
+void put_u32(uint8_t *p, uint32_t v) { std::memcpy(p, &v, 4); }
+void put_u64(uint8_t *p, uint64_t v) { std::memcpy(p, &v, 8); }
+uint32_t get_u32(const uint8_t *p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+uint64_t get_u64(const uint8_t *p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+}
+
+// The header without its checksum (filled in by the caller).
+void encode_header(uint8_t *h, const StateShape &shape, const StateContents &contents,
+                   uint64_t payload_size) {
+    std::memset(h, 0, kHeaderSize);
+    std::memcpy(h, kMagic, 8);
+    put_u32(h + 8, kFormatVersion);
+    put_u32(h + 12, static_cast<uint32_t>(kHeaderSize));
+    put_u64(h + 16, shape.fingerprint);
+    put_u32(h + 24, shape.n_layer);
+    put_u32(h + 28, shape.n_head_kv);
+    put_u32(h + 32, shape.head_dim_k);
+    put_u32(h + 36, shape.head_dim_v);
+    put_u32(h + 40, shape.n_ctx);
+    put_u32(h + 44, static_cast<uint32_t>(shape.kv_type));
+    put_u32(h + 48, shape.n_vocab);
+    put_u32(h + 52, shape.kv_layout);
+    put_u32(h + 56, contents.n_past);
+    put_u32(h + 60, static_cast<uint32_t>(contents.sections.size()));
+    put_u64(h + 64, payload_size);
+}
+
+void encode_section_header(uint8_t *s, const SectionData &section) {
+    put_u32(s, static_cast<uint32_t>(section.type));
+    put_u32(s + 4, section.index);
+    put_u64(s + 8, section.size());
+}
+
+uint64_t payload_size_of(const StateContents &contents) {
+    uint64_t total = 0;
+    for (const SectionData &s : contents.sections) {
+        const uint64_t n = s.size();
+        total += kSectionHeaderSize + n + pad8(n);
+    }
+    return total;
+}
+
+// Visits the payload as a sequence of byte ranges, in file order.
+template <typename Emit>
+void for_each_payload_range(const StateContents &contents, Emit &&emit) {
+    static const uint8_t zeros[8] = {};
+    for (const SectionData &s : contents.sections) {
+        uint8_t sh[kSectionHeaderSize];
+        encode_section_header(sh, s);
+        emit(sh, kSectionHeaderSize);
+        for (const auto &part : s.parts)
+            if (!part.empty()) emit(part.data(), part.size());
+        emit(zeros, pad8(s.size()));
+    }
+}
+
+// The full header, checksum included.
+void encode_full_header(uint8_t *h, const StateShape &shape, const StateContents &contents) {
+    encode_header(h, shape, contents, payload_size_of(contents));
+    XXH3_state_t *st = XXH3_createState();
+    if (!st) throw std::bad_alloc();
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, h, kChecksumOffset);
+    for_each_payload_range(contents, [&](const uint8_t *p, size_t n) {
+        if (n) XXH3_64bits_update(st, p, n);
+    });
+    put_u64(h + kChecksumOffset, XXH3_64bits_digest(st));
+    XXH3_freeState(st);
+}
+
+// Owns a file descriptor.
+class Fd {
+public:
+    explicit Fd(int fd = -1) : fd_(fd) {}
+    ~Fd() { close(); }
+    Fd(const Fd &) = delete;
+    Fd &operator=(const Fd &) = delete;
+    int get() const { return fd_; }
+    // Returns close()'s result so the writer can see deferred write errors.
+    int close() {
+        if (fd_ < 0) return 0;
+        const int rc = ::close(fd_);
+        fd_ = -1;
+        return rc;
+    }
+
+private:
+    int fd_;
+};
+
+// Collects small ranges into one buffer so a many-part section does not cost
+// a system call per part; large ranges go straight to the file.
+class BufferedWriter {
+public:
+    BufferedWriter(int fd, const FileOps &ops, const std::string &path)
+        : fd_(fd), ops_(ops), path_(path) {
+        buf_.reserve(kBufferBytes);
+    }
+    void put(const uint8_t *p, size_t n) {
+        if (buf_.size() + n > kBufferBytes) flush();
+        if (n >= kBufferBytes) {
+            write_all(p, n);
+        } else {
+            buf_.insert(buf_.end(), p, p + n);
+        }
+    }
+    void flush() {
+        if (!buf_.empty()) write_all(buf_.data(), buf_.size());
+        buf_.clear();
+    }
+
+private:
+    static constexpr size_t kBufferBytes = 1 << 20;
+    void write_all(const uint8_t *p, size_t n) {
+        while (n > 0) {
+            const long w = ops_.write(fd_, p, n);
+            if (w < 0) {
+                if (errno == EINTR) continue;
+                fail_errno(errno, "cannot write state file %s", path_.c_str());
+            }
+            if (w == 0) fail_errno(ENOSPC, "cannot write state file %s", path_.c_str());
+            p += w;
+            n -= static_cast<size_t>(w);
+        }
+    }
+    int fd_;
+    const FileOps &ops_;
+    const std::string &path_;
+    std::vector<uint8_t> buf_;
+};
+
+// Removes the temporary file unless the rename succeeded.
+class TempFileGuard {
+public:
+    explicit TempFileGuard(std::string path) : path_(std::move(path)) {}
+    ~TempFileGuard() {
+        if (!path_.empty()) ::unlink(path_.c_str());
+    }
+    void release() { path_.clear(); }
+
+private:
+    std::string path_;
+};
+
+void fsync_directory(const std::string &dir, const FileOps &ops) {
+    Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (fd.get() < 0) fail_errno(errno, "cannot open directory %s to sync it", dir.c_str());
+    if (ops.fsync(fd.get()) != 0 && errno != EINVAL && errno != ENOTSUP)
+        fail_errno(errno, "cannot sync directory %s", dir.c_str());
+}
+
+std::string describe_type(uint32_t type_id) {
+    const char *name = type_traits(type_id).name;
+    return name ? std::string(name) : format("type %u", type_id);
+}
+
+// Reads the image front to back; every read is bounds-checked.
+class Cursor {
+public:
+    Cursor(const std::vector<uint8_t> &image, size_t pos, const std::string &label)
+        : image_(image), pos_(pos), label_(label) {}
+    size_t pos() const { return pos_; }
+    size_t left() const { return image_.size() - pos_; }
+    const uint8_t *take(uint64_t n, const char *what) {
+        if (n > left())
+            fail(Status::bad_format, "%s: %s at offset %zu needs %llu bytes but only %zu remain",
+                 label_.c_str(), what, pos_, static_cast<unsigned long long>(n), left());
+        const uint8_t *p = image_.data() + pos_;
+        pos_ += static_cast<size_t>(n);
+        return p;
+    }
+
+private:
+    const std::vector<uint8_t> &image_;
+    size_t pos_;
+    const std::string &label_;
+};
+
+const char *section_name(uint32_t type) {
+    switch (type) {
+    case 1: return "tokens";
+    case 2: return "positions";
+    case 3: return "kv_k";
+    case 4: return "kv_v";
+    case 5: return "sampler";
+    default: return "unknown";
+    }
+}
+
+void check_shape_field(const std::string &label, const char *field, uint64_t file_value,
+                       uint64_t ours) {
+    if (file_value != ours)
+        fail(Status::state_mismatch, "%s: saved with %s = %llu but this context has %llu", label.c_str(),
+             field, static_cast<unsigned long long>(file_value), static_cast<unsigned long long>(ours));
+}
+
+}  // namespace
+
+uint64_t model_fingerprint(const uint8_t *header, uint64_t size) {
+    return XXH3_64bits(header, static_cast<size_t>(size));
+}
+
+uint64_t SectionData::size() const {
+    uint64_t n = 0;
+    for (const auto &p : parts) n += p.size();
+    return n;
+}
+
+const FileOps &FileOps::posix() {
+    static const FileOps ops{
+        [](int fd, const void *buf, size_t n) -> long { return ::write(fd, buf, n); },
+        [](int fd) { return ::fsync(fd); },
+        [](const char *from, const char *to) { return std::rename(from, to); },
+    };
+    return ops;
+}
+
+std::vector<uint8_t> encode_state(const StateShape &shape, const StateContents &contents) {
+    std::vector<uint8_t> out(kHeaderSize);
+    encode_full_header(out.data(), shape, contents);
+    out.reserve(kHeaderSize + payload_size_of(contents));
+    for_each_payload_range(contents, [&](const uint8_t *p, size_t n) { out.insert(out.end(), p, p + n); });
+    return out;
+}
+
+void write_state_file(const std::string &path, const StateShape &shape, const StateContents &contents,
+                      const FileOps &ops) {
+    if (path.empty()) fail(Status::invalid_argument, "state file path is empty");
+    const std::filesystem::path target(path);
+    const std::string name = target.filename().string();
+    if (name.empty() || name == "." || name == "..")
+        fail(Status::invalid_argument, "state file path %s does not name a file", path.c_str());
+    const std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
+
+    uint8_t header[kHeaderSize];
+    encode_full_header(header, shape, contents);
+
+    std::string tmp = dir + "/." + name + ".tmp.XXXXXX";
+    Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+    if (fd.get() < 0) fail_errno(errno, "cannot create a temporary file beside %s", path.c_str());
+    TempFileGuard guard(tmp);
+
+    BufferedWriter out(fd.get(), ops, path);
+    out.put(header, kHeaderSize);
+    for_each_payload_range(contents, [&](const uint8_t *p, size_t n) { out.put(p, n); });
+    out.flush();
+    if (ops.fsync(fd.get()) != 0) fail_errno(errno, "cannot sync state file %s", path.c_str());
+    if (fd.close() != 0) fail_errno(errno, "cannot close state file %s", path.c_str());
+    if (ops.rename(tmp.c_str(), path.c_str()) != 0)
+        fail_errno(errno, "cannot rename %s to %s", tmp.c_str(), path.c_str());
+    guard.release();
+    fsync_directory(dir, ops);
+}
+
+bool peek_header(std::span<const uint8_t> image, RawHeader &out) {
+    if (image.size() < kHeaderSize) return false;
+    const uint8_t *h = image.data();
+    out.version = get_u32(h + 8);
+    out.header_size = get_u32(h + 12);
+    out.shape.fingerprint = get_u64(h + 16);
+    out.shape.n_layer = get_u32(h + 24);
+    out.shape.n_head_kv = get_u32(h + 28);
+    out.shape.head_dim_k = get_u32(h + 32);
+    out.shape.head_dim_v = get_u32(h + 36);
+    out.shape.n_ctx = get_u32(h + 40);
+    out.shape.kv_type = static_cast<GgmlType>(get_u32(h + 44));
+    out.shape.n_vocab = get_u32(h + 48);
+    out.shape.kv_layout = get_u32(h + 52);
+    out.n_past = get_u32(h + 56);
+    out.n_sections = get_u32(h + 60);
+    out.payload_size = get_u64(h + 64);
+    out.checksum = get_u64(h + 72);
+    return true;
+}
+
+uint64_t compute_checksum(std::span<const uint8_t> image) {
+    RawHeader raw;
+    peek_header(image, raw);
+    const uint64_t available = image.size() - kHeaderSize;
+    const uint64_t n = raw.payload_size < available ? raw.payload_size : available;
+    XXH3_state_t *st = XXH3_createState();
+    if (!st) throw std::bad_alloc();
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, image.data(), kChecksumOffset);
+    XXH3_64bits_update(st, image.data() + kHeaderSize, static_cast<size_t>(n));
+    const uint64_t sum = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return sum;
+}
+
+LoadedState parse_state(std::vector<uint8_t> image, const StateShape &expected, const std::string &label) {
+    const char *lbl = label.c_str();
+    if (expected.k_row_bytes.size() != expected.n_layer || expected.v_row_bytes.size() != expected.n_layer)
+        fail(Status::internal, "%s: expected shape has %zu/%zu row sizes for %u layers", lbl,
+             expected.k_row_bytes.size(), expected.v_row_bytes.size(), expected.n_layer);
+
+    // 1. magic and header size
+    if (image.size() < kHeaderSize)
+        fail(Status::bad_format, "%s: %zu bytes is too short for a state file header (%zu bytes)", lbl,
+             image.size(), kHeaderSize);
+    if (std::memcmp(image.data(), kMagic, 8) != 0)
+        fail(Status::bad_format, "%s: not a moestream state file (bad magic)", lbl);
+    RawHeader raw;
+    peek_header(image, raw);
+    // 2. version
+    if (raw.version != kFormatVersion)
+        fail(Status::unsupported, "%s: state format version %u; this build reads version %u", lbl,
+             raw.version, kFormatVersion);
+    if (raw.header_size != kHeaderSize)
+        fail(Status::bad_format, "%s: header size %u, expected %zu", lbl, raw.header_size, kHeaderSize);
+    // 3. size
+    const uint64_t payload_available = image.size() - kHeaderSize;
+    if (raw.payload_size != payload_available)
+        fail(Status::bad_format, "%s: header declares %llu payload bytes but the file has %llu (%s)", lbl,
+             static_cast<unsigned long long>(raw.payload_size),
+             static_cast<unsigned long long>(payload_available),
+             raw.payload_size > payload_available ? "truncated" : "trailing bytes");
+    // 4. checksum
+    const uint64_t sum = compute_checksum(image);
+    if (sum != raw.checksum)
+        fail(Status::bad_format, "%s: checksum mismatch (file says %016llx, contents hash to %016llx): corrupt",
+             lbl, static_cast<unsigned long long>(raw.checksum), static_cast<unsigned long long>(sum));
+    // 5. fingerprint
+    if (raw.shape.fingerprint != expected.fingerprint)
+        fail(Status::state_mismatch,
+             "%s: saved from another model (fingerprint %016llx, this model is %016llx)", lbl,
+             static_cast<unsigned long long>(raw.shape.fingerprint),
+             static_cast<unsigned long long>(expected.fingerprint));
+    // 6. shape
+    const StateShape &s = raw.shape;
+    check_shape_field(label, "n_layer", s.n_layer, expected.n_layer);
+    check_shape_field(label, "n_head_kv", s.n_head_kv, expected.n_head_kv);
+    check_shape_field(label, "head_dim_k", s.head_dim_k, expected.head_dim_k);
+    check_shape_field(label, "head_dim_v", s.head_dim_v, expected.head_dim_v);
+    check_shape_field(label, "n_ctx", s.n_ctx, expected.n_ctx);
+    if (s.kv_type != expected.kv_type)
+        fail(Status::state_mismatch, "%s: saved with a %s KV cache but this context uses %s", lbl,
+             describe_type(static_cast<uint32_t>(s.kv_type)).c_str(),
+             describe_type(static_cast<uint32_t>(expected.kv_type)).c_str());
+    check_shape_field(label, "n_vocab", s.n_vocab, expected.n_vocab);
+    check_shape_field(label, "kv_layout", s.kv_layout, expected.kv_layout);
+    if (raw.n_past > expected.n_ctx)
+        fail(Status::bad_format, "%s: holds %u tokens, more than its n_ctx %u", lbl, raw.n_past,
+             expected.n_ctx);
+
+    // 7. sections
+    LoadedState out;
+    out.n_past = raw.n_past;
+    out.k.resize(expected.n_layer);
+    out.v.resize(expected.n_layer);
+    std::vector<uint8_t> seen_k(expected.n_layer, 0), seen_v(expected.n_layer, 0);
+    bool seen_tokens = false, seen_positions = false, seen_sampler = false;
+    const uint64_t id_bytes = uint64_t(raw.n_past) * sizeof(int32_t);
+
+    Cursor cur(image, kHeaderSize, label);
+    for (uint32_t i = 0; i < raw.n_sections; ++i) {
+        const size_t at = cur.pos();
+        const uint8_t *sh = cur.take(kSectionHeaderSize, "section header");
+        const uint32_t type = get_u32(sh), index = get_u32(sh + 4);
+        const uint64_t length = get_u64(sh + 8);
+        const uint8_t *data = cur.take(length, "section data");
+        const uint8_t *padding = cur.take(pad8(length), "section padding");
+        for (uint64_t p = 0; p < pad8(length); ++p)
+            if (padding[p] != 0)
+                fail(Status::bad_format, "%s: non-zero padding after section %u at offset %zu", lbl, i, at);
+        const auto bytes = std::span<const uint8_t>(data, static_cast<size_t>(length));
+        auto expect_length = [&](uint64_t want) {
+            if (length != want)
+                fail(Status::bad_format, "%s: %s section (layer %u) at offset %zu has %llu bytes, expected %llu",
+                     lbl, section_name(type), index, at, static_cast<unsigned long long>(length),
+                     static_cast<unsigned long long>(want));
+        };
+        auto expect_once = [&](bool &seen) {
+            if (seen) fail(Status::bad_format, "%s: duplicate %s section at offset %zu", lbl, section_name(type), at);
+            seen = true;
+        };
+        auto layer_of = [&]() {
+            if (index >= expected.n_layer)
+                fail(Status::bad_format, "%s: %s section at offset %zu names layer %u of %u", lbl,
+                     section_name(type), at, index, expected.n_layer);
+            return index;
+        };
+        switch (type) {
+        case static_cast<uint32_t>(SectionType::tokens):
+            expect_once(seen_tokens);
+            expect_length(id_bytes);
+            out.tokens = {reinterpret_cast<const int32_t *>(data), raw.n_past};
+            break;
+        case static_cast<uint32_t>(SectionType::positions):
+            expect_once(seen_positions);
+            expect_length(id_bytes);
+            out.positions = {reinterpret_cast<const int32_t *>(data), raw.n_past};
+            break;
+        case static_cast<uint32_t>(SectionType::kv_k): {
+            const uint32_t l = layer_of();
+            if (seen_k[l]) fail(Status::bad_format, "%s: duplicate kv_k section for layer %u", lbl, l);
+            seen_k[l] = 1;
+            expect_length(uint64_t(raw.n_past) * expected.k_row_bytes[l]);
+            out.k[l] = bytes;
+            break;
+        }
+        case static_cast<uint32_t>(SectionType::kv_v): {
+            const uint32_t l = layer_of();
+            if (expected.v_row_bytes[l] == 0)
+                fail(Status::bad_format, "%s: kv_v section for layer %u, which has no V cache", lbl, l);
+            if (seen_v[l]) fail(Status::bad_format, "%s: duplicate kv_v section for layer %u", lbl, l);
+            seen_v[l] = 1;
+            expect_length(uint64_t(raw.n_past) * expected.v_row_bytes[l]);
+            out.v[l] = bytes;
+            break;
+        }
+        case static_cast<uint32_t>(SectionType::sampler):
+            expect_once(seen_sampler);
+            out.sampler = bytes;
+            break;
+        default:
+            if (!(type & kOptionalSectionBit))
+                fail(Status::unsupported, "%s: unknown required section type %u at offset %zu", lbl, type, at);
+            break;
+        }
+    }
+    if (cur.left() != 0)
+        fail(Status::bad_format, "%s: %zu bytes after the last of %u sections", lbl, cur.left(), raw.n_sections);
+    if (!seen_tokens) fail(Status::bad_format, "%s: no tokens section", lbl);
+    if (!seen_positions) fail(Status::bad_format, "%s: no positions section", lbl);
+    for (uint32_t l = 0; l < expected.n_layer; ++l) {
+        if (!seen_k[l]) fail(Status::bad_format, "%s: no kv_k section for layer %u", lbl, l);
+        if (expected.v_row_bytes[l] != 0 && !seen_v[l])
+            fail(Status::bad_format, "%s: no kv_v section for layer %u", lbl, l);
+    }
+    for (uint32_t t = 0; t < raw.n_past; ++t) {
+        const int32_t tok = out.tokens[t];
+        if (tok < 0 || static_cast<uint32_t>(tok) >= expected.n_vocab)
+            fail(Status::bad_format, "%s: token %u has id %d outside [0, %u)", lbl, t, tok, expected.n_vocab);
+        const int32_t pos = out.positions[t];
+        if (pos < 0 || static_cast<uint32_t>(pos) >= expected.n_ctx || (t > 0 && pos <= out.positions[t - 1]))
+            fail(Status::bad_format, "%s: token %u has position %d (positions must increase within [0, %u))",
+                 lbl, t, pos, expected.n_ctx);
+    }
+    out.image = std::move(image);  // the views stay valid: moving a vector keeps its buffer
+    return out;
+}
+
+LoadedState read_state_file(const std::string &path, const StateShape &expected) {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) fail_errno(errno, "cannot open state file %s", path.c_str());
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) fail_errno(errno, "cannot stat state file %s", path.c_str());
+    if (!S_ISREG(st.st_mode)) fail(Status::io, "state file %s is not a regular file", path.c_str());
+    std::vector<uint8_t> image(static_cast<size_t>(st.st_size));
+    size_t got = 0;
+    while (got < image.size()) {
+        const ssize_t r = ::read(fd.get(), image.data() + got, image.size() - got);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            fail_errno(errno, "cannot read state file %s", path.c_str());
+        }
+        if (r == 0) break;  // shrank while reading: parse what we have (it will not verify)
+        got += static_cast<size_t>(r);
+    }
+    image.resize(got);
+    return parse_state(std::move(image), expected, path);
+}
+
+}  // namespace moe::state

@@ -1,0 +1,126 @@
+// The state file container (docs/state-format.md): header, typed sections and
+// a checksum, written atomically and read with every field checked before the
+// caller sees any of it.
+//
+// This layer knows nothing about the Context: the context describes its shape
+// (StateShape) and hands over byte ranges to save; on load it gets back views
+// of the verified file image and copies them into place.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/ggml_types.hpp"
+
+namespace moe::state {
+
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr size_t kHeaderSize = 80;
+inline constexpr size_t kSectionHeaderSize = 16;
+
+enum class SectionType : uint32_t {
+    tokens = 1,
+    positions = 2,
+    kv_k = 3,
+    kv_v = 4,
+    sampler = 5,
+};
+// Types with this bit set are optional extensions that readers may skip.
+inline constexpr uint32_t kOptionalSectionBit = 0x8000'0000u;
+
+// Everything that must agree between the saving and the loading context.
+struct StateShape {
+    uint64_t fingerprint = 0;   // model_fingerprint() of the GGUF
+    uint32_t n_layer = 0;
+    uint32_t n_head_kv = 0;
+    uint32_t head_dim_k = 0;
+    uint32_t head_dim_v = 0;
+    uint32_t n_ctx = 0;
+    GgmlType kv_type = GgmlType::F16;
+    uint32_t n_vocab = 0;
+    uint32_t kv_layout = 1;
+    // Bytes of one token's K / V row per layer (size n_layer). A V entry of 0
+    // means the layer has no V cache. Not stored in the file: the loading
+    // context supplies them and section lengths are checked against them.
+    std::vector<uint64_t> k_row_bytes;
+    std::vector<uint64_t> v_row_bytes;
+};
+
+// XXH3-64 over the GGUF header + metadata + tensor table.
+uint64_t model_fingerprint(const uint8_t *header, uint64_t size);
+
+// One section to write: its bytes are the concatenation of `parts` (so a
+// context can save strided storage without copying it first).
+struct SectionData {
+    SectionType type = SectionType::tokens;
+    uint32_t index = 0;
+    std::vector<std::span<const uint8_t>> parts;
+    uint64_t size() const;
+};
+
+struct StateContents {
+    uint32_t n_past = 0;
+    std::vector<SectionData> sections;
+};
+
+// The system calls the writer makes, replaceable by tests to simulate a full
+// disk or an I/O error part way. Each returns what the POSIX call returns and
+// sets errno on failure.
+struct FileOps {
+    std::function<long(int fd, const void *buf, size_t n)> write;
+    std::function<int(int fd)> fsync;
+    std::function<int(const char *from, const char *to)> rename;
+    static const FileOps &posix();
+};
+
+// Writes the state file atomically: a temporary file beside `path`, fsync,
+// rename over `path`, fsync of the directory. On failure throws
+// moe::Error(io) naming the path and errno; the temporary file is removed and
+// any previous file at `path` is left as it was.
+void write_state_file(const std::string &path, const StateShape &shape,
+                      const StateContents &contents, const FileOps &ops = FileOps::posix());
+
+// Serialises into memory (for tests and fuzz seeds): exactly the bytes
+// write_state_file would write.
+std::vector<uint8_t> encode_state(const StateShape &shape, const StateContents &contents);
+
+// A verified state image. Views point into `image` (8-byte aligned).
+struct LoadedState {
+    std::vector<uint8_t> image;
+    uint32_t n_past = 0;
+    std::span<const int32_t> tokens;
+    std::span<const int32_t> positions;
+    std::vector<std::span<const uint8_t>> k;  // per layer
+    std::vector<std::span<const uint8_t>> v;  // per layer; empty where the layer has no V cache
+    std::span<const uint8_t> sampler;         // empty when absent
+};
+
+// Checks, in order: magic, version, size, checksum, fingerprint, shape,
+// sections (docs/state-format.md, "Validation on load"). Throws
+// moe::Error(bad_format) for corrupt or truncated images, (state_mismatch)
+// for another model or shape, (unsupported) for another format version; the
+// message starts with `label`. `expected` must be self-consistent (row byte
+// vectors of size n_layer).
+LoadedState parse_state(std::vector<uint8_t> image, const StateShape &expected,
+                        const std::string &label);
+// Reads `path` whole and parses it; I/O errors throw moe::Error(io).
+LoadedState read_state_file(const std::string &path, const StateShape &expected);
+
+// The fields of a header without any check beyond its size (for tools and the
+// fuzzer's checksum fix-up). Returns false if the image is shorter than a header.
+struct RawHeader {
+    uint32_t version = 0, header_size = 0;
+    StateShape shape;  // row byte vectors left empty
+    uint32_t n_past = 0, n_sections = 0;
+    uint64_t payload_size = 0, checksum = 0;
+};
+bool peek_header(std::span<const uint8_t> image, RawHeader &out);
+// The checksum the header of `image` should carry (header prefix + payload as
+// declared, clamped to the image). Requires image.size() >= kHeaderSize.
+uint64_t compute_checksum(std::span<const uint8_t> image);
+inline constexpr size_t kChecksumOffset = 72;
+
+}  // namespace moe::state
