@@ -272,6 +272,42 @@ MOESTREAM_API void moestream_sampler_free(moestream_sampler *sampler);
 MOESTREAM_API int moestream_sample(moestream_sampler *sampler, const float *logits, int32_t n_vocab,
                                    int32_t *token_out);
 
+/* ------------------------------------------------------------------------ */
+/* Model generator                                                          */
+
+/* Progress of a long operation: `done` of `total` units (bytes). */
+typedef void (*moestream_progress_fn)(uint64_t done, uint64_t total, void *user_data);
+
+/* A random-weight model with the shape of a real architecture, for demos,
+ * benchmarks and tests. Weights are valid quant blocks whose scales keep
+ * activations finite; routers have clear top-k margins. Zero / NULL fields
+ * take the preset's value. */
+typedef struct moestream_generate_params {
+    size_t struct_size;          /* = sizeof(moestream_generate_params) */
+    const char *architecture;    /* "qwen3moe" (NULL = "qwen3moe") */
+    const char *preset;          /* "qwen3-30b-a3b", "demo", "small", "tiny" (NULL = "small") */
+    const char *quant;           /* "q4_k_m", "q8_0", "f32" (NULL = "q4_k_m") */
+    int32_t n_layer;
+    int32_t n_embd;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;
+    int32_t n_expert;
+    int32_t n_expert_used;
+    int32_t n_ff_expert;
+    int32_t n_vocab;
+    uint64_t seed;               /* same parameters and seed = same bytes */
+    moestream_progress_fn progress; /* may be NULL; called with bytes written */
+    void *progress_user_data;
+} moestream_generate_params;
+
+MOESTREAM_API void moestream_generate_params_init(moestream_generate_params *params);
+/* Size in bytes of the file moestream_generate_model would write. */
+MOESTREAM_API int moestream_generate_model_size(const moestream_generate_params *params, uint64_t *bytes_out);
+/* Writes the model to path (through a temporary file renamed at the end, so
+ * an interrupted run never leaves a partial model at path). */
+MOESTREAM_API int moestream_generate_model(const moestream_generate_params *params, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,10 +3,12 @@
 namespace cli {
 
 int cmd_version(const Args &args);
+int cmd_generate(const Args &args);
 
 const std::vector<Command> &commands() {
     static const std::vector<Command> list = {
         {"version", "print the library version", cmd_version},
+        {"generate", "write a random-weight model of a real architecture's shape", cmd_generate},
     };
     return list;
 }

@@ -1,0 +1,215 @@
+#include "gguf/gguf_writer.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.hpp"
+
+namespace moe::gguf {
+namespace {
+
+constexpr uint32_t kTypeU32 = 4, kTypeI32 = 5, kTypeF32 = 6, kTypeBool = 7, kTypeString = 8, kTypeArray = 9;
+constexpr size_t kBufferBytes = 8u << 20;
+
+uint64_t pad_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+}  // namespace
+
+GgufWriter::GgufWriter(uint32_t alignment) : alignment_(alignment) {
+    if (alignment == 0 || (alignment & (alignment - 1)))
+        fail(Status::invalid_argument, "GGUF alignment %u is not a power of two", alignment);
+    if (alignment != 32) add_u32("general.alignment", alignment);
+}
+
+GgufWriter::~GgufWriter() {
+    if (fd_ >= 0) {
+        ::close(fd_);
+        ::unlink(path_.c_str());  // unfinished: never leave a truncated model behind
+    }
+}
+
+void GgufWriter::put(const void *data, size_t size) {
+    const auto *p = static_cast<const uint8_t *>(data);
+    if (header_mode_) {
+        kv_bytes_.insert(kv_bytes_.end(), p, p + size);
+        return;
+    }
+    while (size > 0) {
+        size_t n = std::min(size, buffer_.size() - buffer_used_);
+        std::memcpy(buffer_.data() + buffer_used_, p, n);
+        buffer_used_ += n;
+        p += n;
+        size -= n;
+        if (buffer_used_ == buffer_.size()) flush();
+    }
+}
+
+void GgufWriter::flush() {
+    size_t done = 0;
+    while (done < buffer_used_) {
+        ssize_t n = ::write(fd_, buffer_.data() + done, buffer_used_ - done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            fail_errno(errno, "%s: write failed", path_.c_str());
+        }
+        done += static_cast<size_t>(n);
+    }
+    buffer_used_ = 0;
+}
+
+void GgufWriter::put_string(const std::string &s) {
+    put_u64(s.size());
+    put(s.data(), s.size());
+}
+
+void GgufWriter::begin_kv(const std::string &key, uint32_t type) {
+    if (!header_mode_) fail(Status::internal, "GGUF metadata %s added after begin()", key.c_str());
+    if (std::find(keys_.begin(), keys_.end(), key) != keys_.end())
+        fail(Status::invalid_argument, "GGUF metadata key %s added twice", key.c_str());
+    keys_.push_back(key);
+    ++n_kv_;
+    put_string(key);
+    put_u32(type);
+}
+
+void GgufWriter::add_u32(const std::string &key, uint32_t value) {
+    begin_kv(key, kTypeU32);
+    put_u32(value);
+}
+void GgufWriter::add_i32(const std::string &key, int32_t value) {
+    begin_kv(key, kTypeI32);
+    put(&value, 4);
+}
+void GgufWriter::add_f32(const std::string &key, float value) {
+    begin_kv(key, kTypeF32);
+    put(&value, 4);
+}
+void GgufWriter::add_bool(const std::string &key, bool value) {
+    begin_kv(key, kTypeBool);
+    uint8_t b = value ? 1 : 0;
+    put(&b, 1);
+}
+void GgufWriter::add_string(const std::string &key, const std::string &value) {
+    begin_kv(key, kTypeString);
+    put_string(value);
+}
+void GgufWriter::add_string_array(const std::string &key, const std::vector<std::string> &values) {
+    begin_kv(key, kTypeArray);
+    put_u32(kTypeString);
+    put_u64(values.size());
+    for (const std::string &v : values) put_string(v);
+}
+void GgufWriter::add_f32_array(const std::string &key, const std::vector<float> &values) {
+    begin_kv(key, kTypeArray);
+    put_u32(kTypeF32);
+    put_u64(values.size());
+    put(values.data(), values.size() * 4);
+}
+void GgufWriter::add_i32_array(const std::string &key, const std::vector<int32_t> &values) {
+    begin_kv(key, kTypeArray);
+    put_u32(kTypeI32);
+    put_u64(values.size());
+    put(values.data(), values.size() * 4);
+}
+
+void GgufWriter::add_tensor(const std::string &name, GgmlType type, std::vector<int64_t> ne) {
+    const TypeTraits &tr = type_traits(type);
+    if (!tr.name || tr.block_elems == 0) fail(Status::invalid_argument, "tensor %s: unknown type", name.c_str());
+    if (ne.empty() || ne.size() > 4) fail(Status::invalid_argument, "tensor %s: %zu dims", name.c_str(), ne.size());
+    if (name.size() >= 64) fail(Status::invalid_argument, "tensor name %s is 64 bytes or longer", name.c_str());
+    if (ne[0] % tr.block_elems != 0)
+        fail(Status::invalid_argument, "tensor %s: row of %lld is not a multiple of %s blocks (%u)", name.c_str(),
+             static_cast<long long>(ne[0]), tr.name, tr.block_elems);
+    Tensor t{name, type, std::move(ne), 0, 0};
+    uint64_t rows = 1;
+    for (size_t i = 1; i < t.ne.size(); ++i) rows *= static_cast<uint64_t>(t.ne[i]);
+    t.nbytes = row_bytes(type, static_cast<uint64_t>(t.ne[0])) * rows;
+    t.offset = tensors_.empty() ? 0 : pad_to(tensors_.back().offset + tensors_.back().nbytes, alignment_);
+    tensors_.push_back(std::move(t));
+}
+
+uint64_t GgufWriter::header_size() const {
+    uint64_t size = 4 + 4 + 8 + 8 + kv_bytes_.size();
+    for (const Tensor &t : tensors_) size += 8 + t.name.size() + 4 + 8 * t.ne.size() + 4 + 8;
+    return pad_to(size, alignment_);
+}
+
+uint64_t GgufWriter::file_size() const {
+    if (tensors_.empty()) return header_size();
+    return header_size() + tensors_.back().offset + tensors_.back().nbytes;
+}
+
+void GgufWriter::begin(const std::string &path) {
+    if (fd_ >= 0) fail(Status::internal, "GgufWriter::begin called twice");
+    path_ = path;
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail_errno(errno, "%s: cannot create", path.c_str());
+    std::vector<uint8_t> kv = std::move(kv_bytes_);
+    header_mode_ = false;
+    buffer_.resize(kBufferBytes);
+    put("GGUF", 4);
+    put_u32(3);
+    put_u64(tensors_.size());
+    put_u64(n_kv_);
+    put(kv.data(), kv.size());
+    for (const Tensor &t : tensors_) {
+        put_string(t.name);
+        put_u32(static_cast<uint32_t>(t.ne.size()));
+        for (int64_t d : t.ne) put_u64(static_cast<uint64_t>(d));
+        put_u32(static_cast<uint32_t>(t.type));
+        put_u64(t.offset);
+    }
+    uint64_t written = 4 + 4 + 8 + 8 + kv.size();
+    for (const Tensor &t : tensors_) written += 8 + t.name.size() + 4 + 8 * t.ne.size() + 4 + 8;
+    static const uint8_t zeros[256] = {};
+    for (uint64_t pad = pad_to(written, alignment_) - written; pad > 0;) {
+        size_t n = static_cast<size_t>(std::min<uint64_t>(pad, sizeof zeros));
+        put(zeros, n);
+        pad -= n;
+    }
+    current_ = 0;
+    current_written_ = 0;
+}
+
+void GgufWriter::write_data(const void *data, size_t size) {
+    const auto *p = static_cast<const uint8_t *>(data);
+    static const uint8_t zeros[256] = {};
+    while (size > 0) {
+        if (current_ >= tensors_.size()) fail(Status::internal, "%s: more tensor data than declared", path_.c_str());
+        const Tensor &t = tensors_[current_];
+        size_t n = static_cast<size_t>(std::min<uint64_t>(size, t.nbytes - current_written_));
+        put(p, n);
+        p += n;
+        size -= n;
+        current_written_ += n;
+        if (current_written_ == t.nbytes) {
+            if (current_ + 1 < tensors_.size()) {
+                for (uint64_t pad = tensors_[current_ + 1].offset - (t.offset + t.nbytes); pad > 0;) {
+                    size_t z = static_cast<size_t>(std::min<uint64_t>(pad, sizeof zeros));
+                    put(zeros, z);
+                    pad -= z;
+                }
+            }
+            ++current_;
+            current_written_ = 0;
+        }
+    }
+}
+
+void GgufWriter::finish() {
+    if (fd_ < 0) fail(Status::internal, "GgufWriter::finish without begin");
+    if (current_ != tensors_.size())
+        fail(Status::internal, "%s: tensor %s not fully written", path_.c_str(), tensors_[current_].name.c_str());
+    flush();
+    if (::close(fd_) != 0) {
+        fd_ = -1;
+        fail_errno(errno, "%s: close failed", path_.c_str());
+    }
+    fd_ = -1;
+}
+
+}  // namespace moe::gguf

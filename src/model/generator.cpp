@@ -1,0 +1,408 @@
+#include "model/generator.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/ggml_types.hpp"
+#include "gguf/gguf_writer.hpp"
+
+namespace moe {
+namespace {
+
+// ---- random numbers: fast and reproducible per tensor ----------------------
+
+struct Rng {
+    uint64_t s;
+    explicit Rng(uint64_t seed) : s(seed ^ 0x9E3779B97F4A7C15ull) {}
+    uint64_t next() {  // splitmix64
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0,1)
+    void fill(uint8_t *p, size_t n) {
+        while (n >= 8) {
+            uint64_t v = next();
+            std::memcpy(p, &v, 8);
+            p += 8;
+            n -= 8;
+        }
+        if (n) {
+            uint64_t v = next();
+            std::memcpy(p, &v, n);
+        }
+    }
+};
+
+uint64_t hash_name(const std::string &s) {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    return h;
+}
+
+uint16_t to_half(float f) {
+    // Values here are normal, positive and well inside the half range.
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    int32_t exp = static_cast<int32_t>((x >> 23) & 0xFF) - 127 + 15;
+    uint32_t mant = x & 0x7FFFFFu;
+    if (exp <= 0) return static_cast<uint16_t>(sign);  // flush tiny values
+    if (exp >= 31) return static_cast<uint16_t>(sign | 0x7BFFu);
+    uint32_t h = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+    const uint32_t rest = mant & 0x1FFFu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // round to nearest even
+    return static_cast<uint16_t>(h);
+}
+
+float from_half(uint16_t h) {
+    const uint32_t exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+    float v = exp == 0 ? std::ldexp(static_cast<float>(mant), -24)
+                       : std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+void put_half(uint8_t *p, float f) {
+    uint16_t h = to_half(f);
+    std::memcpy(p, &h, 2);
+}
+
+// ---- tensors ----------------------------------------------------------------
+
+enum class Init { normal, ones, router };
+
+struct TensorSpec {
+    std::string name;
+    GgmlType type;
+    std::vector<int64_t> ne;
+    Init init;
+    float sigma;  // standard deviation of the weights
+};
+
+// Blocks of `type` whose dequantised values have mean ~0 and std ~sigma.
+// Scales are drawn per block (as real quantisation produces) and quants uniformly.
+void fill_blocks(GgmlType type, uint8_t *out, uint64_t n_blocks, float sigma, Rng &rng) {
+    switch (type) {
+    case GgmlType::Q4_K: {
+        // y = d*sc*q - dmin*m with m = sc and dmin = 7.5 d: y = d*sc*(q - 7.5), q uniform in 0..15.
+        for (uint64_t b = 0; b < n_blocks; ++b, out += 144) {
+            uint8_t sc[8];
+            for (int j = 0; j < 8; ++j) sc[j] = static_cast<uint8_t>(32 + (rng.next() & 31));
+            const float d = sigma / (47.5f * 4.61f);
+            const uint16_t dh = to_half(d);
+            put_half(out, d);
+            put_half(out + 2, 7.5f * from_half(dh));
+            uint8_t *q = out + 4;
+            for (int j = 0; j < 4; ++j) {
+                q[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+                q[j + 4] = q[j];  // m == sc
+                q[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((sc[j + 4] & 0xF) << 4));
+            }
+            rng.fill(out + 16, 128);
+        }
+        break;
+    }
+    case GgmlType::Q6_K: {
+        // y = d*S*(q - 32), q uniform in 0..63 (std 18.5).
+        for (uint64_t b = 0; b < n_blocks; ++b, out += 210) {
+            rng.fill(out, 192);
+            for (int j = 0; j < 16; ++j) out[192 + j] = static_cast<uint8_t>(32 + (rng.next() & 31));
+            put_half(out + 208, sigma / (47.5f * 18.5f));
+        }
+        break;
+    }
+    case GgmlType::Q8_0: {
+        for (uint64_t b = 0; b < n_blocks; ++b, out += 34) {
+            put_half(out, sigma / 73.6f);
+            rng.fill(out + 2, 32);
+            for (int j = 0; j < 32; ++j)
+                if (out[2 + j] == 0x80) out[2 + j] = 0x81;  // keep quants in -127..127
+        }
+        break;
+    }
+    case GgmlType::Q5_0: {
+        // y = d*(q - 16), q uniform in 0..31 (std 9.23).
+        for (uint64_t b = 0; b < n_blocks; ++b, out += 22) {
+            put_half(out, sigma / 9.23f);
+            rng.fill(out + 2, 20);
+        }
+        break;
+    }
+    case GgmlType::F32: {
+        const float a = sigma * 1.7320508f;  // uniform [-a, a] has std sigma
+        for (uint64_t i = 0; i < n_blocks; ++i) {
+            float v = (2.0f * rng.uniform() - 1.0f) * a;
+            std::memcpy(out + 4 * i, &v, 4);
+        }
+        break;
+    }
+    default:
+        fail(Status::unsupported, "generator cannot write %s blocks", type_traits(type).name);
+    }
+}
+
+// Routers are F32 with a larger spread (logit std ~3 on normalised input) so
+// top-k choices have margins far above quantisation noise.
+void fill_tensor_chunk(const TensorSpec &t, uint8_t *out, uint64_t first_elem, uint64_t n_elems, Rng &rng) {
+    const TypeTraits &tr = type_traits(t.type);
+    if (t.init == Init::ones) {
+        for (uint64_t i = 0; i < n_elems; ++i) {
+            float one = 1.0f;
+            std::memcpy(out + 4 * i, &one, 4);
+        }
+        return;
+    }
+    (void)first_elem;
+    fill_blocks(t.type, out, n_elems / tr.block_elems, t.sigma, rng);
+}
+
+// ---- presets and quant mixes -----------------------------------------------
+
+struct Preset {
+    const char *name;
+    int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_expert, n_expert_used, n_ff_expert, n_vocab;
+};
+
+constexpr Preset kPresets[] = {
+    {"qwen3-30b-a3b", 48, 2048, 32, 4, 128, 128, 8, 768, 151936},
+    {"demo", 10, 2048, 32, 4, 128, 128, 8, 768, 32768},
+    {"small", 4, 256, 8, 2, 32, 16, 4, 256, 1024},
+    {"tiny", 2, 64, 4, 2, 16, 8, 2, 64, 320},
+};
+
+// K-quants need rows that are multiples of 256; like llama-quantize, fall back
+// to a 32-block type otherwise.
+GgmlType fit(GgmlType want, int64_t row) {
+    if (row % type_traits(want).block_elems == 0) return want;
+    if (want == GgmlType::Q4_K) return GgmlType::Q5_0;
+    return GgmlType::Q8_0;
+}
+
+struct QuantMix {
+    GgmlType attn_qko, attn_v, exp_gate_up, exp_down, embd, output;
+    uint32_t file_type;
+};
+
+QuantMix quant_mix(const std::string &quant) {
+    if (quant == "q4_k_m")
+        return {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q6_K, GgmlType::Q6_K, 15};
+    if (quant == "q8_0")
+        return {GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, 7};
+    if (quant == "f32")
+        return {GgmlType::F32, GgmlType::F32, GgmlType::F32, GgmlType::F32, GgmlType::F32, GgmlType::F32, 0};
+    fail(Status::invalid_argument, "unknown quant '%s' (q4_k_m, q8_0, f32)", quant.c_str());
+}
+
+std::vector<TensorSpec> tensor_specs(const GeneratorConfig &c) {
+    const QuantMix q = quant_mix(c.quant);
+    const int64_t E = c.n_embd, HQ = int64_t(c.n_head) * c.head_dim, HKV = int64_t(c.n_head_kv) * c.head_dim;
+    const int64_t F = c.n_ff_expert, X = c.n_expert;
+    auto inv_sqrt = [](int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
+    std::vector<TensorSpec> t;
+    t.push_back({"token_embd.weight", fit(q.embd, E), {E, c.n_vocab}, Init::normal, 1.0f});
+    for (int32_t l = 0; l < c.n_layer; ++l) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        t.push_back({p + "attn_norm.weight", GgmlType::F32, {E}, Init::ones, 0});
+        t.push_back({p + "attn_q.weight", fit(q.attn_qko, E), {E, HQ}, Init::normal, inv_sqrt(E)});
+        t.push_back({p + "attn_k.weight", fit(q.attn_qko, E), {E, HKV}, Init::normal, inv_sqrt(E)});
+        t.push_back({p + "attn_v.weight", fit(q.attn_v, E), {E, HKV}, Init::normal, inv_sqrt(E)});
+        t.push_back({p + "attn_output.weight", fit(q.attn_qko, HQ), {HQ, E}, Init::normal, inv_sqrt(HQ)});
+        t.push_back({p + "attn_q_norm.weight", GgmlType::F32, {c.head_dim}, Init::ones, 0});
+        t.push_back({p + "attn_k_norm.weight", GgmlType::F32, {c.head_dim}, Init::ones, 0});
+        t.push_back({p + "ffn_norm.weight", GgmlType::F32, {E}, Init::ones, 0});
+        t.push_back({p + "ffn_gate_inp.weight", GgmlType::F32, {E, X}, Init::router, 3.0f * inv_sqrt(E)});
+        t.push_back({p + "ffn_gate_exps.weight", fit(q.exp_gate_up, E), {E, F, X}, Init::normal, inv_sqrt(E)});
+        t.push_back({p + "ffn_up_exps.weight", fit(q.exp_gate_up, E), {E, F, X}, Init::normal, inv_sqrt(E)});
+        t.push_back({p + "ffn_down_exps.weight", fit(q.exp_down, F), {F, E, X}, Init::normal, inv_sqrt(F)});
+    }
+    t.push_back({"output_norm.weight", GgmlType::F32, {E}, Init::ones, 0});
+    t.push_back({"output.weight", fit(q.output, E), {E, c.n_vocab}, Init::normal, inv_sqrt(E)});
+    return t;
+}
+
+// GPT-2 byte-to-unicode mapping: printable bytes map to themselves, the rest to U+0100 upward.
+std::vector<std::string> byte_tokens() {
+    std::vector<std::string> out(256);
+    int extra = 0;
+    for (int b = 0; b < 256; ++b) {
+        bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        uint32_t cp = printable ? static_cast<uint32_t>(b) : 256u + static_cast<uint32_t>(extra++);
+        std::string s;
+        if (cp < 0x80) s += static_cast<char>(cp);
+        else {
+            s += static_cast<char>(0xC0 | (cp >> 6));
+            s += static_cast<char>(0x80 | (cp & 0x3F));
+        }
+        out[b] = s;
+    }
+    return out;
+}
+
+// A small valid byte-level BPE vocabulary: 256 byte tokens, merges of pairs of
+// printable ASCII characters, filler tokens, and Qwen-style control tokens.
+void add_tokenizer(gguf::GgufWriter &w, int32_t n_vocab) {
+    const char *specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+    const int32_t n_special = 3;
+    std::vector<std::string> tokens = byte_tokens();
+    std::vector<int32_t> types(256, 1);
+    std::vector<std::string> merges;
+    const std::string letters = "etaoinshrdlucmfwypvbgkjqxz";
+    const std::vector<std::string> bytes = byte_tokens();
+    const std::string space = bytes[' '];  // "Ġ"
+    for (size_t i = 0; i < letters.size() && int32_t(tokens.size()) < n_vocab - n_special; ++i) {
+        std::string l(1, letters[i]);
+        merges.push_back(space + " " + l);
+        tokens.push_back(space + l);
+        types.push_back(1);
+    }
+    for (size_t i = 0; i < letters.size(); ++i)
+        for (size_t j = 0; j < letters.size() && int32_t(tokens.size()) < n_vocab - n_special; ++j) {
+            std::string a(1, letters[i]), b(1, letters[j]);
+            merges.push_back(a + " " + b);
+            tokens.push_back(a + b);
+            types.push_back(1);
+        }
+    for (int32_t i = 0; int32_t(tokens.size()) < n_vocab - n_special; ++i) {
+        tokens.push_back("<|unused_" + std::to_string(i) + "|>");
+        types.push_back(5);
+    }
+    for (const char *s : specials) {
+        tokens.push_back(s);
+        types.push_back(3);
+    }
+    const uint32_t eot = static_cast<uint32_t>(n_vocab - n_special);
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string("tokenizer.ggml.pre", "qwen2");
+    w.add_string_array("tokenizer.ggml.tokens", tokens);
+    w.add_i32_array("tokenizer.ggml.token_type", types);
+    w.add_string_array("tokenizer.ggml.merges", merges);
+    w.add_u32("tokenizer.ggml.eos_token_id", eot + 2);
+    w.add_u32("tokenizer.ggml.padding_token_id", eot);
+    w.add_u32("tokenizer.ggml.bos_token_id", eot);
+    w.add_bool("tokenizer.ggml.add_bos_token", false);
+}
+
+void build_header(gguf::GgufWriter &w, const GeneratorConfig &c, const std::vector<TensorSpec> &specs) {
+    const std::string a = c.arch + ".";
+    w.add_string("general.architecture", c.arch);
+    w.add_string("general.name", "moestream random " + c.preset + " " + c.quant);
+    w.add_u32("general.file_type", quant_mix(c.quant).file_type);
+    w.add_u32("general.quantization_version", 2);
+    w.add_u32(a + "block_count", static_cast<uint32_t>(c.n_layer));
+    w.add_u32(a + "context_length", 32768);
+    w.add_u32(a + "embedding_length", static_cast<uint32_t>(c.n_embd));
+    w.add_u32(a + "feed_forward_length", static_cast<uint32_t>(c.n_ff_expert * 8));
+    w.add_u32(a + "attention.head_count", static_cast<uint32_t>(c.n_head));
+    w.add_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.n_head_kv));
+    w.add_u32(a + "attention.key_length", static_cast<uint32_t>(c.head_dim));
+    w.add_u32(a + "attention.value_length", static_cast<uint32_t>(c.head_dim));
+    w.add_f32(a + "rope.freq_base", 1000000.0f);
+    w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+    w.add_u32(a + "expert_count", static_cast<uint32_t>(c.n_expert));
+    w.add_u32(a + "expert_used_count", static_cast<uint32_t>(c.n_expert_used));
+    w.add_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(c.n_ff_expert));
+    add_tokenizer(w, c.n_vocab);
+    for (const TensorSpec &t : specs) w.add_tensor(t.name, t.type, t.ne);
+}
+
+}  // namespace
+
+GeneratorConfig resolve_generator_config(const GeneratorConfig &r) {
+    if (r.arch != "qwen3moe") fail(Status::unsupported, "generator: architecture '%s' not supported (qwen3moe)", r.arch.c_str());
+    const Preset *p = nullptr;
+    for (const Preset &x : kPresets)
+        if (r.preset == x.name) p = &x;
+    if (!p) fail(Status::invalid_argument, "generator: unknown preset '%s' (qwen3-30b-a3b, demo, small, tiny)", r.preset.c_str());
+    GeneratorConfig c = r;
+    auto take = [](int32_t v, int32_t d) { return v ? v : d; };
+    c.n_layer = take(r.n_layer, p->n_layer);
+    c.n_embd = take(r.n_embd, p->n_embd);
+    c.n_head = take(r.n_head, p->n_head);
+    c.n_head_kv = take(r.n_head_kv, p->n_head_kv);
+    c.head_dim = take(r.head_dim, p->head_dim);
+    c.n_expert = take(r.n_expert, p->n_expert);
+    c.n_expert_used = take(r.n_expert_used, p->n_expert_used);
+    c.n_ff_expert = take(r.n_ff_expert, p->n_ff_expert);
+    c.n_vocab = take(r.n_vocab, p->n_vocab);
+    quant_mix(c.quant);  // validates
+    auto positive = [](int32_t v, const char *what) {
+        if (v <= 0) fail(Status::invalid_argument, "generator: %s must be positive (got %d)", what, v);
+    };
+    positive(c.n_layer, "n_layer");
+    positive(c.n_embd, "n_embd");
+    positive(c.n_head, "n_head");
+    positive(c.n_head_kv, "n_head_kv");
+    positive(c.head_dim, "head_dim");
+    positive(c.n_expert, "n_expert");
+    positive(c.n_expert_used, "n_expert_used");
+    positive(c.n_ff_expert, "n_ff_expert");
+    if (c.n_layer > MOESTREAM_MAX_LAYERS) fail(Status::invalid_argument, "generator: n_layer %d > %d", c.n_layer, MOESTREAM_MAX_LAYERS);
+    if (c.n_head % c.n_head_kv) fail(Status::invalid_argument, "generator: n_head %d not a multiple of n_head_kv %d", c.n_head, c.n_head_kv);
+    if (c.n_expert_used > c.n_expert) fail(Status::invalid_argument, "generator: n_expert_used %d > n_expert %d", c.n_expert_used, c.n_expert);
+    if (c.head_dim % 2) fail(Status::invalid_argument, "generator: head_dim %d must be even (RoPE)", c.head_dim);
+    for (int32_t v : {c.n_embd, c.n_ff_expert, c.n_head * c.head_dim})
+        if (v % 32) fail(Status::invalid_argument, "generator: dimension %d is not a multiple of 32", v);
+    if (c.n_vocab < 320) fail(Status::invalid_argument, "generator: n_vocab %d < 320 (byte tokens + specials)", c.n_vocab);
+    return c;
+}
+
+uint64_t generated_model_size(const GeneratorConfig &requested) {
+    const GeneratorConfig c = resolve_generator_config(requested);
+    gguf::GgufWriter w;
+    build_header(w, c, tensor_specs(c));
+    return w.file_size();
+}
+
+void generate_model(const GeneratorConfig &requested, const std::string &path,
+                    const std::function<void(uint64_t, uint64_t)> &progress) {
+    const GeneratorConfig c = resolve_generator_config(requested);
+    const std::vector<TensorSpec> specs = tensor_specs(c);
+    gguf::GgufWriter w;
+    build_header(w, c, specs);
+    const uint64_t total = w.file_size();
+    const std::string tmp = path + ".tmp";
+    w.begin(tmp);
+
+    // Two chunk buffers: one is filled while the other is written.
+    constexpr uint64_t kChunk = 8u << 20;
+    std::vector<uint8_t> buffers[2] = {std::vector<uint8_t>(kChunk + 4096), std::vector<uint8_t>(kChunk + 4096)};
+    std::future<void> pending;
+    int which = 0;
+    uint64_t done = 0;
+    for (const TensorSpec &t : specs) {
+        Rng rng(c.seed * 0x2545F4914F6CDD1Dull ^ hash_name(t.name));
+        const TypeTraits &tr = type_traits(t.type);
+        uint64_t n_elems = 1;
+        for (int64_t d : t.ne) n_elems *= static_cast<uint64_t>(d);
+        const uint64_t elems_per_chunk = std::max<uint64_t>(tr.block_elems, kChunk / tr.block_bytes * tr.block_elems);
+        for (uint64_t first = 0; first < n_elems; first += elems_per_chunk) {
+            const uint64_t n = std::min(elems_per_chunk, n_elems - first);
+            std::vector<uint8_t> &buf = buffers[which];
+            fill_tensor_chunk(t, buf.data(), first, n, rng);
+            const size_t bytes = static_cast<size_t>(n / tr.block_elems * tr.block_bytes);
+            if (pending.valid()) pending.get();  // rethrows a write error
+            pending = std::async(std::launch::async, [&w, &buf, bytes] { w.write_data(buf.data(), bytes); });
+            which ^= 1;
+            done += bytes;
+            if (progress) progress(done, total);
+        }
+    }
+    if (pending.valid()) pending.get();
+    w.finish();
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        fail_errno(err, "cannot rename %s to %s", tmp.c_str(), path.c_str());
+    }
+    if (progress) progress(total, total);
+}
+
+}  // namespace moe
