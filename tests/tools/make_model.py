@@ -1,0 +1,563 @@
+"""Random-weight GGUF MoE models for tests (qwen3moe, llama/Mixtral, olmoe, qwen2moe).
+
+    python3 -m tools.make_model --arch qwen3moe --out m.gguf --n-embd 128 --n-layer 2 \
+        --n-expert 8 --n-expert-used 2 --quant-mix q4_k_m --seed 1
+
+or from Python:
+
+    from tools.make_model import ModelSpec, make_model
+    make_model("m.gguf", ModelSpec(arch="olmoe", n_embd=128, quant_mix="mixed"))
+
+Tensors are generated, quantised and written one at a time (3-D expert tensors one
+expert at a time), so files of gigabytes can be produced without holding them in
+memory. Everything is a deterministic function of the spec (seed included).
+
+Weights: linear layers ~ N(0, 1/fan_in) (std 1/sqrt(fan_in)), norms ~ 1 + 0.1 N(0,1),
+embeddings ~ N(0,1), so activations stay O(1) through many layers.
+
+Routing ("router_mode"):
+  coded  (default) the last 32 embedding channels carry a per-token code (one channel
+         set to CODE_VALUE, chosen by token id % 32). No layer writes those channels
+         (their rows of attn_output / ffn_down are zero), so the residual keeps the code
+         exactly, and the router reads only them: each (token class, layer) gets a
+         permutation of evenly spaced router logits (spacing ~ router_scale). Top-k
+         choices therefore have margins of order router_scale that numeric noise from
+         activation quantisation cannot flip. router_context adds a small random,
+         context-dependent part on the other channels.
+  random the router is router_scale * N(0,1)/sqrt(n_embd) over all channels
+         (router logits ~ N(0, router_scale^2)), near-ties possible.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a script: make `tools` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tools.gguf_writer import BLOCK_GEOMETRY, GGUFWriter, GgmlType, ValueType
+from tools.quants import quantize
+
+ARCHS = ("qwen3moe", "llama", "olmoe", "qwen2moe")
+CODE_CHANNELS = 32        # width of the routing-code subspace (one 32-element quant block)
+CODE_VALUE = 4.0
+OUTPUT_SCALE = 2.0        # logits ~ N(0, OUTPUT_SCALE^2): a clearer top-1 than N(0,1)
+POOL_ELEMENTS = 1 << 22   # expert tensors bigger than this reuse rows of a random pool
+BIG_TENSOR_ELEMENTS = 1 << 24
+
+T = GgmlType
+MIX_FTYPE = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9,
+             "q4_k_m": 15, "q5_k_m": 17, "q6_k": 18, "bf16": 32, "mixed": 1024}
+QUANT_MIXES = tuple(MIX_FTYPE)
+MIXED_CYCLE = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K]
+# what llama-quantize substitutes when ne0 is not a multiple of the block size
+FALLBACK = {T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0,
+            T.Q4_0: T.F16, T.Q4_1: T.F16, T.Q5_0: T.F16, T.Q5_1: T.F16, T.Q8_0: T.F16}
+DEFAULT_EPS = {"qwen3moe": 1e-6, "qwen2moe": 1e-6, "llama": 1e-5, "olmoe": 1e-5}
+TIED_OUTPUT_ALLOWED = ("qwen3moe", "llama")
+
+
+@dataclass
+class ModelSpec:
+    arch: str = "qwen3moe"
+    n_embd: int = 128
+    n_layer: int = 2
+    n_head: int = 4
+    n_head_kv: int | None = None      # default n_head
+    head_dim: int | None = None       # default n_embd // n_head
+    n_expert: int = 8
+    n_expert_used: int = 2
+    n_ff_expert: int = 64
+    n_ff_shared: int | None = None    # qwen2moe only; default 2 * n_ff_expert
+    n_vocab: int = 512
+    n_ctx: int = 512
+    rope_theta: float = 10000.0
+    rms_eps: float | None = None      # default per arch
+    quant_mix: str = "f32"
+    seed: int = 0
+    tokenizer: str = "none"           # none | synthetic | copy:PATH.gguf
+    router_mode: str = "coded"        # coded | random
+    router_scale: float = 1.0
+    router_context: float = 0.0
+    tie_output: bool = False          # omit output.weight (qwen3moe / llama only)
+    qkv_bias: bool | None = None      # default: True for qwen2moe; llama may opt in
+    alignment: int = 32
+    write_alignment_key: bool = False
+    name: str | None = None
+
+    def resolved(self) -> "ModelSpec":
+        s = dataclasses.replace(self)
+        if s.arch not in ARCHS:
+            raise ValueError(f"unknown arch {s.arch!r} (expected one of {ARCHS})")
+        if s.quant_mix not in MIX_FTYPE:
+            raise ValueError(f"unknown quant mix {s.quant_mix!r} (expected one of {QUANT_MIXES})")
+        if s.n_head_kv is None:
+            s.n_head_kv = s.n_head
+        if s.head_dim is None:
+            if s.n_embd % s.n_head:
+                raise ValueError("n_embd must be a multiple of n_head unless head_dim is given")
+            s.head_dim = s.n_embd // s.n_head
+        if s.n_head % s.n_head_kv:
+            raise ValueError("n_head must be a multiple of n_head_kv")
+        if s.head_dim % 2:
+            raise ValueError("head_dim must be even (RoPE)")
+        if not 1 <= s.n_expert_used <= s.n_expert:
+            raise ValueError("need 1 <= n_expert_used <= n_expert")
+        if s.arch == "qwen2moe" and s.n_ff_shared is None:
+            s.n_ff_shared = 2 * s.n_ff_expert
+        if s.arch != "qwen2moe":
+            s.n_ff_shared = None
+        if s.rms_eps is None:
+            s.rms_eps = DEFAULT_EPS[s.arch]
+        if s.qkv_bias is None:
+            s.qkv_bias = s.arch == "qwen2moe"
+        if s.qkv_bias and s.arch not in ("qwen2moe", "llama"):
+            raise ValueError(f"{s.arch} has no QKV biases")
+        if s.tie_output and s.arch not in TIED_OUTPUT_ALLOWED:
+            raise ValueError(f"{s.arch} requires output.weight (no tied output)")
+        if s.router_mode not in ("coded", "random"):
+            raise ValueError("router_mode must be coded or random")
+        if s.router_mode == "coded" and (s.n_embd < 2 * CODE_CHANNELS or s.n_embd % CODE_CHANNELS):
+            raise ValueError(f"router_mode=coded needs n_embd >= {2 * CODE_CHANNELS} and a multiple of "
+                             f"{CODE_CHANNELS}; use router_mode=random")
+        if s.name is None:
+            s.name = f"moestream-test-{s.arch}"
+        return s
+
+
+@dataclass
+class TensorPlan:
+    name: str
+    ne: list
+    type: GgmlType
+    kind: str
+    layer: int = -1
+    extra: dict = field(default_factory=dict)
+
+
+# ---- tensor types per quant mix -----------------------------------------------------------------
+
+def _fits(t, ne0):
+    return ne0 % BLOCK_GEOMETRY[t][0] == 0
+
+
+def with_fallback(t, ne0):
+    t = GgmlType(t)
+    while not _fits(t, ne0):
+        t = FALLBACK[t]
+    return t
+
+
+def _mix_type(mix, kind):
+    """Type a quant mix wants for a weight matrix of the given kind (before fallback)."""
+    if mix in ("f32", "f16", "bf16"):
+        return {"f32": T.F32, "f16": T.F16, "bf16": T.BF16}[mix]
+    if mix in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1"):
+        base = T[mix.upper()]
+        return T.Q6_K if kind == "output" and mix != "q8_0" else base
+    if mix == "q6_k":
+        return T.Q6_K
+    if mix in ("q4_k_m", "q5_k_m"):
+        base = T.Q4_K if mix == "q4_k_m" else T.Q5_K
+        if kind in ("ffn_down_exps", "attn_v", "output"):
+            return T.Q6_K
+        return base
+    raise ValueError(mix)
+
+
+FLOAT_KINDS = ("norm", "router", "bias", "shexp_gate_inp")   # never quantised, always F32
+
+
+def plan_tensors(spec: ModelSpec) -> list:
+    s = spec
+    hd, nq, nkv = s.head_dim, s.n_head * s.head_dim, s.n_head_kv * s.head_dim
+    plans = [TensorPlan("token_embd.weight", [s.n_embd, s.n_vocab], T.F32, "token_embd")]
+    for il in range(s.n_layer):
+        p = f"blk.{il}."
+        L = [TensorPlan(p + "attn_norm.weight", [s.n_embd], T.F32, "norm", il),
+             TensorPlan(p + "attn_q.weight", [s.n_embd, nq], T.F32, "attn_q", il),
+             TensorPlan(p + "attn_k.weight", [s.n_embd, nkv], T.F32, "attn_k", il),
+             TensorPlan(p + "attn_v.weight", [s.n_embd, nkv], T.F32, "attn_v", il)]
+        if s.qkv_bias:
+            L += [TensorPlan(p + "attn_q.bias", [nq], T.F32, "bias", il),
+                  TensorPlan(p + "attn_k.bias", [nkv], T.F32, "bias", il),
+                  TensorPlan(p + "attn_v.bias", [nkv], T.F32, "bias", il)]
+        if s.arch == "qwen3moe":
+            L += [TensorPlan(p + "attn_q_norm.weight", [hd], T.F32, "norm", il),
+                  TensorPlan(p + "attn_k_norm.weight", [hd], T.F32, "norm", il)]
+        if s.arch == "olmoe":   # RMS over the whole projected Q / K vector
+            L += [TensorPlan(p + "attn_q_norm.weight", [nq], T.F32, "norm", il),
+                  TensorPlan(p + "attn_k_norm.weight", [nkv], T.F32, "norm", il)]
+        L += [TensorPlan(p + "attn_output.weight", [nq, s.n_embd], T.F32, "attn_output", il),
+              TensorPlan(p + "ffn_norm.weight", [s.n_embd], T.F32, "norm", il),
+              TensorPlan(p + "ffn_gate_inp.weight", [s.n_embd, s.n_expert], T.F32, "router", il),
+              TensorPlan(p + "ffn_gate_exps.weight", [s.n_embd, s.n_ff_expert, s.n_expert], T.F32,
+                         "ffn_gate_exps", il),
+              TensorPlan(p + "ffn_up_exps.weight", [s.n_embd, s.n_ff_expert, s.n_expert], T.F32,
+                         "ffn_up_exps", il),
+              TensorPlan(p + "ffn_down_exps.weight", [s.n_ff_expert, s.n_embd, s.n_expert], T.F32,
+                         "ffn_down_exps", il)]
+        if s.arch == "qwen2moe":
+            L += [TensorPlan(p + "ffn_gate_inp_shexp.weight", [s.n_embd], T.F32, "shexp_gate_inp", il),
+                  TensorPlan(p + "ffn_gate_shexp.weight", [s.n_embd, s.n_ff_shared], T.F32, "ffn_gate_shexp", il),
+                  TensorPlan(p + "ffn_up_shexp.weight", [s.n_embd, s.n_ff_shared], T.F32, "ffn_up_shexp", il),
+                  TensorPlan(p + "ffn_down_shexp.weight", [s.n_ff_shared, s.n_embd], T.F32, "ffn_down_shexp", il)]
+        plans += L
+    plans.append(TensorPlan("output_norm.weight", [s.n_embd], T.F32, "norm"))
+    if not s.tie_output:
+        plans.append(TensorPlan("output.weight", [s.n_embd, s.n_vocab], T.F32, "output"))
+    # assign types
+    mixed_i = 0
+    for t in plans:
+        if t.kind in FLOAT_KINDS:
+            t.type = T.F32
+            continue
+        if s.quant_mix == "mixed":
+            # rotate through all 11 types over the weight matrices in file order
+            want = MIXED_CYCLE[mixed_i % len(MIXED_CYCLE)]
+            mixed_i += 1
+        else:
+            want = _mix_type(s.quant_mix, t.kind)
+        t.type = with_fallback(want, t.ne[0])
+    return plans
+
+
+# ---- weight generation -------------------------------------------------------------------------
+
+def _rng(spec, name, salt=0):
+    return np.random.default_rng([spec.seed, zlib.crc32(name.encode()), salt])
+
+
+def _code_slice(spec):
+    return slice(spec.n_embd - CODE_CHANNELS, spec.n_embd) if spec.router_mode == "coded" else None
+
+
+def _token_class(token_ids):
+    return np.asarray(token_ids) % CODE_CHANNELS
+
+
+def _gen_rows(spec, plan, rng, row_start, row_end):
+    """Float rows [row_start, row_end) of a 2-D tensor (numpy shape [ne1, ne0])."""
+    ne0 = plan.ne[0]
+    n = row_end - row_start
+    code = _code_slice(spec)
+    if plan.kind == "token_embd":
+        x = rng.standard_normal((n, ne0), dtype=np.float32)
+        if code is not None:
+            x[:, code] = 0.0
+            cls = _token_class(np.arange(row_start, row_end))
+            x[np.arange(n), code.start + cls] = CODE_VALUE
+        return x
+    if plan.kind == "output":
+        return rng.standard_normal((n, ne0), dtype=np.float32) * np.float32(OUTPUT_SCALE / np.sqrt(ne0))
+    x = rng.standard_normal((n, ne0), dtype=np.float32) * np.float32(1.0 / np.sqrt(ne0))
+    if code is not None and plan.kind in ("attn_output", "ffn_down_shexp"):
+        rows = np.arange(row_start, row_end)
+        x[(rows >= code.start) & (rows < code.stop)] = 0.0
+    return x
+
+
+def _gen_small(spec, plan, rng):
+    """1-D tensors and the router."""
+    ne0 = plan.ne[0]
+    if plan.kind == "norm":
+        return (1.0 + 0.1 * rng.standard_normal(ne0)).astype(np.float32)
+    if plan.kind == "bias":
+        return (0.3 * rng.standard_normal(ne0)).astype(np.float32)
+    if plan.kind == "shexp_gate_inp":
+        return (2.0 * rng.standard_normal(ne0) / np.sqrt(ne0)).astype(np.float32)
+    if plan.kind == "router":
+        n_expert = plan.ne[1]
+        if spec.router_mode == "random":
+            return (spec.router_scale * rng.standard_normal((n_expert, ne0)) / np.sqrt(ne0)).astype(np.float32)
+        code = _code_slice(spec)
+        w = (spec.router_context * rng.standard_normal((n_expert, ne0)) / np.sqrt(ne0)).astype(np.float32)
+        w[:, code] = 0.0
+        levels = (np.arange(n_expert) - (n_expert - 1) / 2.0) * spec.router_scale / CODE_VALUE
+        for c in range(CODE_CHANNELS):
+            w[:, code.start + c] = levels[rng.permutation(n_expert)]
+        return w
+    raise ValueError(plan.kind)
+
+
+def _expert_chunks(spec, plan, rng):
+    """Raw bytes of a 3-D expert tensor, one expert at a time."""
+    ne0, ne1, n_expert = plan.ne
+    code = _code_slice(spec)
+    zero_rows = None
+    if code is not None and plan.kind == "ffn_down_exps":
+        zero_rows = np.arange(code.start, code.stop)
+    if ne0 * ne1 * n_expert <= BIG_TENSOR_ELEMENTS:
+        for _ in range(n_expert):
+            x = rng.standard_normal((ne1, ne0), dtype=np.float32) * np.float32(1.0 / np.sqrt(ne0))
+            if zero_rows is not None:
+                x[zero_rows] = 0.0
+            yield quantize(x, plan.type)
+        return
+    # Big tensor: quantise a pool of random rows once, then build every expert from
+    # randomly drawn pool rows (distinct per expert, same statistics, much faster).
+    pool_rows = max(ne1, POOL_ELEMENTS // ne0)
+    pool = np.concatenate([
+        quantize(rng.standard_normal((min(4096, pool_rows - r), ne0), dtype=np.float32)
+                 * np.float32(1.0 / np.sqrt(ne0)), plan.type)
+        for r in range(0, pool_rows, 4096)])
+    zero_row = quantize(np.zeros((1, ne0), dtype=np.float32), plan.type)[0]
+    for _ in range(n_expert):
+        q = pool[rng.integers(0, pool_rows, size=ne1)]
+        if zero_rows is not None:
+            q[zero_rows] = zero_row
+        yield q
+
+
+def _tensor_chunks(spec, plan):
+    rng = _rng(spec, plan.name)
+    if plan.kind in FLOAT_KINDS:
+        yield quantize(_gen_small(spec, plan, rng), plan.type)
+        return
+    if len(plan.ne) == 3:
+        yield from _expert_chunks(spec, plan, rng)
+        return
+    ne0, ne1 = plan.ne
+    step = max(1, (1 << 20) // ne0)
+    for r in range(0, ne1, step):
+        yield quantize(_gen_rows(spec, plan, rng, r, min(ne1, r + step)), plan.type)
+
+
+# ---- tokenizer ------------------------------------------------------------------------------------
+
+def _bytes_to_unicode():
+    """GPT-2's reversible byte -> printable character map."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
+        list(range(ord("\xae"), ord("\xff") + 1))
+    mapping = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in mapping:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return mapping
+
+
+_CORPUS = (
+    "the quick brown fox jumps over the lazy dog and then the dog sleeps in the sun while the fox "
+    "runs into the forest where many other animals live together in peace there is a river that "
+    "flows through the valley and the water is cold and clear in the morning people walk along the "
+    "river to watch the birds sing their songs experts say that mixture of experts models route "
+    "each token to a small number of experts which keeps the compute low but the memory high so "
+    "streaming weights from storage is an interesting problem for inference on small machines "
+    "numbers like 1 2 3 10 42 100 2024 appear in text as well as punctuation, quotes \"like this\" "
+    "and questions? yes! it's true: they're here, we'll see, I'd say, you've won.\n"
+)
+
+
+def synthetic_vocab(n_vocab: int):
+    """Byte-level BPE vocab of exactly n_vocab tokens: 256 byte tokens, merges learnt on a
+    fixed corpus (then systematic merges to fill), and one control token <|endoftext|>."""
+    if n_vocab < 258:
+        raise ValueError("synthetic tokenizer needs n_vocab >= 258 (256 bytes + a merge + <|endoftext|>)")
+    b2u = _bytes_to_unicode()
+    tokens = [b2u[b] for b in range(256)]
+    vocab = set(tokens)
+    merges = []
+    target = n_vocab - 1
+    words: dict[tuple, int] = {}
+    for i, w in enumerate(_CORPUS.split(" ")):
+        text = (" " + w) if i else w
+        key = tuple(b2u[b] for b in text.encode("utf-8"))
+        words[key] = words.get(key, 0) + 1
+    while len(tokens) < target:
+        counts: dict[tuple, int] = {}
+        for w, n in words.items():
+            for a, b in zip(w, w[1:]):
+                counts[(a, b)] = counts.get((a, b), 0) + n
+        candidates = [(-n, pair) for pair, n in counts.items() if pair[0] + pair[1] not in vocab]
+        if not candidates:
+            break
+        _, (a, b) = min(candidates)
+        merged = a + b
+        merges.append(f"{a} {b}")
+        tokens.append(merged)
+        vocab.add(merged)
+        new_words = {}
+        for w, n in words.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and w[i] == a and w[i + 1] == b:
+                    out.append(merged)
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            new_words[tuple(out)] = new_words.get(tuple(out), 0) + n
+        words = new_words
+    # fill with merges of existing multi-character tokens and letters
+    letters = [b2u[b] for b in b"etaoinshrdlucmfwypvbgkqjxz"]
+    i = 0
+    while len(tokens) < target:
+        left = tokens[256 + (i // len(letters)) % max(1, len(tokens) - 256)] if len(tokens) > 256 else letters[i % 26]
+        right = letters[i % len(letters)]
+        i += 1
+        if left + right in vocab:
+            if i > 100 * n_vocab:
+                raise RuntimeError("could not fill the synthetic vocab")
+            continue
+        merges.append(f"{left} {right}")
+        tokens.append(left + right)
+        vocab.add(left + right)
+    tokens.append("<|endoftext|>")
+    token_type = [1] * (len(tokens) - 1) + [3]
+    return tokens, token_type, merges
+
+
+def _tokenizer_kv(spec):
+    """[(key, vtype, value, elem_type)] and the vocab size they imply (None: keep spec.n_vocab)."""
+    if spec.tokenizer == "none":
+        return [], None
+    if spec.tokenizer == "synthetic":
+        tokens, types, merges = synthetic_vocab(spec.n_vocab)
+        eot = len(tokens) - 1
+        return [("tokenizer.ggml.model", ValueType.STRING, "gpt2", None),
+                ("tokenizer.ggml.pre", ValueType.STRING, "gpt-2", None),
+                ("tokenizer.ggml.tokens", ValueType.ARRAY, tokens, ValueType.STRING),
+                ("tokenizer.ggml.token_type", ValueType.ARRAY, types, ValueType.INT32),
+                ("tokenizer.ggml.merges", ValueType.ARRAY, merges, ValueType.STRING),
+                ("tokenizer.ggml.bos_token_id", ValueType.UINT32, eot, None),
+                ("tokenizer.ggml.eos_token_id", ValueType.UINT32, eot, None),
+                ("tokenizer.ggml.add_bos_token", ValueType.BOOL, False, None)], len(tokens)
+    if spec.tokenizer.startswith("copy:"):
+        from reference.gguf_reader import GGUFReader  # only needed for this option
+        src = GGUFReader(spec.tokenizer[5:])
+        kv = []
+        for key, value in src.metadata.items():
+            if not key.startswith("tokenizer."):
+                continue
+            vtype, etype = src.value_types[key]
+            kv.append((key, ValueType(vtype), value, None if etype is None else ValueType(etype)))
+        tokens = src.metadata.get("tokenizer.ggml.tokens")
+        if not tokens:
+            raise ValueError(f"{spec.tokenizer[5:]} has no tokenizer.ggml.tokens")
+        return kv, len(tokens)
+    raise ValueError(f"unknown tokenizer option {spec.tokenizer!r}")
+
+
+# ---- file ------------------------------------------------------------------------------------------
+
+def _arch_kv(s: ModelSpec):
+    a = s.arch
+    kv = [(f"{a}.block_count", ValueType.UINT32, s.n_layer),
+          (f"{a}.context_length", ValueType.UINT32, s.n_ctx),
+          (f"{a}.embedding_length", ValueType.UINT32, s.n_embd)]
+    if a in ("llama", "olmoe"):
+        kv.append((f"{a}.feed_forward_length", ValueType.UINT32, s.n_ff_expert))
+    elif a == "qwen3moe":   # dense size of the HF config: present in real files, not the expert size
+        kv.append((f"{a}.feed_forward_length", ValueType.UINT32, 3 * s.n_ff_expert))
+    else:                   # qwen2moe: real files carry the shared-expert size here
+        kv.append((f"{a}.feed_forward_length", ValueType.UINT32, s.n_ff_shared))
+    kv += [(f"{a}.attention.head_count", ValueType.UINT32, s.n_head),
+           (f"{a}.attention.head_count_kv", ValueType.UINT32, s.n_head_kv),
+           (f"{a}.rope.freq_base", ValueType.FLOAT32, s.rope_theta),
+           (f"{a}.attention.layer_norm_rms_epsilon", ValueType.FLOAT32, s.rms_eps),
+           (f"{a}.expert_count", ValueType.UINT32, s.n_expert),
+           (f"{a}.expert_used_count", ValueType.UINT32, s.n_expert_used)]
+    if s.head_dim != s.n_embd // s.n_head or s.n_embd % s.n_head:
+        kv += [(f"{a}.attention.key_length", ValueType.UINT32, s.head_dim),
+               (f"{a}.attention.value_length", ValueType.UINT32, s.head_dim)]
+    if a in ("qwen3moe", "qwen2moe"):
+        kv.append((f"{a}.expert_feed_forward_length", ValueType.UINT32, s.n_ff_expert))
+    if a == "qwen2moe":
+        kv.append((f"{a}.expert_shared_feed_forward_length", ValueType.UINT32, s.n_ff_shared))
+    if a == "llama":
+        kv += [(f"{a}.rope.dimension_count", ValueType.UINT32, s.head_dim),
+               (f"{a}.vocab_size", ValueType.UINT32, s.n_vocab)]
+    return kv
+
+
+def make_model(path, spec: ModelSpec | None = None, **overrides) -> dict:
+    """Writes the model; returns a summary {spec, tensors: {name: (ne, type name)}}."""
+    spec = dataclasses.replace(spec or ModelSpec(), **overrides)
+    tok_kv, tok_vocab = _tokenizer_kv(spec)
+    if tok_vocab is not None:
+        spec = dataclasses.replace(spec, n_vocab=tok_vocab)
+    s = spec.resolved()
+    plans = plan_tensors(s)
+    w = GGUFWriter(path, alignment=s.alignment, write_alignment_key=s.write_alignment_key)
+    w.add_string("general.architecture", s.arch)
+    w.add_string("general.name", s.name)
+    w.add_uint32("general.file_type", MIX_FTYPE[s.quant_mix])
+    w.add_uint32("general.quantization_version", 2)
+    for key, vtype, value in _arch_kv(s):
+        w.add_kv(key, vtype, value)
+    for key, vtype, value, etype in tok_kv:
+        w.add_kv(key, vtype, value, elem_type=etype)
+    for p in plans:
+        w.add_tensor_info(p.name, p.ne, p.type)
+    try:
+        w.write_header()
+        for p in plans:
+            for chunk in _tensor_chunks(s, p):
+                w.write_tensor_data(p.name, chunk)
+        w.close()
+    except BaseException:
+        w._file and w._file.close()
+        raise
+    return {"spec": s, "tensors": {p.name: (p.ne, p.type.name) for p in plans}}
+
+
+def _parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    d = ModelSpec()
+    ap.add_argument("--arch", choices=ARCHS, default=d.arch)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--n-embd", type=int, default=d.n_embd)
+    ap.add_argument("--n-layer", type=int, default=d.n_layer)
+    ap.add_argument("--n-head", type=int, default=d.n_head)
+    ap.add_argument("--n-head-kv", type=int, default=None)
+    ap.add_argument("--head-dim", type=int, default=None)
+    ap.add_argument("--n-expert", type=int, default=d.n_expert)
+    ap.add_argument("--n-expert-used", type=int, default=d.n_expert_used)
+    ap.add_argument("--n-ff-expert", type=int, default=d.n_ff_expert)
+    ap.add_argument("--n-ff-shared", type=int, default=None)
+    ap.add_argument("--n-vocab", type=int, default=d.n_vocab)
+    ap.add_argument("--n-ctx", type=int, default=d.n_ctx)
+    ap.add_argument("--rope-theta", type=float, default=d.rope_theta)
+    ap.add_argument("--rms-eps", type=float, default=None)
+    ap.add_argument("--quant-mix", choices=QUANT_MIXES, default=d.quant_mix)
+    ap.add_argument("--seed", type=int, default=d.seed)
+    ap.add_argument("--tokenizer", default=d.tokenizer, help="none | synthetic | copy:PATH.gguf")
+    ap.add_argument("--router-mode", choices=("coded", "random"), default=d.router_mode)
+    ap.add_argument("--router-scale", type=float, default=d.router_scale,
+                    help="coded: spacing of router logits; random: their standard deviation")
+    ap.add_argument("--router-context", type=float, default=d.router_context,
+                    help="coded: std of an extra context-dependent router part")
+    ap.add_argument("--tie-output", action="store_true")
+    ap.add_argument("--qkv-bias", action="store_true", default=None)
+    ap.add_argument("--alignment", type=int, default=d.alignment)
+    ap.add_argument("--write-alignment-key", action="store_true")
+    return ap.parse_args(argv)
+
+
+def main(argv=None):
+    a = _parse_args(argv)
+    spec = ModelSpec(arch=a.arch, n_embd=a.n_embd, n_layer=a.n_layer, n_head=a.n_head, n_head_kv=a.n_head_kv,
+                     head_dim=a.head_dim, n_expert=a.n_expert, n_expert_used=a.n_expert_used,
+                     n_ff_expert=a.n_ff_expert, n_ff_shared=a.n_ff_shared, n_vocab=a.n_vocab, n_ctx=a.n_ctx,
+                     rope_theta=a.rope_theta, rms_eps=a.rms_eps, quant_mix=a.quant_mix, seed=a.seed,
+                     tokenizer=a.tokenizer, router_mode=a.router_mode, router_scale=a.router_scale,
+                     router_context=a.router_context, tie_output=a.tie_output, qkv_bias=a.qkv_bias,
+                     alignment=a.alignment, write_alignment_key=a.write_alignment_key)
+    info = make_model(a.out, spec)
+    types = {}
+    for ne, t in info["tensors"].values():
+        types[t] = types.get(t, 0) + 1
+    print(f"{a.out}: {info['spec'].arch}, {len(info['tensors'])} tensors, types {types}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
