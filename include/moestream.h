@@ -265,10 +265,19 @@ typedef struct moestream_sampler_params {
     uint64_t seed;
 } moestream_sampler_params;
 
+/* Defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, seed 0. */
 MOESTREAM_API void moestream_sampler_params_init(moestream_sampler_params *params);
+/* Invalid values (temperature < 0 or not finite, top_k < 0, top_p outside
+ * (0, 1], min_p outside [0, 1]) give MOESTREAM_ERR_INVALID_ARGUMENT. */
 MOESTREAM_API int moestream_sampler_new(const moestream_sampler_params *params, moestream_sampler **out);
 MOESTREAM_API void moestream_sampler_free(moestream_sampler *sampler);
-/* Picks a token from n_vocab logits. */
+/* Picks a token from n_vocab logits. Greedy picks the largest logit (lowest id
+ * on ties). Otherwise p = softmax(logits / temperature), then min-p, top-k and
+ * top-p filter, and a token is drawn with the sampler's seeded xoshiro256**
+ * generator: the same seed and logits give the same token sequence.
+ * NaN logits are never picked; a row with no finite logit is
+ * MOESTREAM_ERR_INVALID_ARGUMENT. One thread at a time per sampler
+ * (MOESTREAM_ERR_BUSY otherwise); samplers are independent. */
 MOESTREAM_API int moestream_sample(moestream_sampler *sampler, const float *logits, int32_t n_vocab,
                                    int32_t *token_out);
 

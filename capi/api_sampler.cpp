@@ -1,0 +1,83 @@
+// Sampler handles: moestream_sampler_* and moestream_sample.
+#include <atomic>
+#include <span>
+
+#include "firewall.hpp"
+#include "runtime/sampler.hpp"
+
+struct moestream_sampler {
+    explicit moestream_sampler(const moe::SamplerParams &p) : sampler(p) {}
+    moe::Sampler sampler;
+    // Set while a call is inside the sampler: a second thread gets BUSY
+    // instead of racing on the PRNG and the scratch buffer.
+    std::atomic_flag in_use = ATOMIC_FLAG_INIT;
+};
+
+namespace {
+
+moe::SamplerParams from_c(const moestream_sampler_params &c) {
+    moe::SamplerParams p;
+    p.temperature = c.temperature;
+    p.top_k = c.top_k;
+    p.top_p = c.top_p;
+    p.min_p = c.min_p;
+    p.seed = c.seed;
+    return p;
+}
+
+class SamplerUse {
+public:
+    explicit SamplerUse(moestream_sampler *s) : s_(s) {
+        if (s_->in_use.test_and_set(std::memory_order_acquire))
+            moe::fail(moe::Status::busy, "sampler is in use by another thread");
+    }
+    ~SamplerUse() { s_->in_use.clear(std::memory_order_release); }
+    SamplerUse(const SamplerUse &) = delete;
+    SamplerUse &operator=(const SamplerUse &) = delete;
+
+private:
+    moestream_sampler *s_;
+};
+
+}  // namespace
+
+extern "C" {
+
+MOESTREAM_API void moestream_sampler_params_init(moestream_sampler_params *params) {
+    if (!params) return;
+    const moe::SamplerParams d;
+    *params = moestream_sampler_params{};
+    params->struct_size = sizeof(moestream_sampler_params);
+    params->temperature = d.temperature;
+    params->top_k = d.top_k;
+    params->top_p = d.top_p;
+    params->min_p = d.min_p;
+    params->seed = d.seed;
+}
+
+MOESTREAM_API int moestream_sampler_new(const moestream_sampler_params *params, moestream_sampler **out) {
+    if (out) *out = nullptr;
+    return moe::capi::guarded(__func__, [&] {
+        moe::capi::require(out, "out");
+        moe::capi::require(params, "params");
+        moe::capi::require_struct_size(params->struct_size, sizeof(moestream_sampler_params),
+                                       sizeof(moestream_sampler_params), "moestream_sampler_params");
+        *out = new moestream_sampler(from_c(*params));
+    });
+}
+
+MOESTREAM_API void moestream_sampler_free(moestream_sampler *sampler) { delete sampler; }
+
+MOESTREAM_API int moestream_sample(moestream_sampler *sampler, const float *logits, int32_t n_vocab,
+                                   int32_t *token_out) {
+    return moe::capi::guarded(__func__, [&] {
+        moe::capi::require(sampler, "sampler");
+        moe::capi::require(logits, "logits");
+        moe::capi::require(token_out, "token_out");
+        if (n_vocab <= 0) moe::fail(moe::Status::invalid_argument, "n_vocab is %d; expected > 0", n_vocab);
+        SamplerUse use(sampler);
+        *token_out = sampler->sampler.sample(std::span<const float>(logits, static_cast<size_t>(n_vocab)));
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,152 @@
+#include "runtime/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/error.hpp"
+
+namespace moe {
+
+namespace {
+
+uint64_t splitmix64(uint64_t &x) {
+    uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+constexpr uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+}  // namespace
+
+void Xoshiro256::reseed(uint64_t seed) {
+    for (uint64_t &word : s_) word = splitmix64(seed);
+}
+
+uint64_t Xoshiro256::next() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+}
+
+void Xoshiro256::set_state(const State &s) {
+    if (s == State{}) fail(Status::invalid_argument, "xoshiro256 state must not be all zero");
+    s_ = s;
+}
+
+void validate(const SamplerParams &p) {
+    if (!std::isfinite(p.temperature) || p.temperature < 0.0f)
+        fail(Status::invalid_argument, "sampler temperature is %g; expected a finite value >= 0",
+             static_cast<double>(p.temperature));
+    if (p.top_k < 0)
+        fail(Status::invalid_argument, "sampler top_k is %d; expected >= 0 (0 = off)", p.top_k);
+    if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
+        fail(Status::invalid_argument, "sampler top_p is %g; expected 0 < top_p <= 1 (1 = off)",
+             static_cast<double>(p.top_p));
+    if (!(p.min_p >= 0.0f && p.min_p <= 1.0f))
+        fail(Status::invalid_argument, "sampler min_p is %g; expected 0 <= min_p <= 1 (0 = off)",
+             static_cast<double>(p.min_p));
+}
+
+Sampler::Sampler(const SamplerParams &params) : params_(params), rng_(params.seed) {
+    validate(params_);
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+    if (logits.empty()) fail(Status::invalid_argument, "cannot sample from an empty logits row");
+    if (logits.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+        fail(Status::invalid_argument, "logits row of %zu entries is too long", logits.size());
+
+    // One pass: the best id (lowest on ties), skipping NaN. +inf wins outright.
+    int32_t best = -1;
+    float max_logit = -std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < logits.size(); ++i) {
+        const float v = logits[i];
+        if (std::isnan(v)) continue;
+        if (best < 0 || v > max_logit) {
+            best = static_cast<int32_t>(i);
+            max_logit = v;
+        }
+    }
+    if (best < 0 || max_logit == -std::numeric_limits<float>::infinity())
+        fail(Status::invalid_argument, "all %zu logits are NaN or -inf; nothing to sample", logits.size());
+    if (std::isinf(max_logit) || params_.temperature == 0.0f || params_.top_k == 1) return best;
+    return sample_filtered(logits, max_logit);
+}
+
+int32_t Sampler::sample_filtered(std::span<const float> logits, float max_logit) {
+    const double temperature = params_.temperature;
+    // min-p in logit space: p_i >= min_p * p_max  <=>  l_i >= max + T * ln(min_p).
+    // -inf when min_p is 0, which still drops NaN and -inf entries.
+    const double threshold = params_.min_p > 0.0f
+                                 ? max_logit + temperature * std::log(static_cast<double>(params_.min_p))
+                                 : -std::numeric_limits<double>::infinity();
+
+    if (scratch_.size() < logits.size()) scratch_.resize(logits.size());
+    size_t n = 0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+        const float v = logits[i];
+        if (v > -std::numeric_limits<float>::infinity() && static_cast<double>(v) >= threshold)
+            scratch_[n++] = Candidate{v, static_cast<int32_t>(i)};
+    }
+    // v == max_logit always passes, so n >= 1.
+    auto first = scratch_.begin();
+    const auto more_likely = [](const Candidate &a, const Candidate &b) {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+    };
+    const bool use_top_k = params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n;
+    const bool use_top_p = params_.top_p < 1.0f;
+    if (use_top_k) {
+        std::nth_element(first, first + params_.top_k, first + static_cast<ptrdiff_t>(n), more_likely);
+        n = static_cast<size_t>(params_.top_k);
+    }
+    if (use_top_k || use_top_p) std::sort(first, first + static_cast<ptrdiff_t>(n), more_likely);
+
+    // Weights replace logits in place (order preserved): exp((l - max) / T) in (0, 1].
+    double total = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        const double w = std::exp((static_cast<double>(scratch_[i].logit) - max_logit) / temperature);
+        scratch_[i].logit = static_cast<float>(w);
+        total += static_cast<float>(w);
+    }
+    if (use_top_p) {
+        const double keep = params_.top_p * total;
+        double mass = 0.0;
+        size_t kept = 0;
+        while (kept < n && mass < keep) mass += scratch_[kept++].logit;
+        n = kept;
+        total = mass;
+    }
+
+    const double target = rng_.next_unit() * total;
+    double cumulative = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        cumulative += scratch_[i].logit;
+        if (target < cumulative) return scratch_[i].id;
+    }
+    return scratch_[0].id;  // unreachable: target < total == final cumulative
+}
+
+void Sampler::save_state(std::span<uint8_t, kStateBytes> out) const {
+    const Xoshiro256::State &s = rng_.state();
+    for (size_t w = 0; w < s.size(); ++w)
+        for (size_t b = 0; b < 8; ++b) out[w * 8 + b] = static_cast<uint8_t>(s[w] >> (8 * b));
+}
+
+void Sampler::load_state(std::span<const uint8_t, kStateBytes> in) {
+    Xoshiro256::State s{};
+    for (size_t w = 0; w < s.size(); ++w)
+        for (size_t b = 0; b < 8; ++b) s[w] |= static_cast<uint64_t>(in[w * 8 + b]) << (8 * b);
+    if (s == Xoshiro256::State{}) fail(Status::bad_format, "sampler state is all zero (corrupt state)");
+    rng_.set_state(s);
+}
+
+}  // namespace moe
