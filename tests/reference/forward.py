@@ -1,0 +1,382 @@
+"""Float64 reference forward pass for qwen3moe, llama (Mixtral-style MoE), olmoe and qwen2moe.
+
+    ref = Reference("model.gguf")
+    logits = ref.logits([1, 2, 3])              # [n_tokens, n_vocab], every position
+    res = ref.run([1, 2, 3])                     # logits + routing (experts, weights, margins)
+    st = ref.new_state(); ref.eval(st, [1, 2]); ref.eval(st, [3])   # incremental (KV cache)
+
+CLI:  python3 -m reference.forward MODEL --tokens 1,2,3 --out FILE.npy [--last] [--routing FILE.npz]
+
+Semantics (the model, not any particular implementation's rounding): weights are the
+dequantised float32 values of the file, everything else is float64; KV cache in float64.
+  x = token_embd[token]
+  per layer:  a = RMSNorm(x, attn_norm)
+              q, k, v = Wq a (+bq), Wk a (+bk), Wv a (+bv)
+              qwen3moe: RMSNorm per head on q and k (attn_q_norm/attn_k_norm, [head_dim])
+              olmoe:    RMSNorm over the whole q and k vectors ([n_head*head_dim] / [n_kv*head_dim])
+              RoPE (llama: NORMAL pairs (2i, 2i+1); others: NEOX pairs (i, i+n_rot/2))
+              causal attention, scale 1/sqrt(head_dim), query head h uses KV head h // (n_head/n_kv)
+              x = x + Wo o (+bo)
+              m = RMSNorm(x, ffn_norm)
+              router logits r = Wr m; p = softmax(r); top-k by p (ties: lower expert id first)
+              w = p[top-k]; qwen3moe/llama: w /= max(sum w, 6.103515625e-5)
+              moe = sum_slots w_s * Wdown_e (silu(Wgate_e m) * Wup_e m)
+              qwen2moe: moe += sigmoid(w_shexp . m) * Wdown_sh (silu(Wgate_sh m) * Wup_sh m)
+              x = x + moe
+  logits = Wout RMSNorm(x, output_norm); Wout = output.weight, or token_embd where the arch
+  allows a tied output (qwen3moe, llama).
+RMSNorm(x, w) = x / sqrt(mean(x^2) + eps) * w.
+
+Routing margin of a (token, layer) = r_(k) - r_(k+1): gap between the k-th and (k+1)-th
+largest router logit (softmax is monotonic, so this is the margin of the top-k decision in
+logit units; +inf when k == n_expert).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a script
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from reference import dequant  # noqa: E402
+from reference.gguf_reader import GGUFReader  # noqa: E402
+
+ARCHS = ("qwen3moe", "llama", "olmoe", "qwen2moe")
+NEOX_ARCHS = ("qwen3moe", "olmoe", "qwen2moe")
+NORM_TOPK_ARCHS = ("qwen3moe", "llama")
+TIED_OUTPUT_ARCHS = ("qwen3moe", "llama")
+WEIGHT_SUM_FLOOR = 6.103515625e-5
+CACHE_LIMIT_BYTES = 512 << 20   # expert tensors larger than this (as float64) are read per expert
+
+
+@dataclass
+class HParams:
+    arch: str
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim_k: int
+    head_dim_v: int
+    n_rot: int
+    n_expert: int
+    n_expert_used: int
+    n_ff_expert: int
+    n_ff_shared: int
+    n_vocab: int
+    n_ctx: int
+    rope_base: float
+    rms_eps: float
+
+    @staticmethod
+    def from_reader(r: GGUFReader) -> "HParams":
+        md = r.metadata
+        arch = md.get("general.architecture")
+        if arch not in ARCHS:
+            raise ValueError(f"{r.path}: architecture {arch!r} not supported (expected one of {ARCHS})")
+
+        def key(suffix, default=None):
+            k = f"{arch}.{suffix}"
+            if k not in md:
+                if default is None:
+                    raise ValueError(f"{r.path}: missing key {k}")
+                return default
+            v = md[k]
+            if isinstance(v, list):   # per-layer arrays: this reference needs them uniform
+                if len(set(v)) != 1:
+                    raise ValueError(f"{r.path}: per-layer {k} not supported")
+                v = v[0]
+            return v
+
+        for k in ("rope.scaling.type",):
+            v = md.get(f"{arch}.{k}")
+            if v not in (None, "none"):
+                raise ValueError(f"{r.path}: {arch}.{k}={v} not supported by the reference")
+        n_embd = int(key("embedding_length"))
+        n_head = int(key("attention.head_count"))
+        n_head_kv = int(key("attention.head_count_kv", n_head))
+        hdk = int(key("attention.key_length", n_embd // n_head))
+        hdv = int(key("attention.value_length", n_embd // n_head))
+        n_expert = int(key("expert_count"))
+        n_used = int(key("expert_used_count"))
+        if arch in ("qwen3moe", "qwen2moe"):
+            ff = md.get(f"{arch}.expert_feed_forward_length")
+            if ff is None:
+                ff = int(key("feed_forward_length")) // n_used
+        else:
+            ff = key("feed_forward_length")
+        n_ff_shared = 0
+        if arch == "qwen2moe":
+            n_ff_shared = int(md.get(f"{arch}.expert_shared_feed_forward_length", md.get(f"{arch}.feed_forward_length", 0)))
+        emb = r.tensors["token_embd.weight"]
+        return HParams(arch=arch, n_layer=int(key("block_count")), n_embd=n_embd, n_head=n_head,
+                       n_head_kv=n_head_kv, head_dim_k=hdk, head_dim_v=hdv,
+                       n_rot=int(key("rope.dimension_count", hdk)), n_expert=n_expert, n_expert_used=n_used,
+                       n_ff_expert=int(ff), n_ff_shared=n_ff_shared, n_vocab=int(emb.ne[1]),
+                       n_ctx=int(key("context_length")), rope_base=float(key("rope.freq_base", 10000.0)),
+                       rms_eps=float(key("attention.layer_norm_rms_epsilon")))
+
+
+@dataclass
+class State:
+    """KV cache: per layer K [T, n_kv, head_dim_k] (after RoPE) and V [T, n_kv, head_dim_v]."""
+    k: list
+    v: list
+    n_past: int = 0
+
+
+@dataclass
+class RunResult:
+    logits: np.ndarray          # [n_tokens, n_vocab] float64
+    experts: np.ndarray         # [n_tokens, n_layer, k] int, slot order (descending score)
+    weights: np.ndarray         # [n_tokens, n_layer, k] float64, routing weights used
+    margins: np.ndarray         # [n_tokens, n_layer] float64, r_(k) - r_(k+1) in router-logit units
+    router_logits: np.ndarray   # [n_tokens, n_layer, n_expert]
+    hidden: list = field(default_factory=list)  # optional per-layer outputs
+
+
+def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    ms = np.mean(x * x, axis=-1, keepdims=True)
+    return x / np.sqrt(ms + eps) * w
+
+
+def silu(v: np.ndarray) -> np.ndarray:
+    return v / (1.0 + np.exp(-v))
+
+
+def softmax(v: np.ndarray, axis=-1) -> np.ndarray:
+    e = np.exp(v - np.max(v, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def rope(x: np.ndarray, positions: np.ndarray, n_rot: int, base: float, neox: bool,
+         freq_factors: np.ndarray | None = None) -> np.ndarray:
+    """x [n_tokens, n_heads, head_dim]; rotates the first n_rot dims of every head."""
+    half = n_rot // 2
+    inv_freq = base ** (-2.0 * np.arange(half, dtype=np.float64) / n_rot)
+    if freq_factors is not None:
+        inv_freq = inv_freq / freq_factors
+    theta = positions.astype(np.float64)[:, None] * inv_freq[None, :]        # [n, half]
+    cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+    out = x.copy()
+    if neox:
+        x0, x1 = x[..., :half], x[..., half:n_rot]
+        out[..., :half] = x0 * cos - x1 * sin
+        out[..., half:n_rot] = x0 * sin + x1 * cos
+    else:
+        x0, x1 = x[..., 0:n_rot:2], x[..., 1:n_rot:2]
+        out[..., 0:n_rot:2] = x0 * cos - x1 * sin
+        out[..., 1:n_rot:2] = x0 * sin + x1 * cos
+    return out
+
+
+class Reference:
+    def __init__(self, model_path):
+        self.path = str(model_path)
+        self.reader = GGUFReader(self.path)
+        self.hp = HParams.from_reader(self.reader)
+        self._cache: dict = {}
+        self._check_shapes()
+
+    # ---- weights ------------------------------------------------------------------------------
+    def has(self, name: str) -> bool:
+        return name in self.reader.tensors
+
+    def w(self, name: str) -> np.ndarray:
+        """Dequantised tensor as float64, numpy shape = reversed ne."""
+        if name not in self._cache:
+            if name not in self.reader.tensors:
+                raise KeyError(f"{self.path}: tensor {name} missing")
+            self._cache[name] = self.reader.tensor(name).astype(np.float64)
+        return self._cache[name]
+
+    def expert(self, name: str, e: int) -> np.ndarray:
+        """Expert e of a 3-D expert tensor: [ne1, ne0] float64."""
+        info = self.reader.tensors[name]
+        if info.n_elements * 8 <= CACHE_LIMIT_BYTES:
+            return self.w(name)[e]
+        ne0, ne1 = info.ne[0], info.ne[1]
+        per = dequant.nbytes(info.type, ne0 * ne1)
+        raw = np.asarray(self.reader.raw(name)[e * per:(e + 1) * per])
+        return dequant.dequantize(raw, info.type, ne0 * ne1).reshape(ne1, ne0).astype(np.float64)
+
+    def _check_shapes(self):
+        hp, t = self.hp, self.reader.tensors
+
+        def expect(name, ne):
+            if name not in t:
+                raise ValueError(f"{self.path}: tensor {name} missing")
+            if tuple(t[name].ne) != tuple(ne):
+                raise ValueError(f"{self.path}: {name} has ne {t[name].ne}, expected {tuple(ne)}")
+
+        nq, nk, nv = hp.n_head * hp.head_dim_k, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v
+        expect("token_embd.weight", (hp.n_embd, hp.n_vocab))
+        for il in range(hp.n_layer):
+            p = f"blk.{il}."
+            expect(p + "attn_q.weight", (hp.n_embd, nq))
+            expect(p + "attn_k.weight", (hp.n_embd, nk))
+            expect(p + "attn_v.weight", (hp.n_embd, nv))
+            expect(p + "attn_output.weight", (hp.n_head * hp.head_dim_v, hp.n_embd))
+            expect(p + "ffn_gate_inp.weight", (hp.n_embd, hp.n_expert))
+            for g in ("gate", "up"):
+                expect(p + f"ffn_{g}_exps.weight", (hp.n_embd, hp.n_ff_expert, hp.n_expert))
+            expect(p + "ffn_down_exps.weight", (hp.n_ff_expert, hp.n_embd, hp.n_expert))
+            if hp.arch == "qwen3moe":
+                expect(p + "attn_q_norm.weight", (hp.head_dim_k,))
+                expect(p + "attn_k_norm.weight", (hp.head_dim_k,))
+            if hp.arch == "olmoe":
+                expect(p + "attn_q_norm.weight", (nq,))
+                expect(p + "attn_k_norm.weight", (nk,))
+            if hp.arch == "qwen2moe":
+                for b, n in (("q", nq), ("k", nk), ("v", nv)):
+                    expect(p + f"attn_{b}.bias", (n,))
+                expect(p + "ffn_gate_inp_shexp.weight", (hp.n_embd,))
+                expect(p + "ffn_gate_shexp.weight", (hp.n_embd, hp.n_ff_shared))
+                expect(p + "ffn_up_shexp.weight", (hp.n_embd, hp.n_ff_shared))
+                expect(p + "ffn_down_shexp.weight", (hp.n_ff_shared, hp.n_embd))
+        if "output.weight" in t:
+            expect("output.weight", (hp.n_embd, hp.n_vocab))
+        elif hp.arch not in TIED_OUTPUT_ARCHS:
+            raise ValueError(f"{self.path}: {hp.arch} requires output.weight")
+
+    # ---- forward ------------------------------------------------------------------------------
+    def new_state(self) -> State:
+        hp = self.hp
+        return State(k=[np.zeros((0, hp.n_head_kv, hp.head_dim_k)) for _ in range(hp.n_layer)],
+                     v=[np.zeros((0, hp.n_head_kv, hp.head_dim_v)) for _ in range(hp.n_layer)])
+
+    def _linear(self, name, x, bias=None):
+        y = x @ self.w(name).T
+        if bias is not None and self.has(bias):
+            y = y + self.w(bias)
+        return y
+
+    def _attention(self, il, x, state, positions):
+        hp = self.hp
+        p = f"blk.{il}."
+        n = x.shape[0]
+        a = rms_norm(x, self.w(p + "attn_norm.weight"), hp.rms_eps)
+        q = self._linear(p + "attn_q.weight", a, p + "attn_q.bias")
+        k = self._linear(p + "attn_k.weight", a, p + "attn_k.bias")
+        v = self._linear(p + "attn_v.weight", a, p + "attn_v.bias")
+        if hp.arch == "olmoe":
+            q = rms_norm(q, self.w(p + "attn_q_norm.weight"), hp.rms_eps)
+            k = rms_norm(k, self.w(p + "attn_k_norm.weight"), hp.rms_eps)
+        q = q.reshape(n, hp.n_head, hp.head_dim_k)
+        k = k.reshape(n, hp.n_head_kv, hp.head_dim_k)
+        v = v.reshape(n, hp.n_head_kv, hp.head_dim_v)
+        if hp.arch == "qwen3moe":
+            q = rms_norm(q, self.w(p + "attn_q_norm.weight"), hp.rms_eps)
+            k = rms_norm(k, self.w(p + "attn_k_norm.weight"), hp.rms_eps)
+        ff = self.w("rope_freqs.weight") if self.has("rope_freqs.weight") else None
+        neox = hp.arch in NEOX_ARCHS
+        q = rope(q, positions, hp.n_rot, hp.rope_base, neox, ff)
+        k = rope(k, positions, hp.n_rot, hp.rope_base, neox, ff)
+        state.k[il] = np.concatenate([state.k[il], k], axis=0)
+        state.v[il] = np.concatenate([state.v[il], v], axis=0)
+        K, V = state.k[il], state.v[il]                          # [T, n_kv, hd]
+        group = hp.n_head // hp.n_head_kv
+        kv_of_head = np.arange(hp.n_head) // group
+        Kh, Vh = K[:, kv_of_head, :], V[:, kv_of_head, :]         # [T, n_head, hd]
+        scores = np.einsum("qhd,khd->hqk", q, Kh) / np.sqrt(hp.head_dim_k)
+        key_pos = np.arange(K.shape[0])
+        scores = np.where(key_pos[None, None, :] > positions[None, :, None], -np.inf, scores)
+        probs = softmax(scores, axis=-1)
+        o = np.einsum("hqk,khd->qhd", probs, Vh).reshape(n, hp.n_head * hp.head_dim_v)
+        return self._linear(p + "attn_output.weight", o, p + "attn_output.bias")
+
+    def _moe(self, il, m, routing):
+        hp = self.hp
+        p = f"blk.{il}."
+        n = m.shape[0]
+        r = m @ self.w(p + "ffn_gate_inp.weight").T                          # [n, n_expert]
+        probs = softmax(r, axis=-1)
+        order = np.argsort(-probs, axis=-1, kind="stable")
+        top = order[:, :hp.n_expert_used]
+        w = np.take_along_axis(probs, top, axis=-1)
+        if hp.arch in NORM_TOPK_ARCHS:
+            w = w / np.maximum(w.sum(axis=-1, keepdims=True), WEIGHT_SUM_FLOOR)
+        rs = np.take_along_axis(r, order, axis=-1)
+        margin = (rs[:, hp.n_expert_used - 1] - rs[:, hp.n_expert_used]) if hp.n_expert_used < hp.n_expert \
+            else np.full(n, np.inf)
+        routing.append((top, w, margin, r))
+        out = np.zeros_like(m)
+        for e in np.unique(top):
+            rows, slots = np.nonzero(top == e)
+            xe = m[rows]
+            g = xe @ self.expert(p + "ffn_gate_exps.weight", e).T
+            u = xe @ self.expert(p + "ffn_up_exps.weight", e).T
+            y = (silu(g) * u) @ self.expert(p + "ffn_down_exps.weight", e).T
+            out[rows] += y * w[rows, slots][:, None]   # a token selects an expert at most once
+        if hp.arch == "qwen2moe":
+            gate = m @ self.w(p + "ffn_gate_inp_shexp.weight")                # [n]
+            sh = (silu(m @ self.w(p + "ffn_gate_shexp.weight").T) * (m @ self.w(p + "ffn_up_shexp.weight").T)) \
+                @ self.w(p + "ffn_down_shexp.weight").T
+            out = out + sh * (1.0 / (1.0 + np.exp(-gate)))[:, None]
+        return out
+
+    def eval(self, state: State, tokens, keep_hidden: bool = False) -> RunResult:
+        """Appends tokens to the state; returns logits of every new position and their routing."""
+        hp = self.hp
+        tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        if tokens.size == 0:
+            raise ValueError("no tokens")
+        if tokens.min() < 0 or tokens.max() >= hp.n_vocab:
+            raise ValueError(f"token id out of range [0, {hp.n_vocab})")
+        positions = np.arange(state.n_past, state.n_past + tokens.size)
+        x = self.w("token_embd.weight")[tokens]
+        routing, hidden = [], []
+        for il in range(hp.n_layer):
+            x = x + self._attention(il, x, state, positions)
+            m = rms_norm(x, self.w(f"blk.{il}.ffn_norm.weight"), hp.rms_eps)
+            x = x + self._moe(il, m, routing)
+            if keep_hidden:
+                hidden.append(x.copy())
+        state.n_past += tokens.size
+        h = rms_norm(x, self.w("output_norm.weight"), hp.rms_eps)
+        wout = self.w("output.weight") if self.has("output.weight") else self.w("token_embd.weight")
+        logits = h @ wout.T
+        return RunResult(logits=logits,
+                         experts=np.stack([t for t, _, _, _ in routing], axis=1),
+                         weights=np.stack([w for _, w, _, _ in routing], axis=1),
+                         margins=np.stack([mg for _, _, mg, _ in routing], axis=1),
+                         router_logits=np.stack([r for _, _, _, r in routing], axis=1),
+                         hidden=hidden)
+
+    def run(self, tokens, keep_hidden: bool = False) -> RunResult:
+        return self.eval(self.new_state(), tokens, keep_hidden=keep_hidden)
+
+    def logits(self, tokens) -> np.ndarray:
+        return self.run(tokens).logits
+
+
+def _parse_tokens(s: str):
+    return [int(t) for t in s.replace(" ", "").split(",") if t]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="float64 reference logits of a GGUF MoE model")
+    ap.add_argument("model")
+    ap.add_argument("--tokens", required=True, help="comma-separated token ids")
+    ap.add_argument("--out", required=True, help=".npy file for logits [n_tokens, n_vocab] (float64)")
+    ap.add_argument("--last", action="store_true", help="write only the last position's logits")
+    ap.add_argument("--routing", help=".npz file for experts/weights/margins/router_logits")
+    a = ap.parse_args(argv)
+    ref = Reference(a.model)
+    res = ref.run(_parse_tokens(a.tokens))
+    np.save(a.out, res.logits[-1] if a.last else res.logits)
+    if a.routing:
+        np.savez(a.routing, experts=res.experts, weights=res.weights, margins=res.margins,
+                 router_logits=res.router_logits)
+    mm = res.margins[np.isfinite(res.margins)]
+    print(f"min routing margin {mm.min() if mm.size else float('inf'):.4g}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
