@@ -1,0 +1,51 @@
+// A ReadBackend decorator that makes chosen reads fail, come back short, or
+// deliver corrupted bytes, to test how the engine copes with bad storage.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "io/read_backend.hpp"
+
+namespace moe::io {
+
+struct Fault {
+    enum class Kind { none, error, short_read, corrupt };
+    Kind kind = Kind::none;
+    int error = 5;            // errno for Kind::error (default EIO)
+    uint32_t short_by = 1;    // bytes missing for Kind::short_read
+    uint32_t corrupt_at = 0;  // byte (within the read) flipped for Kind::corrupt
+};
+
+// Decides the fault for each read; `sequence` counts submitted reads from 0.
+using FaultRule = std::function<Fault(const ReadRequest &request, uint64_t sequence)>;
+
+class FaultInjectingBackend final : public ReadBackend {
+public:
+    FaultInjectingBackend(std::unique_ptr<ReadBackend> inner, FaultRule rule);
+    const char *name() const override { return inner_->name(); }
+    uint32_t add_file(int fd) override { return inner_->add_file(fd); }
+    void register_memory(std::span<const MemoryRegion> regions) override { inner_->register_memory(regions); }
+    uint32_t queue_depth() const override { return inner_->queue_depth(); }
+    uint32_t in_flight() const override { return inner_->in_flight(); }
+    void submit(const ReadRequest &request) override;
+    void cancel(uint64_t tag) override { inner_->cancel(tag); }
+    size_t reap(std::span<ReadCompletion> out, bool wait) override;
+    void set_rule(FaultRule rule) { rule_ = std::move(rule); }
+    uint64_t faults_injected() const { return injected_; }
+
+private:
+    struct Pending {
+        ReadRequest request;
+        Fault fault;
+        bool used = false;
+    };
+    std::unique_ptr<ReadBackend> inner_;
+    FaultRule rule_;
+    std::vector<Pending> pending_;  // one entry per read in flight
+    uint64_t sequence_ = 0;
+    uint64_t injected_ = 0;
+};
+
+}  // namespace moe::io

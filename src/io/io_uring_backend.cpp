@@ -1,0 +1,257 @@
+// io_uring backend: one ring owned by the consumer thread (no completion
+// thread), registered files, and the cache arena registered as fixed buffers
+// so the kernel does not pin and unpin pages on every read.
+#include <liburing.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "common/error.hpp"
+#include "io/read_backend.hpp"
+
+namespace moe::io {
+
+std::string io_uring_unavailable_reason() {
+    const char *kill = std::getenv("MOESTREAM_DISABLE_IO_URING");
+    if (kill && std::strcmp(kill, "1") == 0) return "io_uring disabled by MOESTREAM_DISABLE_IO_URING=1";
+    io_uring ring;
+    const int rc = io_uring_queue_init(4, &ring, 0);
+    if (rc < 0) return format("io_uring_queue_init failed: %s", std::strerror(-rc));
+    std::string why;
+    io_uring_probe *probe = io_uring_get_probe_ring(&ring);
+    if (!probe) {
+        why = "io_uring opcode probe unavailable (kernel too old)";
+    } else {
+        const struct {
+            int op;
+            const char *name;
+        } needed[] = {{IORING_OP_READ, "READ"}, {IORING_OP_READ_FIXED, "READ_FIXED"},
+                      {IORING_OP_ASYNC_CANCEL, "ASYNC_CANCEL"}};
+        for (const auto &n : needed)
+            if (!io_uring_opcode_supported(probe, n.op)) {
+                why = format("io_uring opcode %s not supported by this kernel", n.name);
+                break;
+            }
+        io_uring_free_probe(probe);
+    }
+    io_uring_queue_exit(&ring);
+    return why;
+}
+
+namespace {
+
+constexpr uint64_t kCancelMarker = ~0ull;
+constexpr unsigned kFileTableSize = 64;
+
+class IoUringBackend final : public ReadBackend {
+public:
+    explicit IoUringBackend(uint32_t depth) : depth_(depth), ops_(depth) {
+        if (depth == 0) fail(Status::invalid_argument, "io_uring backend: queue depth must be positive");
+        // Room for one cancel per read besides the reads themselves.
+        io_uring_params params{};
+        params.flags = IORING_SETUP_CQSIZE;
+        params.cq_entries = 4 * depth;
+        const int rc = io_uring_queue_init_params(2 * depth, &ring_, &params);
+        if (rc < 0) fail(Status::unsupported, "io_uring_queue_init failed: %s (errno %d)", std::strerror(-rc), -rc);
+        files_registered_ = io_uring_register_files_sparse(&ring_, kFileTableSize) == 0;
+        free_ops_.reserve(depth);
+        for (uint32_t i = depth; i > 0; --i) free_ops_.push_back(i - 1);
+    }
+    ~IoUringBackend() override {
+        // Reads still in flight write into memory the caller may free next:
+        // wait for them before the ring goes away.
+        try {
+            while (in_flight_ > 0) {
+                ReadCompletion c[16];
+                reap(c, true);
+            }
+        } catch (...) {
+            // The ring is broken; nothing more can be waited for.
+        }
+        io_uring_queue_exit(&ring_);
+    }
+
+    const char *name() const override { return "io_uring"; }
+
+    uint32_t add_file(int fd) override {
+        const uint32_t index = static_cast<uint32_t>(fds_.size());
+        bool fixed = false;
+        if (files_registered_ && index < kFileTableSize)
+            fixed = io_uring_register_files_update(&ring_, index, &fd, 1) == 1;
+        fds_.push_back(File{fd, fixed});
+        return index;
+    }
+
+    void register_memory(std::span<const MemoryRegion> regions) override {
+        if (!regions_.empty()) io_uring_unregister_buffers(&ring_);
+        regions_.assign(regions.begin(), regions.end());
+        std::vector<iovec> iov;
+        for (const auto &r : regions) iov.push_back(iovec{r.base, r.size});
+        // Fixed buffers count against RLIMIT_MEMLOCK; when the limit is too
+        // low the reads simply go through plain READ.
+        buffers_registered_ = !iov.empty() &&
+                              io_uring_register_buffers(&ring_, iov.data(), static_cast<unsigned>(iov.size())) == 0;
+    }
+
+    uint32_t queue_depth() const override { return depth_; }
+    uint32_t in_flight() const override { return in_flight_; }
+
+    void submit(const ReadRequest &r) override {
+        if (free_ops_.empty()) fail(Status::internal, "io_uring backend: submit with a full queue (%u)", depth_);
+        if (r.file >= fds_.size()) fail(Status::internal, "io_uring backend: unknown file index %u", r.file);
+        const uint32_t id = free_ops_.back();
+        free_ops_.pop_back();
+        ops_[id] = Op{r, 0, true};
+        ++in_flight_;
+        queue(id);
+        flush();
+    }
+
+    void cancel(uint64_t tag) override {
+        for (uint32_t id = 0; id < ops_.size(); ++id) {
+            if (!ops_[id].busy || ops_[id].request.tag != tag) continue;
+            io_uring_sqe *sqe = get_sqe();
+            io_uring_prep_cancel64(sqe, id, 0);
+            io_uring_sqe_set_data64(sqe, kCancelMarker);
+            flush();
+        }
+    }
+
+    size_t reap(std::span<ReadCompletion> out, bool wait) override {
+        size_t n = 0;
+        while (n < out.size()) {
+            io_uring_cqe *cqe = nullptr;
+            int rc = io_uring_peek_cqe(&ring_, &cqe);
+            if (rc == -EAGAIN) {
+                if (n > 0 || !wait || in_flight_ == 0) break;
+                rc = io_uring_wait_cqe(&ring_, &cqe);
+                if (rc == -EINTR) continue;
+                if (rc < 0) fail(Status::io, "io_uring_wait_cqe failed: %s (errno %d)", std::strerror(-rc), -rc);
+            } else if (rc < 0) {
+                fail(Status::io, "io_uring_peek_cqe failed: %s (errno %d)", std::strerror(-rc), -rc);
+            }
+            const uint64_t data = io_uring_cqe_get_data64(cqe);
+            const int res = cqe->res;
+            io_uring_cqe_seen(&ring_, cqe);
+            if (data == kCancelMarker) continue;
+            Op &op = ops_[data];
+            if (res > 0 && op.done + static_cast<uint64_t>(res) < op.request.length) {
+                op.done += static_cast<uint64_t>(res);  // short read: ask for the rest
+                queue(static_cast<uint32_t>(data));
+                flush();
+                continue;
+            }
+            if (res == -EAGAIN || res == -EINTR) {
+                queue(static_cast<uint32_t>(data));
+                flush();
+                continue;
+            }
+            const int64_t result = res < 0 ? (op.done > 0 && res == -ECANCELED ? int64_t(op.done) : res)
+                                           : static_cast<int64_t>(op.done + static_cast<uint64_t>(res));
+            out[n++] = ReadCompletion{op.request.tag, result};
+            op.busy = false;
+            free_ops_.push_back(static_cast<uint32_t>(data));
+            --in_flight_;
+        }
+        return n;
+    }
+
+private:
+    struct File {
+        int fd;
+        bool fixed;
+    };
+    struct Op {
+        ReadRequest request;
+        uint64_t done;
+        bool busy;
+    };
+
+    io_uring_sqe *get_sqe() {
+        io_uring_sqe *sqe = io_uring_get_sqe(&ring_);
+        if (!sqe) {
+            io_uring_submit(&ring_);
+            sqe = io_uring_get_sqe(&ring_);
+        }
+        if (!sqe) fail(Status::internal, "io_uring backend: submission queue full");
+        return sqe;
+    }
+
+    void queue(uint32_t id) {
+        const Op &op = ops_[id];
+        const File &f = fds_[op.request.file];
+        uint8_t *dest = op.request.dest + op.done;
+        const unsigned len = static_cast<unsigned>(op.request.length - op.done);
+        const uint64_t off = op.request.offset + op.done;
+        const int fd = f.fixed ? static_cast<int>(op.request.file) : f.fd;
+        io_uring_sqe *sqe = get_sqe();
+        const int buf = buffers_registered_ ? region_of(dest, len) : -1;
+        if (buf >= 0)
+            io_uring_prep_read_fixed(sqe, fd, dest, len, off, buf);
+        else
+            io_uring_prep_read(sqe, fd, dest, len, off);
+        if (f.fixed) sqe->flags |= IOSQE_FIXED_FILE;
+        io_uring_sqe_set_data64(sqe, id);
+    }
+
+    void flush() {
+        for (;;) {
+            const int rc = io_uring_submit(&ring_);
+            if (rc >= 0) return;
+            if (rc == -EINTR || rc == -EAGAIN) continue;
+            fail(Status::io, "io_uring_submit failed: %s (errno %d)", std::strerror(-rc), -rc);
+        }
+    }
+
+    int region_of(const uint8_t *p, size_t len) const {
+        for (size_t i = 0; i < regions_.size(); ++i)
+            if (p >= regions_[i].base && p + len <= regions_[i].base + regions_[i].size) return static_cast<int>(i);
+        return -1;
+    }
+
+    const uint32_t depth_;
+    io_uring ring_{};
+    bool files_registered_ = false;
+    bool buffers_registered_ = false;
+    std::vector<File> fds_;
+    std::vector<MemoryRegion> regions_;
+    std::vector<Op> ops_;
+    std::vector<uint32_t> free_ops_;
+    uint32_t in_flight_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ReadBackend> make_io_uring_backend(uint32_t queue_depth) {
+    const std::string why = io_uring_unavailable_reason();
+    if (!why.empty()) fail(Status::unsupported, "%s", why.c_str());
+    return std::make_unique<IoUringBackend>(queue_depth);
+}
+
+std::unique_ptr<ReadBackend> make_read_backend(BackendKind kind, uint32_t queue_depth, std::string *why) {
+    if (kind == BackendKind::pread) {
+        if (why) *why = "pread thread pool (requested)";
+        return make_pread_backend(queue_depth);
+    }
+    if (kind == BackendKind::io_uring) {
+        if (why) *why = "io_uring (requested)";
+        return make_io_uring_backend(queue_depth);
+    }
+    const std::string reason = io_uring_unavailable_reason();
+    if (reason.empty()) {
+        try {
+            auto b = std::make_unique<IoUringBackend>(queue_depth);
+            if (why) *why = "io_uring (supported by this kernel)";
+            return b;
+        } catch (const Error &e) {
+            if (why) *why = std::string("pread thread pool: ") + e.what();
+            return make_pread_backend(queue_depth);
+        }
+    }
+    if (why) *why = "pread thread pool: " + reason;
+    return make_pread_backend(queue_depth);
+}
+
+}  // namespace moe::io

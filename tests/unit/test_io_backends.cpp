@@ -1,0 +1,198 @@
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "common/error.hpp"
+#include "experts/slot_arena.hpp"
+#include "io/fault_injection.hpp"
+#include "io/read_backend.hpp"
+#include "io/read_file.hpp"
+#include "support/paths.hpp"
+
+namespace {
+
+using namespace moe::io;
+
+std::vector<uint8_t> write_random_file(const std::string &path, size_t size, uint32_t seed) {
+    std::vector<uint8_t> bytes(size);
+    std::mt19937 rng(seed);
+    for (auto &b : bytes) b = static_cast<uint8_t>(rng());
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    return bytes;
+}
+
+std::unique_ptr<ReadBackend> make(const std::string &kind, uint32_t depth) {
+    if (kind == "io_uring") return make_io_uring_backend(depth);
+    return make_pread_backend(depth);
+}
+
+struct Case {
+    std::string backend;
+    bool direct;
+};
+
+class BackendBytes : public ::testing::TestWithParam<Case> {};
+
+// Random unaligned extents, widened to 4 KiB when direct, read through the
+// backend with a deep queue: the bytes must equal the file's exactly.
+TEST_P(BackendBytes, RandomExtentsReturnExactBytes) {
+    const Case c = GetParam();
+    if (c.backend == "io_uring" && !io_uring_unavailable_reason().empty())
+        GTEST_SKIP() << io_uring_unavailable_reason();
+    const std::string dir = moe::test::scratch_dir();
+    const std::string path = dir + "/data.bin";
+    const size_t file_size = 3 * 1024 * 1024 + 1234;  // not a multiple of the alignment
+    const auto bytes = write_random_file(path, file_size, 7);
+    ReadFile file(path, c.direct);
+    if (c.direct && !file.direct()) GTEST_SKIP() << file.direct_refused();
+    const uint64_t align = file.direct() ? kDirectAlignment : 1;
+
+    const uint32_t depth = 16, n_reads = 200;
+    const uint64_t max_len = 300000;
+    const uint64_t slot = aligned_length_bound(max_len, kDirectAlignment);
+    moe::SlotArena arena(slot * depth);
+    auto backend = make(c.backend, depth);
+    MemoryRegion region{arena.data(), arena.size()};
+    backend->register_memory({&region, 1});
+    const uint32_t fidx = backend->add_file(file.direct() ? file.direct_fd() : file.buffered_fd());
+
+    std::mt19937_64 rng(99);
+    struct Want {
+        uint64_t offset, length, skip;
+    };
+    std::map<uint64_t, Want> wanted;  // by slot
+    std::vector<uint32_t> free_slots;
+    for (uint32_t i = 0; i < depth; ++i) free_slots.push_back(i);
+    uint32_t issued = 0, checked = 0;
+    while (checked < n_reads) {
+        while (issued < n_reads && !free_slots.empty()) {
+            const uint32_t s = free_slots.back();
+            free_slots.pop_back();
+            uint64_t len = 1 + rng() % max_len;
+            uint64_t off = rng() % file_size;
+            if (issued % 17 == 0) off = file_size - std::min<uint64_t>(len, file_size);  // end of file
+            len = std::min<uint64_t>(len, file_size - off);
+            const AlignedRange r = align_range(off, len, align);
+            wanted[s] = Want{off, len, r.skip};
+            backend->submit(ReadRequest{fidx, r.offset, static_cast<uint32_t>(r.length), arena.data() + s * slot, s});
+            ++issued;
+        }
+        ReadCompletion done[8];
+        const size_t n = backend->reap(done, true);
+        ASSERT_GT(n, 0u);
+        for (size_t i = 0; i < n; ++i) {
+            const Want w = wanted.at(done[i].tag);
+            ASSERT_GE(done[i].result, int64_t(w.skip + w.length)) << "short read at " << w.offset;
+            ASSERT_EQ(0, std::memcmp(arena.data() + done[i].tag * slot + w.skip, bytes.data() + w.offset, w.length))
+                << "bytes differ at offset " << w.offset << " length " << w.length;
+            free_slots.push_back(static_cast<uint32_t>(done[i].tag));
+            ++checked;
+        }
+    }
+    EXPECT_EQ(backend->in_flight(), 0u);
+    std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, BackendBytes,
+                         ::testing::Values(Case{"pread", false}, Case{"pread", true}, Case{"io_uring", false},
+                                           Case{"io_uring", true}),
+                         [](const auto &info) {
+                             return info.param.backend + (info.param.direct ? "_direct" : "_buffered");
+                         });
+
+TEST(ReadBackendFactory, KillSwitchSelectsPread) {
+    ::setenv("MOESTREAM_DISABLE_IO_URING", "1", 1);
+    std::string why;
+    auto b = make_read_backend(BackendKind::automatic, 4, &why);
+    ::unsetenv("MOESTREAM_DISABLE_IO_URING");
+    EXPECT_STREQ(b->name(), "pread");
+    EXPECT_NE(why.find("MOESTREAM_DISABLE_IO_URING"), std::string::npos);
+    EXPECT_THROW(
+        {
+            ::setenv("MOESTREAM_DISABLE_IO_URING", "1", 1);
+            try {
+                make_io_uring_backend(4);
+            } catch (...) {
+                ::unsetenv("MOESTREAM_DISABLE_IO_URING");
+                throw;
+            }
+        },
+        moe::Error);
+}
+
+TEST(AlignRange, WidensToWholeBlocks) {
+    const AlignedRange r = align_range(5000, 100, 4096);
+    EXPECT_EQ(r.offset, 4096u);
+    EXPECT_EQ(r.length, 4096u);
+    EXPECT_EQ(r.skip, 904u);
+    const AlignedRange s = align_range(4000, 200, 4096);
+    EXPECT_EQ(s.offset, 0u);
+    EXPECT_EQ(s.length, 8192u);
+    EXPECT_LE(s.length, aligned_length_bound(200, 4096));
+    const AlignedRange t = align_range(4000, 200, 1);
+    EXPECT_EQ(t.offset, 4000u);
+    EXPECT_EQ(t.length, 200u);
+}
+
+TEST(FaultInjection, ErrorsShortReadsAndCorruption) {
+    const std::string dir = moe::test::scratch_dir();
+    const std::string path = dir + "/data.bin";
+    const auto bytes = write_random_file(path, 65536, 3);
+    ReadFile file(path, false);
+    FaultInjectingBackend b(make_pread_backend(4), [](const ReadRequest &, uint64_t seq) {
+        Fault f;
+        if (seq == 0) f.kind = Fault::Kind::error, f.error = EIO;
+        if (seq == 1) f.kind = Fault::Kind::short_read, f.short_by = 10;
+        if (seq == 2) f.kind = Fault::Kind::corrupt, f.corrupt_at = 3;
+        return f;
+    });
+    const uint32_t fi = b.add_file(file.buffered_fd());
+    std::vector<uint8_t> buf(4 * 1000);
+    for (uint32_t i = 0; i < 4; ++i) b.submit(ReadRequest{fi, i * 1000ull, 1000, buf.data() + i * 1000, i});
+    std::map<uint64_t, int64_t> results;
+    while (results.size() < 4) {
+        ReadCompletion c[4];
+        const size_t n = b.reap(c, true);
+        for (size_t i = 0; i < n; ++i) results[c[i].tag] = c[i].result;
+    }
+    EXPECT_EQ(results[0], -EIO);
+    EXPECT_EQ(results[1], 990);
+    EXPECT_EQ(results[2], 1000);
+    EXPECT_NE(buf[2000 + 3], bytes[2000 + 3]);
+    EXPECT_EQ(results[3], 1000);
+    EXPECT_EQ(0, std::memcmp(buf.data() + 3000, bytes.data() + 3000, 1000));
+    EXPECT_EQ(b.faults_injected(), 3u);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(PreadBackend, CancelOfQueuedReadCompletesWithEcanceled) {
+    const std::string dir = moe::test::scratch_dir();
+    const std::string path = dir + "/data.bin";
+    write_random_file(path, 8192, 1);
+    ReadFile file(path, false);
+    auto b = make_pread_backend(8, 1);
+    const uint32_t fi = b->add_file(file.buffered_fd());
+    std::vector<uint8_t> buf(8 * 512);
+    for (uint32_t i = 0; i < 8; ++i) b->submit(ReadRequest{fi, i * 512ull, 512, buf.data() + i * 512, i});
+    b->cancel(7);
+    int completions = 0;
+    while (completions < 8) {
+        ReadCompletion c[8];
+        const size_t n = b->reap(c, true);
+        for (size_t i = 0; i < n; ++i) {
+            // Either it was still queued (cancelled) or it had started (read).
+            EXPECT_TRUE(c[i].result == 512 || (c[i].tag == 7 && c[i].result == -ECANCELED));
+            ++completions;
+        }
+    }
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
