@@ -6,9 +6,25 @@
 // integer/low-precision dot product per block. In exact mode activations stay
 // f32 and each weight block is dequantised on the fly (slow; for checking).
 //
-// All variants (scalar reference, AVX2, AVX-512) return the same integer
-// block sums; they differ only in float summation order. For one binary and
-// one CPU the results are deterministic and do not depend on threading.
+// All variants (scalar reference, AVX2, AVX-512) compute the same integer
+// block sums and then the same float operations in the same order, so results
+// are bit-identical across ISAs and independent of threading:
+//  - quantised dots: block b contributes term_b (kernels/dot_terms.hpp, no
+//    fused multiply-add) to lane b % 8; the 8 lanes are summed pairwise
+//    (i + i+4, then i + i+2, then 0 + 1);
+//  - float dots (F32/F16/BF16 weights, and exact mode): element i is
+//    fused-multiply-added into lane i % 32; lanes are halved 32 -> 16 -> 8 and
+//    then summed as above.
+//
+// Dequantised values (f32 arithmetic, each operation rounded, no FMA; q are
+// the integer weights after removing offsets, d/m/dmin the block's fp16 fields):
+//   Q4_0 (q-8)*d   Q5_0 (q-16)*d   Q8_0 q*d   Q4_1/Q5_1 q*d + m
+//   Q4_K/Q5_K  (d*sc)*q - (dmin*m)   per 32-element sub-block (sc, m 6-bit)
+//   Q6_K       (d*sc)*(q-32)         per 16-element group (sc int8)
+//   F16/BF16 exact conversion.
+// Activation formats: Q8_0 d = amax/127 (stored fp16), q = round_half_even(x * (127/amax));
+// Q8_1 adds s = fp16(d * sum q) with the f32 d; Q8_K d = 1/(-127/max) as f32
+// where max is the first element of largest magnitude, q = min(127, round_half_even(x * -127/max)).
 #pragma once
 
 #include <cstddef>
@@ -54,8 +70,10 @@ void matvec_rows(GgmlType weight, int64_t n, const uint8_t *w, size_t row_bytes,
                  const void *act, float *y, int64_t r0, int64_t r1, bool exact);
 
 // Multi-token form: for each row r in [r0, r1) and token t < n_tokens,
-// y[t * y_stride + r] = dot(row r of W, act + t * act_stride). Each weight row
-// is read once for all tokens. Results equal matvec_rows per token exactly.
+// y[t * y_stride + r] = dot(row r of W, act + t * act_stride) (note: y indexed
+// by the absolute row r, unlike matvec_rows; act_stride in bytes, y_stride in
+// floats). Each weight row is read once for all tokens. Results equal
+// matvec_rows per token exactly.
 void matmat_rows(GgmlType weight, int64_t n, const uint8_t *w, size_t row_bytes,
                  const void *act, size_t act_stride, int32_t n_tokens,
                  float *y, size_t y_stride, int64_t r0, int64_t r1, bool exact);

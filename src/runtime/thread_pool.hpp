@@ -1,13 +1,42 @@
 // Persistent compute threads. The calling thread takes part as worker 0, so
 // a pool of n threads starts n - 1 OS threads. Workers are pinned to physical
-// cores (hwloc) when the machine allows it.
+// cores (hwloc) when the machine allows it (MOESTREAM_NO_PIN=1 disables).
+//
+// Idle workers spin for a short while before sleeping, because the engine
+// issues thousands of short parallel_for calls per token and a futex wakeup
+// per call would dominate them. MOESTREAM_SPIN_US overrides the spin time
+// (default 200 us; 0 when the pool has more threads than the machine has CPUs).
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
+#include <type_traits>
+#include <utility>
 
 namespace moe {
+
+// Non-owning reference to a callable fn(int64_t task, int32_t worker); lets
+// parallel_for take any lambda without allocating. The callable must outlive
+// the call (always true for a temporary passed to parallel_for).
+class TaskRef {
+public:
+    template <typename F>
+        requires(!std::is_same_v<std::remove_cvref_t<F>, TaskRef> &&
+                 std::is_invocable_v<F &, int64_t, int32_t>)
+    TaskRef(F &&fn) noexcept  // NOLINT: implicit by design
+        : obj_(const_cast<void *>(static_cast<const void *>(std::addressof(fn)))),
+          call_(&invoke<std::remove_reference_t<F>>) {}
+
+    void operator()(int64_t task, int32_t worker) const { call_(obj_, task, worker); }
+
+private:
+    template <typename F>
+    static void invoke(void *obj, int64_t task, int32_t worker) {
+        (*static_cast<F *>(obj))(task, worker);
+    }
+    void *obj_;
+    void (*call_)(void *, int64_t, int32_t);
+};
 
 class ThreadPool {
 public:
@@ -20,7 +49,9 @@ public:
     // Runs fn(task, worker) for task in [0, n_tasks) across the workers and
     // returns when all are done. Tasks are handed out dynamically. Not
     // reentrant: fn must not call parallel_for. No allocation per call.
-    void parallel_for(int64_t n_tasks, const std::function<void(int64_t task, int32_t worker)> &fn);
+    // If a task throws, no further tasks are started and the first exception
+    // is rethrown here once the running tasks have finished.
+    void parallel_for(int64_t n_tasks, TaskRef fn);
 
 private:
     struct Impl;

@@ -1,0 +1,145 @@
+// Scalar reference dot products: integer sums per block, float terms per
+// block (dot_terms.hpp), canonical lane order (blocks.hpp).
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/blocks.hpp"
+#include "kernels/dot_terms.hpp"
+#include "kernels/kernels_internal.hpp"
+
+namespace moe::kernels::detail {
+namespace {
+
+inline int32_t dot32(const int8_t *a, const int8_t *b) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; ++j) s += a[j] * b[j];
+    return s;
+}
+
+// Legacy weights (Q4_0 / Q5_0 / Q8_0) against Q8_0 activations.
+template <void (*Ints)(const uint8_t *, int8_t *), size_t kBytes>
+float dot_legacy_q8_0(int64_t n, const void *w_row, const void *act) {
+    const uint8_t *w = static_cast<const uint8_t *>(w_row);
+    const uint8_t *a = static_cast<const uint8_t *>(act);
+    BlockLanes acc;
+    for (int64_t b = 0; b < n / 32; ++b, w += kBytes, a += q8_0::bytes) {
+        int8_t v[32];
+        Ints(w, v);
+        const int32_t sumi = dot32(v, reinterpret_cast<const int8_t *>(a + q8_0::qs));
+        acc.add(b, term_d(sumi, load_half(w), load_half(a + q8_0::d)));
+    }
+    return acc.total();
+}
+
+// Q4_1 / Q5_1 against Q8_1 (d at offset 0, m at offset 2 in both layouts).
+template <void (*Ints)(const uint8_t *, int8_t *), size_t kBytes>
+float dot_legacy_q8_1(int64_t n, const void *w_row, const void *act) {
+    const uint8_t *w = static_cast<const uint8_t *>(w_row);
+    const uint8_t *a = static_cast<const uint8_t *>(act);
+    BlockLanes acc;
+    for (int64_t b = 0; b < n / 32; ++b, w += kBytes, a += q8_1::bytes) {
+        int8_t v[32];
+        Ints(w, v);
+        const int32_t sumi = dot32(v, reinterpret_cast<const int8_t *>(a + q8_1::qs));
+        acc.add(b, term_dm(sumi, load_half(w + q4_1::d), load_half(a + q8_1::d), load_half(w + q4_1::m),
+                           load_half(a + q8_1::s)));
+    }
+    return acc.total();
+}
+
+template <bool kFive>
+float dot_q45_k(int64_t n, const void *w_row, const void *act) {
+    constexpr size_t kBytes = kFive ? q5_k::bytes : q4_k::bytes;
+    const uint8_t *w = static_cast<const uint8_t *>(w_row);
+    const uint8_t *a = static_cast<const uint8_t *>(act);
+    BlockLanes acc;
+    for (int64_t b = 0; b < n / 256; ++b, w += kBytes, a += q8_k::bytes) {
+        uint8_t v[256];
+        if constexpr (kFive) q5_k_ints(w, v); else q4_k_ints(w, v);
+        const int8_t *qa = reinterpret_cast<const int8_t *>(a + q8_k::qs);
+        int32_t sumi = 0, summ = 0;
+        for (int s = 0; s < 8; ++s) {
+            int sc, m;
+            k_scale_min(w + q4_k::scales, s, sc, m);
+            int32_t dot = 0;
+            for (int l = 0; l < 32; ++l) dot += v[32 * s + l] * qa[32 * s + l];
+            sumi += sc * dot;
+            summ += m * (load_i16(a + q8_k::bsums + 4 * s) + load_i16(a + q8_k::bsums + 4 * s + 2));
+        }
+        acc.add(b, term_k_min(sumi, summ, load_half(w + q4_k::d), load_half(w + q4_k::dmin),
+                              load_f32(a + q8_k::d)));
+    }
+    return acc.total();
+}
+
+float dot_q6_k(int64_t n, const void *w_row, const void *act) {
+    const uint8_t *w = static_cast<const uint8_t *>(w_row);
+    const uint8_t *a = static_cast<const uint8_t *>(act);
+    BlockLanes acc;
+    for (int64_t b = 0; b < n / 256; ++b, w += q6_k::bytes, a += q8_k::bytes) {
+        int8_t v[256];
+        q6_k_ints(w, v);
+        const int8_t *qa = reinterpret_cast<const int8_t *>(a + q8_k::qs);
+        const int8_t *sc = reinterpret_cast<const int8_t *>(w + q6_k::scales);
+        int32_t sumi = 0;
+        for (int g = 0; g < 16; ++g) {
+            int32_t dot = 0;
+            for (int l = 0; l < 16; ++l) dot += v[16 * g + l] * qa[16 * g + l];
+            sumi += sc[g] * dot;
+        }
+        acc.add(b, term_k(sumi, load_half(w + q6_k::d), load_f32(a + q8_k::d)));
+    }
+    return acc.total();
+}
+
+// Float rows: lane i % 32 += w_i * a_i (fused).
+template <typename Load>
+float dot_float(int64_t n, const uint8_t *w, const uint8_t *a, size_t elem_bytes, Load load) {
+    FmaLanes acc;
+    for (int64_t i = 0; i < n; ++i)
+        acc.lane[i & 31] = std::fma(load(w + i * elem_bytes), load(a + i * elem_bytes), acc.lane[i & 31]);
+    return acc.total();
+}
+
+float dot_f32(int64_t n, const void *w, const void *a) {
+    return dot_float(n, static_cast<const uint8_t *>(w), static_cast<const uint8_t *>(a), 4, load_f32);
+}
+float dot_f16(int64_t n, const void *w, const void *a) {
+    return dot_float(n, static_cast<const uint8_t *>(w), static_cast<const uint8_t *>(a), 2, load_half);
+}
+float dot_bf16(int64_t n, const void *w, const void *a) {
+    return dot_float(n, static_cast<const uint8_t *>(w), static_cast<const uint8_t *>(a), 2,
+                     [](const uint8_t *p) { return bf16_to_f32_inline(load_u16(p)); });
+}
+
+}  // namespace
+
+float dot_exact(GgmlType weight, int64_t n, const void *w_row, const float *act) {
+    const TypeTraits &tr = type_traits(weight);
+    const uint8_t *w = static_cast<const uint8_t *>(w_row);
+    FmaLanes acc;
+    float buf[256];
+    for (int64_t i = 0; i < n; i += 256) {
+        const int64_t count = std::min<int64_t>(256, n - i);
+        dequantize_scalar(weight, w + static_cast<size_t>(i / tr.block_elems) * tr.block_bytes, buf, count);
+        for (int64_t j = 0; j < count; ++j) acc.lane[j & 31] = std::fma(buf[j], act[i + j], acc.lane[j & 31]);
+    }
+    return acc.total();
+}
+
+void fill_scalar_kernels(KernelTable &t) {
+    auto set = [&](GgmlType type, DotFn fn) { t.type[static_cast<uint32_t>(type)].dot = fn; };
+    set(GgmlType::F32, dot_f32);
+    set(GgmlType::F16, dot_f16);
+    set(GgmlType::BF16, dot_bf16);
+    set(GgmlType::Q4_0, dot_legacy_q8_0<q4_0_ints, q4_0::bytes>);
+    set(GgmlType::Q5_0, dot_legacy_q8_0<q5_0_ints, q5_0::bytes>);
+    set(GgmlType::Q8_0, dot_legacy_q8_0<q8_0_ints, q8_0::bytes>);
+    set(GgmlType::Q4_1, dot_legacy_q8_1<q4_1_ints, q4_1::bytes>);
+    set(GgmlType::Q5_1, dot_legacy_q8_1<q5_1_ints, q5_1::bytes>);
+    set(GgmlType::Q4_K, dot_q45_k<false>);
+    set(GgmlType::Q5_K, dot_q45_k<true>);
+    set(GgmlType::Q6_K, dot_q6_k);
+}
+
+}  // namespace moe::kernels::detail

@@ -1,0 +1,83 @@
+#include "runtime/numa_memory.hpp"
+
+#include <numa.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <utility>
+
+#include "common/error.hpp"
+
+namespace moe {
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// Maps `bytes` (rounded up) aligned to 2 MiB when large, so THP can back it.
+void *map_aligned(size_t bytes, size_t &mapped) {
+    const size_t align = bytes >= kHugePage ? kHugePage : 4096;
+    const size_t len = (bytes + align - 1) / align * align;
+    const size_t over = len + (align > 4096 ? align : 0);
+    void *raw = ::mmap(nullptr, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return nullptr;
+    uintptr_t p = reinterpret_cast<uintptr_t>(raw);
+    const uintptr_t aligned = (p + align - 1) / align * align;
+    if (aligned > p) ::munmap(raw, aligned - p);
+    const uintptr_t end = p + over, used_end = aligned + len;
+    if (end > used_end) ::munmap(reinterpret_cast<void *>(used_end), end - used_end);
+    mapped = len;
+    return reinterpret_cast<void *>(aligned);
+}
+
+}  // namespace
+
+bool numa_supported() {
+    static const bool ok = numa_available() >= 0;
+    return ok;
+}
+
+NumaBuffer::NumaBuffer(size_t bytes, NumaPlacement placement, int node) {
+    const int max_node = numa_supported() ? numa_max_node() : 0;
+    if (placement == NumaPlacement::node && (node < 0 || node > max_node))
+        fail(Status::invalid_argument, "NUMA node %d does not exist (max %d)", node, max_node);
+    if (bytes == 0) return;
+    data_ = map_aligned(bytes, mapped_);
+    if (!data_) fail(Status::out_of_memory, "cannot map %zu bytes: errno %d", bytes, errno);
+    size_ = bytes;
+#ifdef MADV_HUGEPAGE
+    if (mapped_ >= kHugePage) huge_ = ::madvise(data_, mapped_, MADV_HUGEPAGE) == 0;
+#endif
+    if (max_node > 0) {
+        switch (placement) {
+        case NumaPlacement::local: numa_setlocal_memory(data_, mapped_); break;
+        case NumaPlacement::interleave: numa_interleave_memory(data_, mapped_, numa_all_nodes_ptr); break;
+        case NumaPlacement::node: numa_tonode_memory(data_, mapped_, node); break;
+        }
+        numa_placed_ = true;
+    }
+}
+
+NumaBuffer::~NumaBuffer() { release(); }
+
+NumaBuffer::NumaBuffer(NumaBuffer &&o) noexcept { *this = std::move(o); }
+
+NumaBuffer &NumaBuffer::operator=(NumaBuffer &&o) noexcept {
+    if (this != &o) {
+        release();
+        data_ = std::exchange(o.data_, nullptr);
+        size_ = std::exchange(o.size_, 0);
+        mapped_ = std::exchange(o.mapped_, 0);
+        numa_placed_ = std::exchange(o.numa_placed_, false);
+        huge_ = std::exchange(o.huge_, false);
+    }
+    return *this;
+}
+
+void NumaBuffer::release() noexcept {
+    if (data_) ::munmap(data_, mapped_);
+    data_ = nullptr;
+    size_ = mapped_ = 0;
+}
+
+}  // namespace moe

@@ -1,0 +1,192 @@
+// Thread pool protocol.
+//
+// state = generation << 17 | closed << 16 | active workers. parallel_for
+// publishes a job by storing a new generation (closed = 0, active = 0) and
+// bumping `epoch`, the word idle workers spin or futex-wait on. A worker joins
+// the current generation by incrementing `active` with a CAS that fails once
+// the generation is closed; the caller closes it after the last task has been
+// handed out and waits only for the workers that joined. So a worker still
+// asleep never delays the caller, and never sees a job that has returned.
+#include "runtime/thread_pool.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/error.hpp"
+#include "runtime/topology.hpp"
+
+namespace moe {
+namespace {
+
+constexpr uint64_t kActiveMask = 0xffff;
+constexpr uint64_t kClosed = 1ull << 16;
+constexpr int kGenShift = 17;
+constexpr int32_t kMaxThreads = 4096;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+int64_t env_int(const char *name, int64_t fallback) {
+    const char *v = std::getenv(name);
+    if (!v || !*v) return fallback;
+    char *end = nullptr;
+    const long long x = std::strtoll(v, &end, 10);
+    return (end && *end == 0 && x >= 0) ? x : fallback;
+}
+
+}  // namespace
+
+struct ThreadPool::Impl {
+    int32_t n_threads = 1;
+    int64_t spin_ns = 0;
+    std::vector<std::thread> threads;
+
+    // The current job; written by the caller before publishing a generation.
+    const TaskRef *job = nullptr;
+    int64_t n_tasks = 0;
+    std::exception_ptr error;  // first exception of the job (guarded by error_mutex)
+    std::mutex error_mutex;
+
+    alignas(64) std::atomic<int64_t> next_task{0};
+    alignas(64) std::atomic<uint64_t> state{0};
+    alignas(64) std::atomic<uint32_t> epoch{0};
+    alignas(64) std::atomic<int32_t> sleepers{0};
+    std::atomic<bool> failed{false};
+    std::atomic<bool> stopping{false};
+    uint64_t generation = 0;  // caller side only
+
+    void run_tasks(int32_t worker) {
+        const TaskRef &fn = *job;
+        const int64_t n = n_tasks;
+        for (;;) {
+            const int64_t t = next_task.fetch_add(1, std::memory_order_relaxed);
+            if (t >= n) return;
+            try {
+                fn(t, worker);
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(error_mutex);
+                if (!error) error = std::current_exception();
+                failed.store(true, std::memory_order_relaxed);
+                next_task.store(n, std::memory_order_relaxed);  // hand out nothing more
+            }
+        }
+    }
+
+    // Returns the first epoch different from `seen`: spins first, then sleeps.
+    uint32_t wait_for_epoch(uint32_t seen) {
+        if (spin_ns > 0) {
+            const auto start = std::chrono::steady_clock::now();
+            for (uint32_t i = 1;; ++i) {
+                const uint32_t e = epoch.load(std::memory_order_acquire);
+                if (e != seen) return e;
+                cpu_relax();
+                if ((i & 255) == 0 && std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now() - start)
+                                              .count() > spin_ns)
+                    break;
+            }
+        }
+        sleepers.fetch_add(1, std::memory_order_seq_cst);
+        uint32_t e;
+        while ((e = epoch.load(std::memory_order_seq_cst)) == seen) epoch.wait(seen, std::memory_order_seq_cst);
+        sleepers.fetch_sub(1, std::memory_order_relaxed);
+        return e;
+    }
+
+    void worker_main(int32_t worker, bool pin) {
+        if (pin) topology::bind_thread_to_core(worker);
+        uint32_t seen = 0;
+        for (;;) {
+            const uint32_t e = wait_for_epoch(seen);
+            seen = e;
+            if (stopping.load(std::memory_order_acquire)) return;
+            uint64_t s = state.load(std::memory_order_acquire);
+            while (static_cast<uint32_t>(s >> kGenShift) == e && !(s & kClosed)) {
+                if (state.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+                    run_tasks(worker);
+                    state.fetch_sub(1, std::memory_order_release);
+                    break;
+                }
+            }
+        }
+    }
+};
+
+ThreadPool::ThreadPool(int32_t n_threads) : impl_(std::make_unique<Impl>()) {
+    if (n_threads < 0) fail(Status::invalid_argument, "thread pool: negative thread count %d", n_threads);
+    if (n_threads == 0) n_threads = topology::physical_cores();
+    n_threads = std::min(n_threads, kMaxThreads);
+    Impl &im = *impl_;
+    im.n_threads = n_threads;
+    const int32_t cpus = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+    const bool oversubscribed = n_threads > cpus;
+    im.spin_ns = env_int("MOESTREAM_SPIN_US", oversubscribed ? 0 : 200) * 1000;
+    const char *no_pin = std::getenv("MOESTREAM_NO_PIN");
+    const bool pin = !(no_pin && *no_pin && *no_pin != '0') && n_threads <= topology::physical_cores();
+    im.threads.reserve(static_cast<size_t>(n_threads - 1));
+    try {
+        for (int32_t w = 1; w < n_threads; ++w) im.threads.emplace_back([&im, w, pin] { im.worker_main(w, pin); });
+    } catch (const std::system_error &e) {
+        im.stopping.store(true);
+        im.epoch.fetch_add(1);
+        im.epoch.notify_all();
+        for (auto &t : im.threads) t.join();
+        fail(Status::internal, "thread pool: cannot start %d threads: %s", n_threads, e.what());
+    }
+}
+
+ThreadPool::~ThreadPool() {
+    Impl &im = *impl_;
+    im.stopping.store(true, std::memory_order_release);
+    im.epoch.fetch_add(1, std::memory_order_seq_cst);
+    im.epoch.notify_all();
+    for (auto &t : im.threads) t.join();
+}
+
+int32_t ThreadPool::size() const { return impl_->n_threads; }
+
+void ThreadPool::parallel_for(int64_t n_tasks, TaskRef fn) {
+    if (n_tasks <= 0) return;
+    Impl &im = *impl_;
+    if (im.n_threads == 1 || n_tasks == 1) {
+        for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
+        return;
+    }
+    im.job = &fn;
+    im.n_tasks = n_tasks;
+    im.failed.store(false, std::memory_order_relaxed);
+    im.next_task.store(0, std::memory_order_relaxed);
+    ++im.generation;
+    im.state.store(im.generation << kGenShift, std::memory_order_release);
+    im.epoch.store(static_cast<uint32_t>(im.generation), std::memory_order_seq_cst);
+    if (im.sleepers.load(std::memory_order_seq_cst) > 0) im.epoch.notify_all();
+
+    im.run_tasks(0);
+
+    // Every task has been handed out: shut late workers out, wait for the rest.
+    uint64_t s = im.state.fetch_or(kClosed, std::memory_order_acq_rel) | kClosed;
+    for (uint32_t i = 1; (s & kActiveMask) != 0; ++i) {
+        if (i < 4096) cpu_relax(); else std::this_thread::yield();
+        s = im.state.load(std::memory_order_acquire);
+    }
+    im.job = nullptr;
+    if (im.failed.load(std::memory_order_relaxed)) {
+        std::exception_ptr e;
+        {
+            std::lock_guard<std::mutex> lock(im.error_mutex);
+            std::swap(e, im.error);
+        }
+        std::rethrow_exception(e);
+    }
+}
+
+}  // namespace moe

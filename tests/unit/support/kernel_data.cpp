@@ -1,0 +1,82 @@
+#include "support/kernel_data.hpp"
+
+#include <cstring>
+
+#include "kernels/kernels.hpp"
+
+namespace moe::test {
+namespace {
+
+uint16_t random_scale(std::mt19937 &rng) {
+    std::uniform_int_distribution<int> pick(0, 19);
+    switch (pick(rng)) {
+    case 0: return 0;                                                          // zero
+    case 1: return static_cast<uint16_t>(std::uniform_int_distribution<int>(1, 0x3ff)(rng));  // subnormal
+    case 2: return 0x7bff;                                                     // largest finite
+    default: {
+        std::uniform_real_distribution<float> mag(-0.02f, 0.02f);
+        return kernels::f32_to_fp16(mag(rng));
+    }
+    }
+}
+
+void put16(uint8_t *p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+}  // namespace
+
+const std::vector<GgmlType> &compute_weight_types() {
+    static const std::vector<GgmlType> types = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                                                GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                                GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+    return types;
+}
+
+std::vector<float> random_floats(int64_t n, std::mt19937 &rng, float scale) {
+    std::normal_distribution<float> normal(0.0f, scale);
+    std::uniform_int_distribution<int> pick(0, 99);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto &v : x) {
+        const int p = pick(rng);
+        v = p == 0 ? 0.0f : p == 1 ? normal(rng) * 30.0f : normal(rng);
+    }
+    return x;
+}
+
+std::vector<uint8_t> random_row(GgmlType type, int64_t n, std::mt19937 &rng) {
+    const TypeTraits &tr = type_traits(type);
+    std::vector<uint8_t> row(row_bytes(type, static_cast<uint64_t>(n)));
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (auto &b : row) b = static_cast<uint8_t>(byte(rng));
+    if (type == GgmlType::F32) {
+        const auto v = random_floats(n, rng);
+        std::memcpy(row.data(), v.data(), row.size());
+        return row;
+    }
+    if (type == GgmlType::F16 || type == GgmlType::BF16) {
+        const auto v = random_floats(n, rng);
+        for (int64_t i = 0; i < n; ++i)
+            put16(row.data() + 2 * i, type == GgmlType::F16 ? kernels::f32_to_fp16(v[i]) : kernels::f32_to_bf16(v[i]));
+        return row;
+    }
+    // Overwrite the fp16 scale fields of every block with finite values.
+    for (size_t off = 0; off < row.size(); off += tr.block_bytes) {
+        uint8_t *b = row.data() + off;
+        switch (type) {
+        case GgmlType::Q4_0:
+        case GgmlType::Q5_0:
+        case GgmlType::Q8_0: put16(b, random_scale(rng)); break;
+        case GgmlType::Q4_1:
+        case GgmlType::Q5_1:
+        case GgmlType::Q4_K:
+        case GgmlType::Q5_K:
+            put16(b, random_scale(rng));
+            put16(b + 2, random_scale(rng));
+            break;
+        case GgmlType::Q6_K: put16(b + 208, random_scale(rng)); break;
+        default: break;
+        }
+    }
+    return row;
+}
+
+}  // namespace moe::test

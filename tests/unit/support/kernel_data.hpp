@@ -1,0 +1,22 @@
+// Random weight rows and activations for kernel tests.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "common/ggml_types.hpp"
+
+namespace moe::test {
+
+// The weight types the engine computes with.
+const std::vector<GgmlType> &compute_weight_types();
+
+// A row of n elements of `type` with random quants and finite scale fields,
+// including edge cases (zero, subnormal, negative, large fp16 scales).
+std::vector<uint8_t> random_row(GgmlType type, int64_t n, std::mt19937 &rng);
+// n floats, normally distributed with standard deviation `scale`, with some
+// exact zeros and a few outliers.
+std::vector<float> random_floats(int64_t n, std::mt19937 &rng, float scale = 1.0f);
+
+}  // namespace moe::test

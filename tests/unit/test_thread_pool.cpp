@@ -1,0 +1,66 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <vector>
+
+#include "runtime/thread_pool.hpp"
+
+namespace {
+
+TEST(ThreadPool, EveryTaskRunsExactlyOnceForAllSizes) {
+    for (int32_t threads : {1, 2, 3, 4}) {
+        moe::ThreadPool pool(threads);
+        ASSERT_EQ(pool.size(), threads);
+        for (int64_t n : {0, 1, 2, 3, 7, 64, 1000}) {
+            std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+            std::atomic<int> bad_worker{0};
+            pool.parallel_for(n, [&](int64_t task, int32_t worker) {
+                hits[static_cast<size_t>(task)].fetch_add(1, std::memory_order_relaxed);
+                if (worker < 0 || worker >= threads) bad_worker.fetch_add(1);
+            });
+            for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " threads, n " << n;
+            EXPECT_EQ(bad_worker.load(), 0);
+        }
+    }
+}
+
+TEST(ThreadPool, ManyRepeatedCallsSeeTheirOwnJob) {
+    moe::ThreadPool pool(3);
+    std::vector<int64_t> sums(4, 0);
+    for (int call = 0; call < 20000; ++call) {
+        std::atomic<int64_t> sum{0};
+        const int64_t n = 1 + call % 9;
+        pool.parallel_for(n, [&, call](int64_t task, int32_t) { sum.fetch_add(task + call, std::memory_order_relaxed); });
+        ASSERT_EQ(sum.load(), n * (n - 1) / 2 + n * call) << "call " << call;
+    }
+}
+
+TEST(ThreadPool, WorkerIndicesAllowPerWorkerScratch) {
+    moe::ThreadPool pool(4);
+    std::vector<int64_t> per_worker(static_cast<size_t>(pool.size()), 0);  // no atomics: one writer each
+    pool.parallel_for(10000, [&](int64_t task, int32_t worker) { per_worker[static_cast<size_t>(worker)] += task; });
+    int64_t total = 0;
+    for (int64_t v : per_worker) total += v;
+    EXPECT_EQ(total, int64_t{10000} * 9999 / 2);
+}
+
+TEST(ThreadPool, ExceptionsReachTheCallerAndThePoolStaysUsable) {
+    moe::ThreadPool pool(3);
+    EXPECT_THROW(pool.parallel_for(100,
+                                   [](int64_t task, int32_t) {
+                                       if (task == 37) throw std::runtime_error("task 37");
+                                   }),
+                 std::runtime_error);
+    std::atomic<int> count{0};
+    pool.parallel_for(50, [&](int64_t, int32_t) { count.fetch_add(1); });
+    EXPECT_EQ(count.load(), 50);
+}
+
+TEST(ThreadPool, DefaultSizeIsAtLeastOne) {
+    moe::ThreadPool pool(0);
+    EXPECT_GE(pool.size(), 1);
+    EXPECT_THROW(moe::ThreadPool(-1), std::exception);
+}
+
+}  // namespace
