@@ -95,20 +95,29 @@ public:
     const std::vector<TensorInfo> &tensors() const { return tensors_; }
     const TensorInfo *tensor(std::string_view name) const;
 
-    // Bytes of the data blob that follow the header (used to fingerprint the model).
-    // The header + tensor table of shard 0 as a byte range.
-    const uint8_t *header_bytes() const { return shards_[0].map.data(); }
+    // The header + tensor table of shard 0 as a byte range (used to fingerprint the model).
+    const uint8_t *header_bytes() const { return shards_[0].data; }
     uint64_t header_size() const { return shards_[0].data_offset; }
+    // Start of a shard's tensor data section (absolute file offset).
+    uint64_t data_offset(size_t shard) const { return shards_[shard].data_offset; }
+    // The read-only mapping of a shard (empty for parse_memory images).
+    const MappedFile &shard_mapping(size_t i) const { return shards_[i].map; }
 
 private:
     struct Shard {
         std::string path;
         MappedFile map;
+        const uint8_t *data = nullptr;  // map.data(), or the caller's bytes for parse_memory
         uint64_t size = 0;
         uint64_t data_offset = 0;
+        uint32_t alignment = 32;
     };
     GgufFile() = default;
-    void parse_shard(uint32_t index, const uint8_t *data, uint64_t size, const std::string &label);
+    // Parses shard `index` (already in shards_) and appends its tensors; its
+    // metadata goes to `kv_out`.
+    void parse_shard(uint32_t index, std::vector<std::pair<std::string, Value>> &kv_out);
+    void index_tensors();
+    void open_split_set(const std::string &first_path);
 
     std::string path_;
     uint32_t version_ = 0;

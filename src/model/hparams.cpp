@@ -1,0 +1,218 @@
+#include "model/hparams.hpp"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "common/error.hpp"
+#include "moestream.h"
+
+namespace moe {
+namespace {
+
+// What differs between the supported architectures (facts sheet, section 3.5).
+struct ArchRules {
+    const char *name;
+    RopeType rope_type;
+    bool norm_topk_weights;
+    bool tied_output_allowed;
+    enum class ExpertFf { expert_key, expert_key_or_ff_per_used, ff_key } expert_ff;
+    bool shared_expert;
+};
+
+constexpr ArchRules kArchs[] = {
+    {"qwen3moe", RopeType::neox, true, true, ArchRules::ExpertFf::expert_key_or_ff_per_used, false},
+    {"llama", RopeType::normal, true, true, ArchRules::ExpertFf::ff_key, false},
+    {"olmoe", RopeType::neox, false, false, ArchRules::ExpertFf::ff_key, false},
+    {"qwen2moe", RopeType::neox, false, false, ArchRules::ExpertFf::expert_key, true},
+};
+
+const ArchRules *find_arch(const std::string &arch) {
+    for (const ArchRules &a : kArchs)
+        if (arch == a.name) return &a;
+    return nullptr;
+}
+
+// Reads "<arch>.<suffix>" keys with the file's path in every message.
+class KeyReader {
+public:
+    KeyReader(const gguf::GgufFile &f, const std::string &arch) : f_(f), prefix_(arch + ".") {}
+
+    std::string key(const char *suffix) const { return prefix_ + suffix; }
+    const std::string &path() const { return f_.path(); }
+
+    // A positive int32 (scalar, or a per-layer array whose entries are all equal).
+    std::optional<int32_t> positive(const char *suffix) const {
+        const std::string k = key(suffix);
+        const std::vector<uint32_t> values = f_.get_u32_or_array(k);
+        if (values.empty()) {
+            if (f_.has(k))
+                fail(Status::bad_format, "%s: %s is an empty array", path().c_str(), k.c_str());
+            return std::nullopt;
+        }
+        for (uint32_t v : values)
+            if (v != values[0])
+                fail(Status::unsupported, "%s: %s differs between layers (%u vs %u); per-layer sizes are not supported",
+                     path().c_str(), k.c_str(), values[0], v);
+        if (values.size() > 1 && n_layer_ > 0 && values.size() != size_t(n_layer_))
+            fail(Status::bad_format, "%s: %s has %zu entries for %d layers", path().c_str(), k.c_str(),
+                 values.size(), n_layer_);
+        if (values[0] == 0 || values[0] > uint32_t(std::numeric_limits<int32_t>::max()))
+            fail(Status::bad_format, "%s: %s is %u (must be a positive 32-bit value)", path().c_str(), k.c_str(),
+                 values[0]);
+        return static_cast<int32_t>(values[0]);
+    }
+    int32_t required(const char *suffix) const {
+        const auto v = positive(suffix);
+        if (!v) fail(Status::bad_format, "%s: required key %s is missing", path().c_str(), key(suffix).c_str());
+        return *v;
+    }
+    // A finite float > 0.
+    std::optional<float> positive_float(const char *suffix) const {
+        const std::string k = key(suffix);
+        if (!f_.has(k)) return std::nullopt;
+        const float v = f_.get_f32(k, 0.0f);
+        if (!std::isfinite(v) || v <= 0.0f)
+            fail(Status::bad_format, "%s: %s is %g (must be a positive finite number)", path().c_str(), k.c_str(),
+                 static_cast<double>(v));
+        return v;
+    }
+    void set_n_layer(int32_t n) { n_layer_ = n; }
+
+private:
+    const gguf::GgufFile &f_;
+    std::string prefix_;
+    int32_t n_layer_ = 0;
+};
+
+}  // namespace
+
+HParams HParams::from_gguf(const gguf::GgufFile &file) {
+    const std::string &path = file.path();
+    HParams hp;
+    if (!file.has("general.architecture"))
+        fail(Status::bad_format, "%s: general.architecture is missing", path.c_str());
+    hp.arch = file.get_string("general.architecture");
+    hp.name = file.get_string("general.name");
+    const ArchRules *rules = find_arch(hp.arch);
+    if (!rules) {
+        std::string safe;
+        for (char c : hp.arch.substr(0, 64)) safe += (c >= 0x20 && c < 0x7f) ? c : '?';
+        fail(Status::unsupported,
+             "%s: architecture '%s' is not supported (supported: qwen3moe, llama with experts, olmoe, qwen2moe)",
+             path.c_str(), safe.c_str());
+    }
+
+    KeyReader keys(file, hp.arch);
+    hp.n_layer = keys.required("block_count");
+    if (hp.n_layer > MOESTREAM_MAX_LAYERS)
+        fail(Status::unsupported, "%s: %s is %d; at most %d layers are supported", path.c_str(),
+             keys.key("block_count").c_str(), hp.n_layer, MOESTREAM_MAX_LAYERS);
+    keys.set_n_layer(hp.n_layer);
+    hp.n_ctx_train = keys.required("context_length");
+    hp.n_embd = keys.required("embedding_length");
+    hp.n_head = keys.required("attention.head_count");
+    hp.n_head_kv = keys.positive("attention.head_count_kv").value_or(hp.n_head);
+    if (hp.n_head % hp.n_head_kv != 0)
+        fail(Status::bad_format, "%s: head_count %d is not a multiple of head_count_kv %d", path.c_str(), hp.n_head,
+             hp.n_head_kv);
+
+    const auto key_length = keys.positive("attention.key_length");
+    const auto value_length = keys.positive("attention.value_length");
+    if ((!key_length || !value_length) && hp.n_embd % hp.n_head != 0)
+        fail(Status::bad_format, "%s: embedding_length %d is not a multiple of head_count %d and %s is absent",
+             path.c_str(), hp.n_embd, hp.n_head, keys.key(key_length ? "attention.value_length" : "attention.key_length").c_str());
+    hp.head_dim_k = key_length.value_or(hp.n_embd / hp.n_head);
+    hp.head_dim_v = value_length.value_or(hp.n_embd / hp.n_head);
+
+    // MoE sizes. A llama file without experts is a dense model, which this engine does not run.
+    const std::string expert_count_key = keys.key("expert_count");
+    if (file.find(expert_count_key) && file.find(expert_count_key)->type != gguf::ValueType::ARRAY &&
+        file.get_u32(expert_count_key, 1) == 0)
+        fail(Status::unsupported, "%s: %s is 0: dense models are not supported", path.c_str(),
+             expert_count_key.c_str());
+    const auto n_expert = keys.positive("expert_count");
+    if (!n_expert) {
+        const std::string &k = expert_count_key;
+        fail(hp.arch == "llama" ? Status::unsupported : Status::bad_format,
+             "%s: %s is missing%s", path.c_str(), k.c_str(),
+             hp.arch == "llama" ? " (dense llama models are not supported)" : "");
+    }
+    hp.n_expert = *n_expert;
+    hp.n_expert_used = keys.required("expert_used_count");
+    if (hp.n_expert_used > hp.n_expert)
+        fail(Status::bad_format, "%s: expert_used_count %d exceeds expert_count %d", path.c_str(), hp.n_expert_used,
+             hp.n_expert);
+
+    hp.n_ff = keys.positive("feed_forward_length").value_or(0);
+    switch (rules->expert_ff) {
+    case ArchRules::ExpertFf::expert_key:
+        hp.n_ff_expert = keys.required("expert_feed_forward_length");
+        break;
+    case ArchRules::ExpertFf::expert_key_or_ff_per_used:
+        if (const auto v = keys.positive("expert_feed_forward_length")) {
+            hp.n_ff_expert = *v;
+        } else {
+            if (hp.n_ff == 0)
+                fail(Status::bad_format, "%s: neither %s nor %s is present", path.c_str(),
+                     keys.key("expert_feed_forward_length").c_str(), keys.key("feed_forward_length").c_str());
+            hp.n_ff_expert = hp.n_ff / hp.n_expert_used;
+            if (hp.n_ff_expert == 0)
+                fail(Status::bad_format, "%s: feed_forward_length %d / expert_used_count %d is 0", path.c_str(),
+                     hp.n_ff, hp.n_expert_used);
+        }
+        break;
+    case ArchRules::ExpertFf::ff_key:
+        if (hp.n_ff == 0)
+            fail(Status::bad_format, "%s: required key %s is missing", path.c_str(),
+                 keys.key("feed_forward_length").c_str());
+        hp.n_ff_expert = hp.n_ff;
+        break;
+    }
+    if (rules->shared_expert)
+        hp.n_ff_shared = keys.positive("expert_shared_feed_forward_length").value_or(hp.n_ff);
+
+    hp.n_rot = keys.positive("rope.dimension_count").value_or(hp.head_dim_k);
+    if (hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0)
+        fail(Status::bad_format, "%s: rope.dimension_count %d must be even and at most the head size %d",
+             path.c_str(), hp.n_rot, hp.head_dim_k);
+    hp.rope_freq_base = keys.positive_float("rope.freq_base").value_or(10000.0f);
+
+    const std::string scaling_type = file.get_string(keys.key("rope.scaling.type"), "");
+    if (!scaling_type.empty() && scaling_type != "none" && scaling_type != "linear")
+        fail(Status::unsupported, "%s: rope scaling type '%.32s' is not supported", path.c_str(),
+             scaling_type.c_str());
+    hp.rope_freq_scale = 1.0f;
+    if (scaling_type != "none") {
+        // A factor of 0 means "no scaling", as written by some converters.
+        const std::string k = keys.key("rope.scaling.factor");
+        const float factor = file.get_f32(k, 0.0f);
+        if (factor != 0.0f) {
+            if (!std::isfinite(factor) || factor < 0.0f)
+                fail(Status::bad_format, "%s: %s is %g", path.c_str(), k.c_str(), static_cast<double>(factor));
+            hp.rope_freq_scale = 1.0f / factor;
+        }
+    }
+    hp.rope_type = rules->rope_type;
+
+    const auto eps = keys.positive_float("attention.layer_norm_rms_epsilon");
+    if (!eps)
+        fail(Status::bad_format, "%s: required key %s is missing", path.c_str(),
+             keys.key("attention.layer_norm_rms_epsilon").c_str());
+    hp.rms_eps = *eps;
+    hp.norm_topk_weights = rules->norm_topk_weights;
+
+    // Vocabulary size comes from the embedding table.
+    const gguf::TensorInfo *embd = file.tensor("token_embd.weight");
+    if (!embd) fail(Status::bad_format, "%s: tensor token_embd.weight is missing", path.c_str());
+    if (embd->n_dims != 2 || embd->ne[0] != hp.n_embd || embd->ne[1] <= 0 ||
+        embd->ne[1] > std::numeric_limits<int32_t>::max())
+        fail(Status::bad_format, "%s: token_embd.weight has shape [%lld, %lld, %lld, %lld], expected [%d, n_vocab]",
+             path.c_str(), static_cast<long long>(embd->ne[0]), static_cast<long long>(embd->ne[1]),
+             static_cast<long long>(embd->ne[2]), static_cast<long long>(embd->ne[3]), hp.n_embd);
+    hp.n_vocab = static_cast<int32_t>(embd->ne[1]);
+    hp.tied_output = rules->tied_output_allowed && file.tensor("output.weight") == nullptr;
+    return hp;
+}
+
+}  // namespace moe

@@ -1,0 +1,227 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+#include "common/error.hpp"
+#include "gguf/gguf_file.hpp"
+#include "model/hparams.hpp"
+#include "support/gguf_builder.hpp"
+
+using moe::Error;
+using moe::HParams;
+using moe::RopeType;
+using moe::Status;
+using moe::gguf::GgufFile;
+using moe::test::GgufBuilder;
+using moe::test::TinyMoe;
+
+namespace {
+
+HParams load(const GgufBuilder &b) {
+    const auto img = b.build();
+    const auto f = GgufFile::parse_memory(img.data(), img.size(), "m.gguf");
+    return HParams::from_gguf(*f);
+}
+
+void expect_error(const GgufBuilder &b, Status status, std::initializer_list<const char *> fragments) {
+    try {
+        load(b);
+        ADD_FAILURE() << "loaded";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.status(), status) << e.what();
+        EXPECT_EQ(std::string(e.what()).rfind("m.gguf: ", 0), 0u) << e.what();
+        for (const char *f : fragments) EXPECT_NE(std::strstr(e.what(), f), nullptr) << "'" << f << "' not in " << e.what();
+    }
+}
+
+TinyMoe arch(const char *name) {
+    TinyMoe m;
+    m.arch = name;
+    if (std::strcmp(name, "olmoe") == 0) m.n_head_kv = m.n_head;
+    return m;
+}
+
+}  // namespace
+
+TEST(HParams, Qwen3Moe) {
+    TinyMoe m = arch("qwen3moe");
+    m.n_vocab = 77;
+    m.head_dim = 16;  // key_length differs from n_embd / n_head
+    m.rms_eps = 1e-5f;
+    m.rope_freq_base = 1e6f;
+    const HParams hp = load(moe::test::tiny_moe(m));
+    EXPECT_EQ(hp.arch, "qwen3moe");
+    EXPECT_EQ(hp.name, "tiny");
+    EXPECT_EQ(hp.n_vocab, 77);
+    EXPECT_EQ(hp.n_ctx_train, 128);
+    EXPECT_EQ(hp.n_embd, 32);
+    EXPECT_EQ(hp.n_layer, 2);
+    EXPECT_EQ(hp.n_head, 4);
+    EXPECT_EQ(hp.n_head_kv, 2);
+    EXPECT_EQ(hp.head_dim_k, 16);
+    EXPECT_EQ(hp.head_dim_v, 16);
+    EXPECT_EQ(hp.n_rot, 16);
+    EXPECT_EQ(hp.n_expert, 4);
+    EXPECT_EQ(hp.n_expert_used, 2);
+    EXPECT_EQ(hp.n_ff_expert, 32);
+    EXPECT_EQ(hp.n_ff_shared, 0);
+    EXPECT_FLOAT_EQ(hp.rope_freq_base, 1e6f);
+    EXPECT_FLOAT_EQ(hp.rope_freq_scale, 1.0f);
+    EXPECT_FLOAT_EQ(hp.rms_eps, 1e-5f);
+    EXPECT_EQ(hp.rope_type, RopeType::neox);
+    EXPECT_TRUE(hp.norm_topk_weights);
+    EXPECT_FALSE(hp.tied_output);
+}
+
+TEST(HParams, Qwen3MoeDefaultsAndFallbacks) {
+    TinyMoe m = arch("qwen3moe");
+    m.tied_output = true;
+    GgufBuilder b = moe::test::tiny_moe(m);
+    b.remove_kv("qwen3moe.attention.head_count_kv").remove_kv("qwen3moe.rope.freq_base");
+    b.remove_kv("qwen3moe.expert_feed_forward_length").kv_u32("qwen3moe.feed_forward_length", 96);
+    const HParams hp = load(b);
+    EXPECT_EQ(hp.n_head_kv, 4);                 // defaults to n_head
+    EXPECT_EQ(hp.head_dim_k, 8);                // n_embd / n_head
+    EXPECT_EQ(hp.head_dim_v, 8);
+    EXPECT_FLOAT_EQ(hp.rope_freq_base, 10000.0f);
+    EXPECT_EQ(hp.n_ff, 96);
+    EXPECT_EQ(hp.n_ff_expert, 48);              // feed_forward_length / expert_used_count
+    EXPECT_TRUE(hp.tied_output);
+    b.remove_kv("qwen3moe.feed_forward_length");
+    expect_error(b, Status::bad_format, {"qwen3moe.expert_feed_forward_length", "qwen3moe.feed_forward_length"});
+}
+
+TEST(HParams, LlamaWithExperts) {
+    TinyMoe m = arch("llama");
+    m.tied_output = true;
+    GgufBuilder b = moe::test::tiny_moe(m);
+    b.kv_string("llama.rope.scaling.type", "linear").kv_f32("llama.rope.scaling.factor", 4.0f);
+    b.kv_u32("llama.rope.dimension_count", 4);
+    const HParams hp = load(b);
+    EXPECT_EQ(hp.rope_type, RopeType::normal);
+    EXPECT_TRUE(hp.norm_topk_weights);
+    EXPECT_TRUE(hp.tied_output);
+    EXPECT_EQ(hp.n_ff, 32);
+    EXPECT_EQ(hp.n_ff_expert, 32);
+    EXPECT_EQ(hp.n_rot, 4);
+    EXPECT_FLOAT_EQ(hp.rope_freq_scale, 0.25f);
+    b.remove_kv("llama.feed_forward_length");
+    expect_error(b, Status::bad_format, {"llama.feed_forward_length"});
+}
+
+TEST(HParams, DenseLlamaIsUnsupported) {
+    GgufBuilder b = moe::test::tiny_moe(arch("llama"));
+    b.remove_kv("llama.expert_count");
+    expect_error(b, Status::unsupported, {"llama.expert_count", "dense"});
+    b.kv_u32("llama.expert_count", 0);
+    expect_error(b, Status::unsupported, {"llama.expert_count"});
+}
+
+TEST(HParams, Olmoe) {
+    TinyMoe m = arch("olmoe");
+    m.tied_output = true;  // output.weight absent, but olmoe never ties
+    const HParams hp = load(moe::test::tiny_moe(m));
+    EXPECT_EQ(hp.rope_type, RopeType::neox);
+    EXPECT_FALSE(hp.norm_topk_weights);
+    EXPECT_FALSE(hp.tied_output);
+    EXPECT_EQ(hp.n_ff_expert, 32);
+    EXPECT_EQ(hp.n_head_kv, hp.n_head);
+}
+
+TEST(HParams, Qwen2Moe) {
+    TinyMoe m = arch("qwen2moe");
+    m.n_ff_shared = 48;
+    GgufBuilder b = moe::test::tiny_moe(m);
+    HParams hp = load(b);
+    EXPECT_EQ(hp.rope_type, RopeType::neox);
+    EXPECT_FALSE(hp.norm_topk_weights);
+    EXPECT_EQ(hp.n_ff_expert, 32);
+    EXPECT_EQ(hp.n_ff_shared, 48);
+    // The shared size falls back to feed_forward_length.
+    b.remove_kv("qwen2moe.expert_shared_feed_forward_length").kv_u32("qwen2moe.feed_forward_length", 64);
+    hp = load(b);
+    EXPECT_EQ(hp.n_ff_shared, 64);
+    // expert_feed_forward_length has no fallback.
+    b.remove_kv("qwen2moe.expert_feed_forward_length");
+    expect_error(b, Status::bad_format, {"qwen2moe.expert_feed_forward_length"});
+}
+
+TEST(HParams, PerLayerArrays) {
+    GgufBuilder b = moe::test::tiny_moe(arch("qwen3moe"));
+    b.kv_array_u32("qwen3moe.attention.head_count_kv", {2, 2});
+    EXPECT_EQ(load(b).n_head_kv, 2);
+    b.kv_array_u32("qwen3moe.attention.head_count_kv", {2, 4});
+    expect_error(b, Status::unsupported, {"qwen3moe.attention.head_count_kv", "differs between layers"});
+    b.kv_array_u32("qwen3moe.attention.head_count_kv", {2, 2, 2});
+    expect_error(b, Status::bad_format, {"3 entries for 2 layers"});
+    b.kv_array_u32("qwen3moe.attention.head_count_kv", {});
+    expect_error(b, Status::bad_format, {"empty array"});
+}
+
+TEST(HParams, UnknownArchitecture) {
+    GgufBuilder b = moe::test::tiny_moe(arch("qwen3moe"));
+    b.kv_string("general.architecture", "gpt-oss");
+    expect_error(b, Status::unsupported, {"'gpt-oss'", "not supported"});
+    b.remove_kv("general.architecture");
+    expect_error(b, Status::bad_format, {"general.architecture"});
+    b.kv_u32("general.architecture", 3);
+    expect_error(b, Status::bad_format, {"general.architecture", "STRING"});
+}
+
+TEST(HParams, ValidationErrors) {
+    struct Case {
+        const char *what;
+        std::function<void(GgufBuilder &)> edit;
+        Status status;
+        const char *fragment;
+    };
+    const std::vector<Case> cases = {
+        {"missing block_count", [](GgufBuilder &b) { b.remove_kv("qwen3moe.block_count"); }, Status::bad_format,
+         "required key qwen3moe.block_count"},
+        {"zero embd", [](GgufBuilder &b) { b.kv_u32("qwen3moe.embedding_length", 0); }, Status::bad_format,
+         "qwen3moe.embedding_length is 0"},
+        {"huge embd", [](GgufBuilder &b) { b.kv_u32("qwen3moe.embedding_length", 0x80000000u); }, Status::bad_format,
+         "qwen3moe.embedding_length"},
+        {"negative heads", [](GgufBuilder &b) { b.kv_i32("qwen3moe.attention.head_count", -4); }, Status::bad_format,
+         "qwen3moe.attention.head_count"},
+        {"float block_count", [](GgufBuilder &b) { b.kv_f32("qwen3moe.block_count", 2.0f); }, Status::bad_format,
+         "qwen3moe.block_count"},
+        {"gqa", [](GgufBuilder &b) { b.kv_u32("qwen3moe.attention.head_count_kv", 3); }, Status::bad_format,
+         "head_count_kv 3"},
+        {"used > experts", [](GgufBuilder &b) { b.kv_u32("qwen3moe.expert_used_count", 5); }, Status::bad_format,
+         "expert_used_count 5 exceeds expert_count 4"},
+        {"used = 0", [](GgufBuilder &b) { b.kv_u32("qwen3moe.expert_used_count", 0); }, Status::bad_format,
+         "qwen3moe.expert_used_count"},
+        {"missing experts", [](GgufBuilder &b) { b.remove_kv("qwen3moe.expert_count"); }, Status::bad_format,
+         "qwen3moe.expert_count is missing"},
+        {"too many layers", [](GgufBuilder &b) { b.kv_u32("qwen3moe.block_count", 257); }, Status::unsupported,
+         "at most 256 layers"},
+        {"missing eps", [](GgufBuilder &b) { b.remove_kv("qwen3moe.attention.layer_norm_rms_epsilon"); },
+         Status::bad_format, "layer_norm_rms_epsilon"},
+        {"bad eps", [](GgufBuilder &b) { b.kv_f32("qwen3moe.attention.layer_norm_rms_epsilon", -1.0f); },
+         Status::bad_format, "layer_norm_rms_epsilon"},
+        {"bad rope base", [](GgufBuilder &b) { b.kv_f32("qwen3moe.rope.freq_base", 0.0f); }, Status::bad_format,
+         "rope.freq_base"},
+        {"odd n_rot", [](GgufBuilder &b) { b.kv_u32("qwen3moe.rope.dimension_count", 7); }, Status::bad_format,
+         "rope.dimension_count 7"},
+        {"n_rot > head", [](GgufBuilder &b) { b.kv_u32("qwen3moe.rope.dimension_count", 10); }, Status::bad_format,
+         "rope.dimension_count 10"},
+        {"yarn", [](GgufBuilder &b) { b.kv_string("qwen3moe.rope.scaling.type", "yarn"); }, Status::unsupported,
+         "'yarn'"},
+        {"heads not dividing", [](GgufBuilder &b) {
+             b.kv_u32("qwen3moe.attention.head_count", 5).kv_u32("qwen3moe.attention.head_count_kv", 5);
+         }, Status::bad_format, "not a multiple of head_count 5"},
+        {"no token_embd", [](GgufBuilder &b) { b.remove_tensor("token_embd.weight"); }, Status::bad_format,
+         "token_embd.weight is missing"},
+        {"token_embd width", [](GgufBuilder &b) {
+             b.remove_tensor("token_embd.weight").tensor_random("token_embd.weight", moe::GgmlType::F32, {16, 8}, 1);
+         }, Status::bad_format, "token_embd.weight has shape [16, 8"},
+    };
+    for (const Case &c : cases) {
+        SCOPED_TRACE(c.what);
+        GgufBuilder b = moe::test::tiny_moe(arch("qwen3moe"));
+        c.edit(b);
+        expect_error(b, c.status, {c.fragment});
+    }
+}
