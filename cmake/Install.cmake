@@ -18,12 +18,23 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/moestreamConfigVersion.cm
 install(FILES ${PROJECT_BINARY_DIR}/moestreamConfig.cmake ${PROJECT_BINARY_DIR}/moestreamConfigVersion.cmake
   DESTINATION ${MOESTREAM_CMAKE_DIR})
 
-configure_file(${PROJECT_SOURCE_DIR}/pkgconfig/moestream.pc.in ${PROJECT_BINARY_DIR}/moestream.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/moestream.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
-
 # The Python binding: pure Python, installed beside the interpreter's packages
 # under the prefix (PREFIX/lib/python3/dist-packages on Debian layouts).
 set(MOESTREAM_PYTHON_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/python3/dist-packages" CACHE STRING
     "Where to install the moestream Python package, relative to the prefix")
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/moestream DESTINATION ${MOESTREAM_PYTHON_INSTALL_DIR}
   PATTERN "__pycache__" EXCLUDE)
+
+# moestream.pc and the Python package's _install_paths.py are written at install
+# time (cmake/InstallPaths.cmake) so that they name the prefix actually installed
+# to (cmake --install --prefix), not the one configured.
+install(CODE "
+  set(MOESTREAM_PC_IN [[${PROJECT_SOURCE_DIR}/pkgconfig/moestream.pc.in]])
+  set(MOESTREAM_LIBDIR [[${CMAKE_INSTALL_LIBDIR}]])
+  set(MOESTREAM_INCLUDEDIR [[${CMAKE_INSTALL_INCLUDEDIR}]])
+  set(MOESTREAM_PYTHON_DIR [[${MOESTREAM_PYTHON_INSTALL_DIR}]])
+  set(PROJECT_VERSION [[${PROJECT_VERSION}]])
+  set(PROJECT_DESCRIPTION [[${PROJECT_DESCRIPTION}]])
+  set(MOESTREAM_PC_REQUIRES_PRIVATE [[${MOESTREAM_PC_REQUIRES_PRIVATE}]])
+")
+install(SCRIPT ${PROJECT_SOURCE_DIR}/cmake/InstallPaths.cmake)

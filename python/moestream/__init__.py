@@ -1,0 +1,55 @@
+"""moestream: run Mixture-of-Experts models larger than RAM by streaming experts.
+
+A pure-Python ctypes binding of libmoestream (include/moestream.h). The library
+is looked up in this order: $MOESTREAM_LIB, this package's directory, the
+install prefix's libdir (when installed by ``cmake --install``), then the
+system search path.
+"""
+import ctypes
+
+from . import _convert as cv
+from . import _ffi
+from ._context import Context
+from ._errors import Error, Status
+from ._generate import generate_model, generate_model_size
+from ._sampler import Sampler
+
+ABI_MAJOR = _ffi.ABI_MAJOR
+
+__all__ = ["ABI_MAJOR", "Context", "Error", "Sampler", "Status", "generate_model", "generate_model_size",
+           "inspect", "library_path", "status_string", "version", "version_number"]
+
+
+def version():
+    """The loaded library's version string, e.g. "0.1.0"."""
+    return _ffi.lib().version_string()
+
+
+def version_number():
+    """MAJOR*10000 + MINOR*100 + PATCH of the loaded library."""
+    return _ffi.lib().version_number
+
+
+def library_path():
+    """Path (or name) of the loaded shared library."""
+    return _ffi.lib().path
+
+
+def status_string(status):
+    """The library's static description of a status code."""
+    return cv.text(_ffi.lib().moestream_status_string(int(status)))
+
+
+def inspect(path, memory_budget=0):
+    """A model's facts as a dict, read without loading weights.
+
+    ``memory_budget`` (bytes, 0 = automatic) only affects ``io_mode`` and
+    ``io_mode_reason``.
+    """
+    import os
+
+    lib = _ffi.lib()
+    info = _ffi.ModelInfo()
+    lib.moestream_model_info_init(ctypes.byref(info))
+    lib.moestream_inspect(os.fsencode(os.fspath(path)), int(memory_budget), ctypes.byref(info))
+    return cv.model_info_dict(info)

@@ -1,0 +1,224 @@
+"""moestream.Context: one opened model with its KV cache and expert cache."""
+import ctypes
+import os
+
+from . import _convert as cv
+from . import _ffi
+from ._errors import Error, Status
+
+
+def _path_bytes(path):
+    return os.fsencode(os.fspath(path))
+
+
+class Context:
+    """An opened model (moestream_context).
+
+    One thread at a time may use a Context (a concurrent call raises Error with
+    status BUSY where the library detects it); different Contexts are
+    independent. ``step`` releases the GIL while the model runs.
+    """
+
+    def __init__(self, model_path, *, memory_budget=0, n_threads=0, n_ctx=0, io_mode="auto",
+                 prefetch="auto", cache_policy="auto", exact=False, packed_path=None,
+                 profile_path=None, log=None, log_level="warn"):
+        self._handle = None
+        self._lib = _ffi.lib()
+        self._log_callback = None  # kept alive as long as the handle exists
+        self._info = None
+
+        params = _ffi.Params()
+        self._lib.moestream_params_init(ctypes.byref(params))
+        params.model_path = _path_bytes(model_path)
+        params.memory_budget = int(memory_budget)
+        params.n_threads = int(n_threads)
+        params.n_ctx = int(n_ctx)
+        params.io_mode = cv.enum_value(cv.IO_MODES, io_mode, "io_mode")
+        params.prefetch = cv.enum_value(cv.PREFETCH_MODES, prefetch, "prefetch")
+        params.cache_policy = cv.enum_value(cv.CACHE_POLICIES, cache_policy, "cache_policy")
+        params.exact = 1 if exact else 0
+        if packed_path is not None:
+            params.packed_path = _path_bytes(packed_path)
+        if profile_path is not None:
+            params.profile_path = _path_bytes(profile_path)
+        if log is not None:
+            self._log_callback = _make_log_callback(log)
+            params.log_fn = self._log_callback
+            params.log_level = cv.enum_value(cv.LOG_LEVELS, log_level, "log_level")
+
+        handle = _ffi.ContextPtr()
+        self._lib.moestream_open(ctypes.byref(params), ctypes.byref(handle))
+        self._handle = handle
+
+    # --- lifetime ---------------------------------------------------------
+
+    def close(self):
+        """Frees the context (drains I/O, writes the usage profile). Idempotent."""
+        handle, self._handle = self._handle, None
+        if handle:
+            self._lib.moestream_close(handle)
+        self._log_callback = None
+
+    @property
+    def closed(self):
+        return not self._handle
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: modules may already be gone
+            pass
+
+    def _h(self):
+        if not self._handle:
+            raise Error(Status.INVALID_ARGUMENT, "context is closed")
+        return self._handle
+
+    # --- running ----------------------------------------------------------
+
+    def step(self, tokens, *, logits=True):
+        """Appends tokens and runs them; returns the last token's logits.
+
+        The result is a numpy float32 array of n_vocab values (a list of floats
+        without numpy), or None when ``logits=False``. On error nothing of this
+        call is kept.
+        """
+        handle = self._h()
+        keep, ptr, n = cv.int32_buffer(tokens)
+        out, out_ptr = (cv.new_logits(self.n_vocab) if logits else (None, None))
+        self._lib.moestream_step(handle, ptr, n, out_ptr)
+        del keep
+        return cv.finish_logits(out) if logits else None
+
+    def reset(self):
+        """Forgets all tokens; the expert cache stays warm."""
+        self._lib.moestream_reset(self._h())
+
+    def save_state(self, path):
+        self._lib.moestream_state_save(self._h(), _path_bytes(path))
+
+    def load_state(self, path):
+        self._lib.moestream_state_load(self._h(), _path_bytes(path))
+
+    def stats(self):
+        """Engine counters as a dict (see moestream_stats in the header)."""
+        s = _ffi.Stats()
+        self._lib.moestream_stats_init(ctypes.byref(s))
+        self._lib.moestream_stats_get(self._h(), ctypes.byref(s))
+        return cv.stats_dict(s)
+
+    def reset_stats(self):
+        self._lib.moestream_stats_reset(self._h())
+
+    # --- model facts --------------------------------------------------------
+
+    @property
+    def info(self):
+        """The model's facts as a dict (moestream_model_info)."""
+        if self._info is None:
+            mi = _ffi.ModelInfo()
+            self._lib.moestream_model_info_init(ctypes.byref(mi))
+            self._lib.moestream_model_info_get(self._h(), ctypes.byref(mi))
+            self._info = cv.model_info_dict(mi)
+        return dict(self._info)
+
+    @property
+    def n_vocab(self):
+        return self._int_query("moestream_n_vocab")
+
+    @property
+    def n_ctx(self):
+        return self._int_query("moestream_n_ctx")
+
+    @property
+    def n_past(self):
+        return self._int_query("moestream_n_past")
+
+    def _int_query(self, name):
+        value = getattr(self._lib, name)(self._h())
+        if value < 0:
+            raise Error(Status.INTERNAL, f"{name} returned {value} for an open context")
+        return value
+
+    architecture = property(lambda self: self.info["architecture"])
+    name = property(lambda self: self.info["name"])
+    n_layer = property(lambda self: self.info["n_layer"])
+    n_embd = property(lambda self: self.info["n_embd"])
+    n_expert = property(lambda self: self.info["n_expert"])
+    n_expert_used = property(lambda self: self.info["n_expert_used"])
+
+    # --- tokenizer ----------------------------------------------------------
+
+    def tokenize(self, text, *, add_special=True, parse_special=False):
+        """Token ids of text (str, encoded as UTF-8, or bytes)."""
+        handle = self._h()
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        raw = self._lib.raw("moestream_tokenize")
+        capacity = len(data) + 16
+        while True:
+            buf = (ctypes.c_int32 * capacity)()
+            n = ctypes.c_size_t(0)
+            status = raw(handle, data, len(data), int(bool(add_special)), int(bool(parse_special)),
+                         buf, capacity, ctypes.byref(n))
+            if status == Status.INVALID_ARGUMENT and n.value > capacity:
+                capacity = n.value
+                continue
+            if status < 0:
+                raise self._lib.error(status)
+            return list(buf[: n.value])
+
+    def token_to_piece(self, token):
+        """The bytes of one token's text."""
+        handle = self._h()
+        raw = self._lib.raw("moestream_token_to_piece")
+        capacity = 64
+        while True:
+            buf = ctypes.create_string_buffer(capacity)
+            n = ctypes.c_size_t(0)
+            status = raw(handle, int(token), buf, capacity, ctypes.byref(n))
+            if status == Status.INVALID_ARGUMENT and n.value > capacity:
+                capacity = n.value
+                continue
+            if status < 0:
+                raise self._lib.error(status)
+            return buf.raw[: n.value]
+
+    def detokenize(self, tokens):
+        """Text of a token sequence (invalid UTF-8 replaced)."""
+        return b"".join(self.token_to_piece(t) for t in tokens).decode("utf-8", "replace")
+
+    @property
+    def bos_token(self):
+        value = self._lib.moestream_token_bos(self._h())
+        return None if value < 0 else value
+
+    @property
+    def eos_token(self):
+        value = self._lib.moestream_token_eos(self._h())
+        return None if value < 0 else value
+
+    def __repr__(self):
+        if self.closed:
+            return "<moestream.Context closed>"
+        return f"<moestream.Context {self.architecture} n_vocab={self.n_vocab} n_past={self.n_past}>"
+
+
+_LEVEL_NAMES = {v: k for k, v in cv.LOG_LEVELS.items()}
+
+
+def _make_log_callback(log):
+    """Wraps log(level_name, message); exceptions in it are swallowed, never raised into C."""
+
+    def trampoline(level, message, _user_data):
+        try:
+            log(_LEVEL_NAMES.get(level, str(level)), message.decode("utf-8", "replace") if message else "")
+        except Exception:
+            pass
+
+    return _ffi.LOG_FN(trampoline)

@@ -1,0 +1,115 @@
+"""Conversions between the C structs/enums and plain Python values."""
+import ctypes
+
+from . import _ffi
+from ._errors import Error, Status
+
+try:
+    import numpy as np
+except ImportError:  # the binding works without numpy, returning lists
+    np = None
+
+IO_MODES = {"auto": 0, "mmap": 1, "direct": 2, "pread": 3}
+PREFETCH_MODES = {"auto": 0, "off": 1, "previous_token": 2, "lookahead": 3, "both": 4}
+CACHE_POLICIES = {"auto": 0, "lru": 1, "lfu_decay": 2, "pinned_hot": 3}
+LOG_LEVELS = {"error": 0, "warn": 1, "info": 2, "debug": 3}
+
+
+def enum_value(table, value, what):
+    """A C enum value from its name (as in the table) or its int."""
+    if isinstance(value, str):
+        key = value.lower().replace("-", "_")
+        if key in table:
+            return table[key]
+        raise Error(Status.INVALID_ARGUMENT,
+                    f"{what} {value!r} is not one of {', '.join(table)}")
+    if isinstance(value, int) and not isinstance(value, bool) and value in table.values():
+        return value
+    raise Error(Status.INVALID_ARGUMENT, f"{what} {value!r} is not one of {', '.join(table)}")
+
+
+def enum_name(table, value):
+    for name, v in table.items():
+        if v == value:
+            return name
+    return str(value)
+
+
+def text(raw):
+    return raw.decode("utf-8", "replace")
+
+
+def struct_to_dict(struct, skip=("struct_size",)):
+    out = {}
+    for name, ctype in struct._fields_:
+        if name in skip:
+            continue
+        value = getattr(struct, name)
+        if isinstance(value, bytes):
+            value = text(value)
+        elif isinstance(value, ctypes.Array):
+            value = list(value)
+        out[name] = value
+    return out
+
+
+def model_info_dict(info):
+    d = struct_to_dict(info)
+    counts = d.pop("tensor_count_by_type")
+    lib = _ffi.lib()
+    by_type = {}
+    for type_id, count in enumerate(counts):
+        if count:
+            name = text(lib.moestream_type_name(type_id)) if lib.has("moestream_type_name") else str(type_id)
+            by_type[name] = count
+    d["tensor_count_by_type"] = by_type
+    d["io_mode"] = enum_name(IO_MODES, d["io_mode"])
+    return d
+
+
+def stats_dict(stats):
+    d = struct_to_dict(stats)
+    n = max(0, min(stats.n_layer, _ffi.MAX_LAYERS))
+    d["layer_hits"] = d["layer_hits"][:n]
+    d["layer_misses"] = d["layer_misses"][:n]
+    d["io_mode"] = enum_name(IO_MODES, d["io_mode"])
+    return d
+
+
+def float_buffer(values):
+    """(keepalive, pointer, n) for a row of floats, without copying numpy float32 input."""
+    if np is not None:
+        arr = np.ascontiguousarray(values, dtype=np.float32)
+        if arr.ndim != 1:
+            raise Error(Status.INVALID_ARGUMENT, f"expected a 1-D row of floats, got shape {arr.shape}")
+        return arr, arr.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), int(arr.shape[0])
+    values = list(values)
+    buf = (ctypes.c_float * len(values))(*values)
+    return buf, ctypes.cast(buf, ctypes.POINTER(ctypes.c_float)), len(values)
+
+
+def int32_buffer(values):
+    """(keepalive, pointer, n) for token ids; ids outside int32 are an Error."""
+    if np is not None and isinstance(values, np.ndarray):
+        values = values.tolist()
+    elif isinstance(values, int):
+        values = [values]
+    values = [int(v) for v in values]
+    for v in values:
+        if not -2**31 <= v < 2**31:
+            raise Error(Status.INVALID_ARGUMENT, f"token id {v} does not fit in int32")
+    buf = (ctypes.c_int32 * len(values))(*values)
+    return buf, ctypes.cast(buf, ctypes.POINTER(ctypes.c_int32)), len(values)
+
+
+def new_logits(n):
+    """(result, pointer) for an output row of n floats."""
+    if np is not None:
+        arr = np.empty(n, dtype=np.float32)
+        return arr, arr.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    buf = (ctypes.c_float * n)()
+    return buf, ctypes.cast(buf, ctypes.POINTER(ctypes.c_float))
+
+
+def finish_logits(result):
+    return result if np is not None else list(result)

@@ -1,0 +1,56 @@
+"""Random-weight models of a real architecture's shape (moestream_generate_*)."""
+import ctypes
+import os
+
+from . import _ffi
+
+_INT_FIELDS = ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_expert", "n_expert_used",
+               "n_ff_expert", "n_vocab")
+
+
+def _params(architecture, preset, quant, seed, progress, shape):
+    p = _ffi.GenerateParams()
+    _ffi.lib().moestream_generate_params_init(ctypes.byref(p))
+    if architecture is not None:
+        p.architecture = architecture.encode()
+    if preset is not None:
+        p.preset = preset.encode()
+    if quant is not None:
+        p.quant = quant.encode()
+    for name, value in shape.items():
+        if name not in _INT_FIELDS:
+            raise TypeError(f"unknown model shape field {name!r} (expected {', '.join(_INT_FIELDS)})")
+        setattr(p, name, int(value))
+    p.seed = int(seed)
+    callback = None
+    if progress is not None:
+        def trampoline(done, total, _user):
+            try:
+                progress(done, total)
+            except Exception:  # never unwind into C
+                pass
+        callback = _ffi.PROGRESS_FN(trampoline)
+        p.progress = callback
+    return p, callback
+
+
+def generate_model(path, *, architecture=None, preset=None, quant=None, seed=0, progress=None, **shape):
+    """Writes a random-weight GGUF model to path.
+
+    preset: "qwen3-30b-a3b", "demo", "small" (default) or "tiny"; quant:
+    "q4_k_m" (default), "q8_0" or "f32"; shape fields (n_layer, n_embd, n_head,
+    n_head_kv, head_dim, n_expert, n_expert_used, n_ff_expert, n_vocab)
+    override the preset. progress(done_bytes, total_bytes) is called while
+    writing. The same arguments and seed always give the same bytes.
+    """
+    p, keep = _params(architecture, preset, quant, seed, progress, shape)
+    _ffi.lib().moestream_generate_model(ctypes.byref(p), os.fsencode(os.fspath(path)))
+    del keep
+
+
+def generate_model_size(*, architecture=None, preset=None, quant=None, seed=0, **shape):
+    """Bytes generate_model would write for the same arguments."""
+    p, _ = _params(architecture, preset, quant, seed, None, shape)
+    out = ctypes.c_uint64(0)
+    _ffi.lib().moestream_generate_model_size(ctypes.byref(p), ctypes.byref(out))
+    return out.value

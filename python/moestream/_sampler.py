@@ -1,0 +1,68 @@
+"""moestream.Sampler: picks token ids from logits (moestream_sampler)."""
+import ctypes
+
+from . import _convert as cv
+from . import _ffi
+from ._errors import Error, Status
+
+
+class Sampler:
+    """Greedy (temperature=0) or temperature / top-k / top-p / min-p sampling
+    with a seeded deterministic generator. Arguments left as None take the
+    library's defaults (moestream_sampler_params_init). One thread at a time.
+    """
+
+    def __init__(self, temperature=None, top_k=None, top_p=None, min_p=None, seed=None):
+        self._handle = None
+        self._lib = _ffi.lib()
+        params = _ffi.SamplerParams()
+        self._lib.moestream_sampler_params_init(ctypes.byref(params))
+        if temperature is not None:
+            params.temperature = float(temperature)
+        if top_k is not None:
+            params.top_k = int(top_k)
+        if top_p is not None:
+            params.top_p = float(top_p)
+        if min_p is not None:
+            params.min_p = float(min_p)
+        if seed is not None:
+            if not 0 <= int(seed) < 2**64:
+                raise Error(Status.INVALID_ARGUMENT, f"seed {seed} is not a 64-bit unsigned value")
+            params.seed = int(seed)
+        self.params = {name: getattr(params, name) for name, _ in params._fields_ if name != "struct_size"}
+        handle = _ffi.SamplerPtr()
+        self._lib.moestream_sampler_new(ctypes.byref(params), ctypes.byref(handle))
+        self._handle = handle
+
+    def sample(self, logits):
+        """The id picked from one row of logits (numpy array or sequence of floats)."""
+        if not self._handle:
+            raise Error(Status.INVALID_ARGUMENT, "sampler is closed")
+        keep, ptr, n = cv.float_buffer(logits)
+        if n >= 2**31:
+            raise Error(Status.INVALID_ARGUMENT, f"logits row of {n} values is too long")
+        token = ctypes.c_int32(-1)
+        self._lib.moestream_sample(self._handle, ptr, n, ctypes.byref(token))
+        del keep
+        return token.value
+
+    def close(self):
+        handle, self._handle = self._handle, None
+        if handle:
+            self._lib.moestream_sampler_free(handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"<moestream.Sampler {args}{' closed' if not self._handle else ''}>"

@@ -1,0 +1,132 @@
+// Prints sizeof/alignof and every field's offsetof of the public structs as
+// JSON, so the Python binding's ctypes mirrors can be checked against the
+// compiler's layout.
+#include <cstddef>
+#include <cstdio>
+
+#include "moestream.h"
+
+namespace {
+
+bool g_first_field = true;
+
+void begin(const char *name, size_t size, size_t align, bool first) {
+    std::printf("%s\n  \"%s\": {\"size\": %zu, \"align\": %zu, \"fields\": {", first ? "" : ",", name, size,
+                align);
+    g_first_field = true;
+}
+
+void field(const char *name, size_t offset, size_t size) {
+    std::printf("%s\n    \"%s\": [%zu, %zu]", g_first_field ? "" : ",", name, offset, size);
+    g_first_field = false;
+}
+
+void end() { std::printf("}}"); }
+
+}  // namespace
+
+#define STRUCT(T, first) begin(#T, sizeof(T), alignof(T), first)
+#define FIELD(T, f) field(#f, offsetof(T, f), sizeof(T::f))
+
+int main() {
+    std::printf("{");
+    STRUCT(moestream_params, true);
+    FIELD(moestream_params, struct_size);
+    FIELD(moestream_params, model_path);
+    FIELD(moestream_params, memory_budget);
+    FIELD(moestream_params, n_threads);
+    FIELD(moestream_params, n_ctx);
+    FIELD(moestream_params, io_mode);
+    FIELD(moestream_params, prefetch);
+    FIELD(moestream_params, cache_policy);
+    FIELD(moestream_params, exact);
+    FIELD(moestream_params, packed_path);
+    FIELD(moestream_params, profile_path);
+    FIELD(moestream_params, log_fn);
+    FIELD(moestream_params, log_user_data);
+    FIELD(moestream_params, log_level);
+    end();
+
+    STRUCT(moestream_model_info, false);
+    FIELD(moestream_model_info, struct_size);
+    FIELD(moestream_model_info, architecture);
+    FIELD(moestream_model_info, name);
+    FIELD(moestream_model_info, n_vocab);
+    FIELD(moestream_model_info, n_ctx_train);
+    FIELD(moestream_model_info, n_embd);
+    FIELD(moestream_model_info, n_layer);
+    FIELD(moestream_model_info, n_head);
+    FIELD(moestream_model_info, n_head_kv);
+    FIELD(moestream_model_info, head_dim);
+    FIELD(moestream_model_info, n_expert);
+    FIELD(moestream_model_info, n_expert_used);
+    FIELD(moestream_model_info, n_ff_expert);
+    FIELD(moestream_model_info, n_ff_shared);
+    FIELD(moestream_model_info, n_tensors);
+    FIELD(moestream_model_info, file_bytes);
+    FIELD(moestream_model_info, total_bytes);
+    FIELD(moestream_model_info, dense_bytes);
+    FIELD(moestream_model_info, expert_bytes);
+    FIELD(moestream_model_info, expert_bytes_per_expert);
+    FIELD(moestream_model_info, expert_bytes_per_layer);
+    FIELD(moestream_model_info, tensor_count_by_type);
+    FIELD(moestream_model_info, io_mode);
+    FIELD(moestream_model_info, io_mode_reason);
+    end();
+
+    STRUCT(moestream_stats, false);
+    FIELD(moestream_stats, struct_size);
+    FIELD(moestream_stats, tokens);
+    FIELD(moestream_stats, steps);
+    FIELD(moestream_stats, compute_ns);
+    FIELD(moestream_stats, io_wait_ns);
+    FIELD(moestream_stats, step_ns);
+    FIELD(moestream_stats, bytes_read_demand);
+    FIELD(moestream_stats, bytes_read_prefetch);
+    FIELD(moestream_stats, bytes_read_wasted);
+    FIELD(moestream_stats, cache_hits);
+    FIELD(moestream_stats, cache_misses);
+    FIELD(moestream_stats, prefetch_issued);
+    FIELD(moestream_stats, prefetch_useful);
+    FIELD(moestream_stats, evictions);
+    FIELD(moestream_stats, resident_bytes);
+    FIELD(moestream_stats, expert_cache_bytes);
+    FIELD(moestream_stats, dense_bytes);
+    FIELD(moestream_stats, kv_bytes);
+    FIELD(moestream_stats, io_mode);
+    FIELD(moestream_stats, n_layer);
+    FIELD(moestream_stats, io_mode_reason);
+    FIELD(moestream_stats, layer_hits);
+    FIELD(moestream_stats, layer_misses);
+    end();
+
+    STRUCT(moestream_sampler_params, false);
+    FIELD(moestream_sampler_params, struct_size);
+    FIELD(moestream_sampler_params, temperature);
+    FIELD(moestream_sampler_params, top_k);
+    FIELD(moestream_sampler_params, top_p);
+    FIELD(moestream_sampler_params, min_p);
+    FIELD(moestream_sampler_params, seed);
+    end();
+
+    STRUCT(moestream_generate_params, false);
+    FIELD(moestream_generate_params, struct_size);
+    FIELD(moestream_generate_params, architecture);
+    FIELD(moestream_generate_params, preset);
+    FIELD(moestream_generate_params, quant);
+    FIELD(moestream_generate_params, n_layer);
+    FIELD(moestream_generate_params, n_embd);
+    FIELD(moestream_generate_params, n_head);
+    FIELD(moestream_generate_params, n_head_kv);
+    FIELD(moestream_generate_params, head_dim);
+    FIELD(moestream_generate_params, n_expert);
+    FIELD(moestream_generate_params, n_expert_used);
+    FIELD(moestream_generate_params, n_ff_expert);
+    FIELD(moestream_generate_params, n_vocab);
+    FIELD(moestream_generate_params, seed);
+    FIELD(moestream_generate_params, progress);
+    FIELD(moestream_generate_params, progress_user_data);
+    end();
+    std::printf("\n}\n");
+    return 0;
+}
