@@ -4,10 +4,12 @@ namespace cli {
 
 int cmd_version(const Args &args);
 int cmd_generate(const Args &args);
+int cmd_inspect(const Args &args);
 
 const std::vector<Command> &commands() {
     static const std::vector<Command> list = {
         {"version", "print the library version", cmd_version},
+        {"inspect", "show a model's architecture, sizes and the I/O mode a budget would pick", cmd_inspect},
         {"generate", "write a random-weight model of a real architecture's shape", cmd_generate},
     };
     return list;

@@ -1,0 +1,56 @@
+#include "model/tensor_roles.hpp"
+
+namespace moe {
+
+std::optional<ExpertTensorName> parse_expert_tensor_name(std::string_view name) {
+    constexpr std::string_view kPrefix = "blk.";
+    if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+    name.remove_prefix(kPrefix.size());
+    uint64_t layer = 0;
+    size_t digits = 0;
+    while (digits < name.size() && name[digits] >= '0' && name[digits] <= '9') {
+        layer = layer * 10 + uint64_t(name[digits] - '0');
+        if (layer > UINT32_MAX) return std::nullopt;
+        ++digits;
+    }
+    if (digits == 0 || (digits > 1 && name[0] == '0')) return std::nullopt;
+    name.remove_prefix(digits);
+    ExpertTensorName out;
+    out.layer = static_cast<uint32_t>(layer);
+    if (name == ".ffn_gate_exps.weight") out.matrix = ExpertMatrix::gate;
+    else if (name == ".ffn_up_exps.weight") out.matrix = ExpertMatrix::up;
+    else if (name == ".ffn_down_exps.weight") out.matrix = ExpertMatrix::down;
+    else return std::nullopt;
+    return out;
+}
+
+bool is_expert_tensor(const gguf::TensorInfo &t) {
+    return t.n_dims == 3 && parse_expert_tensor_name(t.name).has_value();
+}
+
+ModelBytes account_bytes(const gguf::GgufFile &file) {
+    ModelBytes b;
+    std::map<uint32_t, uint64_t> per_expert_by_layer;
+    for (const gguf::TensorInfo &t : file.tensors()) {
+        ++b.n_tensors;
+        const auto type_id = static_cast<uint32_t>(t.type);
+        if (type_id < b.count_by_type.size()) ++b.count_by_type[type_id];
+        b.total += t.nbytes;
+        if (!is_expert_tensor(t)) {
+            b.dense += t.nbytes;
+            continue;
+        }
+        const uint32_t layer = parse_expert_tensor_name(t.name)->layer;
+        b.expert += t.nbytes;
+        b.expert_bytes_by_layer[layer] += t.nbytes;
+        // One expert's slice of this matrix (ne[2] experts, each a contiguous slice).
+        if (t.ne[2] > 0) per_expert_by_layer[layer] += t.nbytes / uint64_t(t.ne[2]);
+    }
+    for (const auto &[layer, bytes] : b.expert_bytes_by_layer)
+        if (bytes > b.expert_per_layer) b.expert_per_layer = bytes;
+    for (const auto &[layer, bytes] : per_expert_by_layer)
+        if (bytes > b.expert_per_expert) b.expert_per_expert = bytes;
+    return b;
+}
+
+}  // namespace moe

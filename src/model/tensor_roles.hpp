@@ -1,0 +1,45 @@
+// Which tensors stay resident (dense) and which are routed experts that can be
+// streamed, and the byte accounting built on that rule. The runtime and
+// `inspect` share it so both report the same numbers.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string_view>
+
+#include "common/ggml_types.hpp"
+#include "gguf/gguf_file.hpp"
+
+namespace moe {
+
+enum class ExpertMatrix { gate, up, down };
+
+struct ExpertTensorName {
+    uint32_t layer = 0;
+    ExpertMatrix matrix = ExpertMatrix::gate;
+};
+
+// Parses "blk.N.ffn_{gate,up,down}_exps.weight"; nullopt for any other name.
+std::optional<ExpertTensorName> parse_expert_tensor_name(std::string_view name);
+
+// A routed expert tensor: the name above and three dimensions (ne[2] = experts).
+// Everything else (attention, norms, router, shared experts, embeddings) is dense.
+bool is_expert_tensor(const gguf::TensorInfo &t);
+
+struct ModelBytes {
+    uint64_t total = 0;   // all tensor bytes
+    uint64_t dense = 0;
+    uint64_t expert = 0;  // all routed expert tensors, all layers
+    // Max over layers of gate+up+down bytes of one expert, and of all experts of a layer.
+    uint64_t expert_per_expert = 0;
+    uint64_t expert_per_layer = 0;
+    uint32_t n_tensors = 0;
+    std::array<uint32_t, kMaxGgmlTypeId> count_by_type{};  // index = GGML type id
+    std::map<uint32_t, uint64_t> expert_bytes_by_layer;      // layer -> bytes of its expert tensors
+};
+
+ModelBytes account_bytes(const gguf::GgufFile &file);
+
+}  // namespace moe

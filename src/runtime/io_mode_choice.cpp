@@ -1,0 +1,167 @@
+#include "runtime/io_mode_choice.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include "common/error.hpp"
+#include "model/hparams.hpp"
+
+namespace moe {
+
+const char *io_mode_name(int32_t mode) {
+    switch (mode) {
+    case MOESTREAM_IO_AUTO: return "auto";
+    case MOESTREAM_IO_MMAP: return "mmap";
+    case MOESTREAM_IO_DIRECT: return "direct";
+    case MOESTREAM_IO_PREAD: return "pread";
+    default: return nullptr;
+    }
+}
+
+std::optional<moestream_io_mode> parse_io_mode(std::string_view name) {
+    for (int32_t m = MOESTREAM_IO_AUTO; m <= MOESTREAM_IO_PREAD; ++m)
+        if (name == io_mode_name(m)) return static_cast<moestream_io_mode>(m);
+    return std::nullopt;
+}
+
+std::string human_bytes(uint64_t bytes) {
+    static const char *const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) return format("%llu B", static_cast<unsigned long long>(bytes));
+    double v = static_cast<double>(bytes) / 1024.0;
+    size_t unit = 0;
+    while (v >= 1024.0 && unit + 1 < std::size(kUnits)) {
+        v /= 1024.0;
+        ++unit;
+    }
+    return format("%.1f %s", v, kUnits[unit]);
+}
+
+std::optional<uint64_t> parse_mem_available(std::string_view meminfo) {
+    constexpr std::string_view kKey = "MemAvailable:";
+    size_t at = 0;
+    while (at < meminfo.size()) {
+        const size_t eol = std::min(meminfo.find('\n', at), meminfo.size());
+        std::string_view line = meminfo.substr(at, eol - at);
+        at = eol + 1;
+        if (line.substr(0, kKey.size()) != kKey) continue;
+        line.remove_prefix(kKey.size());
+        while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+        uint64_t kib = 0;
+        size_t digits = 0;
+        while (digits < line.size() && line[digits] >= '0' && line[digits] <= '9') {
+            if (kib > (UINT64_MAX >> 10) / 10) return std::nullopt;
+            kib = kib * 10 + uint64_t(line[digits] - '0');
+            ++digits;
+        }
+        if (digits == 0) return std::nullopt;
+        return kib << 10;  // the kernel reports kB meaning KiB
+    }
+    return std::nullopt;
+}
+
+uint64_t automatic_memory_budget() {
+    uint64_t available = 0;
+    std::ifstream meminfo("/proc/meminfo");
+    if (meminfo) {
+        const std::string text((std::istreambuf_iterator<char>(meminfo)), std::istreambuf_iterator<char>());
+        available = parse_mem_available(text).value_or(0);
+    }
+    if (available == 0) {
+        const long pages = ::sysconf(_SC_AVPHYS_PAGES);
+        const long page_size = ::sysconf(_SC_PAGESIZE);
+        if (pages > 0 && page_size > 0) available = uint64_t(pages) * uint64_t(page_size);
+    }
+    return available / 10 * 8;
+}
+
+uint64_t estimate_runtime_overhead(const HParams &hp, int32_t n_ctx) {
+    constexpr uint64_t kFixed = 8ull << 20;  // thread stacks, tables, I/O queues
+    const uint64_t ctx = n_ctx > 0 ? uint64_t(n_ctx) : uint64_t(std::min(hp.n_ctx_train, 4096));
+    const uint64_t kv = uint64_t(hp.n_layer) * ctx * uint64_t(hp.n_head_kv) *
+                        (uint64_t(hp.head_dim_k) + uint64_t(hp.head_dim_v)) * 2;
+    const uint64_t widest = std::max({uint64_t(hp.n_embd), uint64_t(hp.n_ff), uint64_t(hp.n_ff_shared),
+                                      uint64_t(hp.n_ff_expert) * uint64_t(hp.n_expert_used),
+                                      uint64_t(hp.n_head) * ctx});
+    const uint64_t scratch = (uint64_t(hp.n_vocab) + 8 * widest) * sizeof(float);
+    return kFixed + kv + scratch;
+}
+
+namespace {
+
+moestream_io_mode requested_mode(const IoModeRequest &r, std::string *source) {
+    if (!r.env_mode.empty()) {
+        const auto m = parse_io_mode(r.env_mode);
+        if (!m)
+            fail(Status::invalid_argument, "MOESTREAM_IO_MODE='%.*s' is not one of auto, mmap, direct, pread",
+                 static_cast<int>(std::min<size_t>(r.env_mode.size(), 32)), r.env_mode.data());
+        *source = "MOESTREAM_IO_MODE=" + std::string(r.env_mode);
+        return *m;
+    }
+    if (!io_mode_name(r.requested))
+        fail(Status::invalid_argument, "io_mode %d is not a moestream_io_mode", r.requested);
+    *source = std::string("io_mode=") + io_mode_name(r.requested);
+    return static_cast<moestream_io_mode>(r.requested);
+}
+
+}  // namespace
+
+IoModeChoice choose_io_mode(const IoModeRequest &r) {
+    std::string source;
+    const moestream_io_mode requested = requested_mode(r, &source);
+
+    IoModeChoice c;
+    c.budget = r.memory_budget ? r.memory_budget : automatic_memory_budget();
+    const std::string budget_text = (r.memory_budget ? "budget " : "auto budget ") + human_bytes(c.budget);
+    const uint64_t resident = r.dense_bytes + r.overhead_bytes;
+    c.budget_too_small = resident > c.budget;
+    c.expert_cache_bytes = c.budget_too_small ? 0 : std::min(c.budget - resident, r.expert_bytes);
+    const bool fits = r.model_bytes <= c.budget && r.overhead_bytes <= c.budget - r.model_bytes;
+    const moestream_io_mode streaming = r.direct_io_available ? MOESTREAM_IO_DIRECT : MOESTREAM_IO_PREAD;
+    const char *streaming_text = r.direct_io_available ? "direct I/O" : "buffered pread (no O_DIRECT here)";
+
+    if (requested != MOESTREAM_IO_AUTO) {
+        c.mode = requested;
+        if (requested == MOESTREAM_IO_DIRECT && !r.direct_io_available) {
+            c.mode = MOESTREAM_IO_PREAD;
+            c.reason = source + " but O_DIRECT is unavailable for this file: pread";
+        } else {
+            c.reason = "requested by " + source;
+        }
+        if (c.mode == MOESTREAM_IO_MMAP && !fits)
+            c.reason += format(" (model %s > %s)", human_bytes(r.model_bytes).c_str(), budget_text.c_str());
+        else if (c.mode != MOESTREAM_IO_MMAP && c.budget_too_small)
+            c.reason += format(" (%s too small for dense %s)", budget_text.c_str(), human_bytes(r.dense_bytes).c_str());
+        else if (c.mode != MOESTREAM_IO_MMAP)
+            c.reason += format(" (%s expert cache)", human_bytes(c.expert_cache_bytes).c_str());
+        return c;
+    }
+    if (fits) {
+        c.mode = MOESTREAM_IO_MMAP;
+        c.expert_cache_bytes = 0;
+        c.reason = format("model %s fits %s: mmap", human_bytes(r.model_bytes).c_str(), budget_text.c_str());
+        return c;
+    }
+    c.mode = streaming;
+    if (c.budget_too_small) {
+        c.reason = format("%s too small: dense weights %s + %s overhead do not fit (%s needs more memory)",
+                          budget_text.c_str(), human_bytes(r.dense_bytes).c_str(),
+                          human_bytes(r.overhead_bytes).c_str(), streaming_text);
+    } else {
+        c.reason = format("model %s > %s: %s into a %s expert cache", human_bytes(r.model_bytes).c_str(),
+                          budget_text.c_str(), streaming_text, human_bytes(c.expert_cache_bytes).c_str());
+    }
+    return c;
+}
+
+IoModeChoice choose_io_mode_from_env(IoModeRequest request) {
+    const char *env = std::getenv("MOESTREAM_IO_MODE");
+    request.env_mode = env ? std::string_view(env) : std::string_view();
+    return choose_io_mode(request);
+}
+
+}  // namespace moe

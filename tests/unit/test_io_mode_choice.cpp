@@ -1,0 +1,166 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "model/hparams.hpp"
+#include "runtime/io_mode_choice.hpp"
+
+using moe::IoModeRequest;
+using moe::choose_io_mode;
+
+namespace {
+constexpr uint64_t GiB = 1ull << 30, MiB = 1ull << 20;
+
+IoModeRequest model(uint64_t dense, uint64_t experts, uint64_t budget) {
+    IoModeRequest r;
+    r.model_bytes = dense + experts + 4 * MiB;  // header and padding
+    r.dense_bytes = dense;
+    r.expert_bytes = experts;
+    r.memory_budget = budget;
+    r.overhead_bytes = 256 * MiB;
+    return r;
+}
+bool contains(const std::string &s, const char *part) { return s.find(part) != std::string::npos; }
+}  // namespace
+
+TEST(IoModeChoice, SmallModelIsMapped) {
+    const auto c = choose_io_mode(model(1 * GiB, 3 * GiB, 8 * GiB));
+    EXPECT_EQ(c.mode, MOESTREAM_IO_MMAP);
+    EXPECT_EQ(c.budget, 8 * GiB);
+    EXPECT_FALSE(c.budget_too_small);
+    EXPECT_TRUE(contains(c.reason, "fits budget 8.0 GiB: mmap")) << c.reason;
+}
+
+TEST(IoModeChoice, OverheadDecidesTheBorder) {
+    IoModeRequest r = model(1 * GiB, 3 * GiB, 0);
+    r.memory_budget = r.model_bytes + r.overhead_bytes;
+    EXPECT_EQ(choose_io_mode(r).mode, MOESTREAM_IO_MMAP);
+    r.memory_budget -= 1;
+    EXPECT_EQ(choose_io_mode(r).mode, MOESTREAM_IO_DIRECT);
+}
+
+TEST(IoModeChoice, LargeModelStreamsIntoTheRemainingBudget) {
+    const auto c = choose_io_mode(model(2 * GiB, 16 * GiB, 8 * GiB));
+    EXPECT_EQ(c.mode, MOESTREAM_IO_DIRECT);
+    EXPECT_EQ(c.expert_cache_bytes, 8 * GiB - 2 * GiB - 256 * MiB);
+    EXPECT_FALSE(c.budget_too_small);
+    EXPECT_TRUE(contains(c.reason, "> budget 8.0 GiB: direct I/O into a 5.8 GiB expert cache")) << c.reason;
+    EXPECT_LT(c.reason.size(), sizeof(moestream_model_info{}.io_mode_reason));
+}
+
+TEST(IoModeChoice, FallsBackToPreadWithoutODirect) {
+    IoModeRequest r = model(2 * GiB, 16 * GiB, 8 * GiB);
+    r.direct_io_available = false;
+    const auto c = choose_io_mode(r);
+    EXPECT_EQ(c.mode, MOESTREAM_IO_PREAD);
+    EXPECT_TRUE(contains(c.reason, "pread")) << c.reason;
+}
+
+TEST(IoModeChoice, DenseLargerThanBudgetIsReported) {
+    const auto c = choose_io_mode(model(9 * GiB, 100 * GiB, 8 * GiB));
+    EXPECT_EQ(c.mode, MOESTREAM_IO_DIRECT);
+    EXPECT_TRUE(c.budget_too_small);
+    EXPECT_EQ(c.expert_cache_bytes, 0u);
+    EXPECT_TRUE(contains(c.reason, "too small")) << c.reason;
+    EXPECT_TRUE(contains(c.reason, "9.0 GiB")) << c.reason;
+}
+
+TEST(IoModeChoice, ExpertCacheNeverExceedsTheExperts) {
+    IoModeRequest r = model(1 * GiB, 2 * GiB, 100 * GiB);
+    r.requested = MOESTREAM_IO_DIRECT;
+    EXPECT_EQ(choose_io_mode(r).expert_cache_bytes, 2 * GiB);
+}
+
+TEST(IoModeChoice, RequestedModesWin) {
+    IoModeRequest r = model(2 * GiB, 16 * GiB, 8 * GiB);
+    r.requested = MOESTREAM_IO_MMAP;
+    auto c = choose_io_mode(r);
+    EXPECT_EQ(c.mode, MOESTREAM_IO_MMAP);
+    EXPECT_TRUE(contains(c.reason, "requested by io_mode=mmap")) << c.reason;
+    r = model(1 * GiB, 1 * GiB, 8 * GiB);
+    r.requested = MOESTREAM_IO_PREAD;
+    EXPECT_EQ(choose_io_mode(r).mode, MOESTREAM_IO_PREAD);
+    r.requested = MOESTREAM_IO_DIRECT;
+    r.direct_io_available = false;
+    c = choose_io_mode(r);
+    EXPECT_EQ(c.mode, MOESTREAM_IO_PREAD);
+    EXPECT_TRUE(contains(c.reason, "O_DIRECT is unavailable")) << c.reason;
+}
+
+TEST(IoModeChoice, EnvironmentOverridesParams) {
+    IoModeRequest r = model(1 * GiB, 1 * GiB, 8 * GiB);
+    r.requested = MOESTREAM_IO_MMAP;
+    r.env_mode = "direct";
+    auto c = choose_io_mode(r);
+    EXPECT_EQ(c.mode, MOESTREAM_IO_DIRECT);
+    EXPECT_TRUE(contains(c.reason, "MOESTREAM_IO_MODE=direct")) << c.reason;
+    r.env_mode = "auto";
+    EXPECT_EQ(choose_io_mode(r).mode, MOESTREAM_IO_MMAP);
+    r.env_mode = "bogus";
+    try {
+        choose_io_mode(r);
+        FAIL();
+    } catch (const moe::Error &e) {
+        EXPECT_EQ(e.status(), moe::Status::invalid_argument);
+        EXPECT_TRUE(contains(e.what(), "bogus"));
+    }
+    r.env_mode = {};
+    r.requested = 17;
+    EXPECT_THROW(choose_io_mode(r), moe::Error);
+}
+
+TEST(IoModeChoice, EnvironmentIsReadByTheEnvVariant) {
+    IoModeRequest r = model(1 * GiB, 1 * GiB, 8 * GiB);
+    ::setenv("MOESTREAM_IO_MODE", "pread", 1);
+    EXPECT_EQ(moe::choose_io_mode_from_env(r).mode, MOESTREAM_IO_PREAD);
+    ::unsetenv("MOESTREAM_IO_MODE");
+    EXPECT_EQ(moe::choose_io_mode_from_env(r).mode, MOESTREAM_IO_MMAP);
+}
+
+TEST(IoModeChoice, AutomaticBudget) {
+    const uint64_t b = moe::automatic_memory_budget();
+    EXPECT_GT(b, 0u);
+    IoModeRequest r = model(1 * MiB, 1 * MiB, 0);
+    const auto c = choose_io_mode(r);
+    EXPECT_EQ(c.budget, b);
+    EXPECT_TRUE(contains(c.reason, "auto budget")) << c.reason;
+}
+
+TEST(IoModeChoice, ParsesMeminfo) {
+    EXPECT_EQ(moe::parse_mem_available("MemTotal:  100 kB\nMemFree: 5 kB\nMemAvailable:    2048 kB\n"), 2048u * 1024);
+    EXPECT_FALSE(moe::parse_mem_available("MemTotal: 100 kB\n").has_value());
+    EXPECT_FALSE(moe::parse_mem_available("MemAvailable: x kB\n").has_value());
+    EXPECT_FALSE(moe::parse_mem_available("MemAvailable: 99999999999999999999999 kB\n").has_value());
+    EXPECT_FALSE(moe::parse_mem_available("").has_value());
+}
+
+TEST(IoModeChoice, NamesAndHumanBytes) {
+    EXPECT_STREQ(moe::io_mode_name(MOESTREAM_IO_DIRECT), "direct");
+    EXPECT_EQ(moe::io_mode_name(9), nullptr);
+    EXPECT_EQ(moe::parse_io_mode("pread"), MOESTREAM_IO_PREAD);
+    EXPECT_FALSE(moe::parse_io_mode("PREAD").has_value());
+    EXPECT_EQ(moe::human_bytes(17), "17 B");
+    EXPECT_EQ(moe::human_bytes(3 * 1024), "3.0 KiB");
+    EXPECT_EQ(moe::human_bytes(18 * GiB + GiB / 5), "18.2 GiB");
+    EXPECT_EQ(moe::human_bytes(~0ull), "16.0 EiB");
+}
+
+TEST(IoModeChoice, OverheadEstimateGrowsWithContext) {
+    moe::HParams hp;
+    hp.n_layer = 48;
+    hp.n_ctx_train = 40960;
+    hp.n_embd = 2048;
+    hp.n_head = 32;
+    hp.n_head_kv = 4;
+    hp.head_dim_k = hp.head_dim_v = 128;
+    hp.n_vocab = 151936;
+    hp.n_expert_used = 8;
+    hp.n_ff_expert = 768;
+    const uint64_t kv4096 = 48ull * 4096 * 4 * 256 * 2;  // F16 K and V
+    const uint64_t def = moe::estimate_runtime_overhead(hp);
+    EXPECT_GT(def, kv4096);
+    EXPECT_LT(def, kv4096 + 64 * MiB);
+    EXPECT_GT(moe::estimate_runtime_overhead(hp, 8192), def + kv4096 - 1);
+}
