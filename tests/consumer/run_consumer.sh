@@ -36,6 +36,17 @@ pc_libdir=$(pkg-config --variable=libdir moestream) || fail "pkg-config cannot f
 out=$("$scratch/consumer_pc") || fail "pkg-config consumer failed: $out"
 [ "$(head -n 1 <<<"$out")" = "$version" ] || fail "pkg-config consumer printed '$out'"
 
+if [ ${#extra[@]} -eq 0 ]; then
+  step "examples/quickstart.c on a generated model"
+  "$cc" -std=c99 -Wall -Wextra -Werror "$MOESTREAM_SOURCE_DIR/examples/quickstart.c" -o "$scratch/quickstart" \
+    $(pkg-config --cflags --libs moestream) -Wl,-rpath,"$pc_libdir" >"$log" 2>&1 || fail "quickstart build failed"
+  "$prefix/bin/moestream" generate --preset tiny --quant f32 -o "$scratch/tiny.gguf" >"$log" 2>&1 ||
+    fail "installed moestream generate failed"
+  out=$("$scratch/quickstart" "$scratch/tiny.gguf" 2>"$log") || fail "quickstart failed"
+  grep -qE '^[0-9]+( [0-9]+)* ?$' <<<"$out" || fail "quickstart printed '$out'"
+  rm -f "$scratch/tiny.gguf"
+fi
+
 step "find_package(moestream)"
 "$cmake_cmd" -S "$here/project" -B "$scratch/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="${extra[*]}" >"$log" 2>&1 || fail "consumer configure failed"
