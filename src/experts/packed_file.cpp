@@ -1,0 +1,313 @@
+#include "experts/packed_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+
+#include "common/error.hpp"
+#include "io/read_file.hpp"
+
+namespace moe {
+
+namespace {
+
+constexpr char kFileMagic[8] = {'M', 'O', 'E', 'P', 'A', 'C', 'K', 0};
+
+struct FileHeader {
+    char magic[8];
+    uint32_t version;
+    uint32_t alignment;
+    uint64_t fingerprint;
+    uint32_t n_layer;
+    uint32_t header_bytes;   // file header + layer table, rounded up to the alignment
+    uint64_t file_bytes;
+    uint64_t header_checksum;  // XXH3-64 of [0, 40 + n_layer * sizeof(LayerEntry)) with this field zero
+};
+static_assert(sizeof(FileHeader) == 48);
+
+struct LayerEntry {
+    int32_t n_expert;
+    uint32_t reserved;
+    uint64_t first_extent;
+    uint64_t extent_bytes;
+    uint64_t offset[3];
+    uint64_t bytes[3];
+    uint32_t type[3];
+    uint32_t reserved2;
+    int64_t cols[3];
+    int64_t rows[3];
+};
+static_assert(sizeof(LayerEntry) == 136);
+
+const ExpertMatrixLayout &matrix(const ExpertLayerLayout &l, int i) { return i == 0 ? l.gate : i == 1 ? l.up : l.down; }
+
+uint64_t table_bytes(uint32_t n_layer) { return sizeof(FileHeader) + uint64_t(n_layer) * sizeof(LayerEntry); }
+
+// Owns a descriptor.
+struct Fd {
+    int fd = -1;
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+void read_exact(int fd, void *dst, uint64_t len, uint64_t off, const std::string &path) {
+    uint64_t got = 0;
+    while (got < len) {
+        const ssize_t n = ::pread(fd, static_cast<uint8_t *>(dst) + got, len - got, static_cast<off_t>(off + got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail_errno(errno, "cannot read %s at offset %llu", path.c_str(), (unsigned long long)(off + got));
+        if (n == 0)
+            fail(Status::bad_format, "%s: truncated (wanted %llu bytes at offset %llu)", path.c_str(),
+                 (unsigned long long)len, (unsigned long long)off);
+        got += static_cast<uint64_t>(n);
+    }
+}
+
+void write_exact(int fd, const void *src, uint64_t len, uint64_t off, const std::string &path) {
+    uint64_t put = 0;
+    while (put < len) {
+        const ssize_t n = ::pwrite(fd, static_cast<const uint8_t *>(src) + put, len - put, static_cast<off_t>(off + put));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) fail_errno(n < 0 ? errno : EIO, "cannot write %s", path.c_str());
+        put += static_cast<uint64_t>(n);
+    }
+}
+
+struct ParsedHeader {
+    uint64_t fingerprint = 0;
+    std::vector<PackedLayer> layers;
+    std::vector<LayerEntry> entries;
+};
+
+ParsedHeader parse_header(int fd, const std::string &path, uint64_t file_size) {
+    FileHeader h{};
+    if (file_size < sizeof h) fail(Status::bad_format, "%s: too small to be a packed expert file", path.c_str());
+    read_exact(fd, &h, sizeof h, 0, path);
+    if (std::memcmp(h.magic, kFileMagic, sizeof kFileMagic) != 0)
+        fail(Status::bad_format, "%s: not a packed expert file (bad magic)", path.c_str());
+    if (h.version != kPackedVersion)
+        fail(Status::bad_format, "%s: packed format version %u, this build reads %u", path.c_str(), h.version,
+             kPackedVersion);
+    if (h.alignment != kPackedAlignment || h.n_layer == 0 || h.n_layer > MOESTREAM_MAX_LAYERS ||
+        h.header_bytes < table_bytes(h.n_layer) || h.file_bytes != file_size)
+        fail(Status::bad_format, "%s: inconsistent header (alignment %u, %u layers, file %llu of %llu bytes)",
+             path.c_str(), h.alignment, h.n_layer, (unsigned long long)file_size, (unsigned long long)h.file_bytes);
+    std::vector<uint8_t> table(table_bytes(h.n_layer));
+    read_exact(fd, table.data(), table.size(), 0, path);
+    const uint64_t stored = h.header_checksum;
+    std::memset(table.data() + offsetof(FileHeader, header_checksum), 0, sizeof(uint64_t));
+    if (XXH3_64bits(table.data(), table.size()) != stored)
+        fail(Status::bad_format, "%s: header checksum mismatch (file damaged)", path.c_str());
+    ParsedHeader out;
+    out.fingerprint = h.fingerprint;
+    out.entries.resize(h.n_layer);
+    std::memcpy(out.entries.data(), table.data() + sizeof h, h.n_layer * sizeof(LayerEntry));
+    for (uint32_t l = 0; l < h.n_layer; ++l) {
+        const LayerEntry &e = out.entries[l];
+        PackedLayer p;
+        p.n_expert = e.n_expert;
+        p.first_extent = e.first_extent;
+        p.extent_bytes = e.extent_bytes;
+        p.gate_offset = e.offset[0], p.gate_bytes = e.bytes[0];
+        p.up_offset = e.offset[1], p.up_bytes = e.bytes[1];
+        p.down_offset = e.offset[2], p.down_bytes = e.bytes[2];
+        if (e.n_expert < 0 || (e.n_expert > 0 && (e.extent_bytes == 0 || e.extent_bytes % kPackedAlignment != 0 ||
+                                                   e.first_extent % kPackedAlignment != 0 ||
+                                                   e.first_extent + uint64_t(e.n_expert) * e.extent_bytes > file_size ||
+                                                   e.offset[2] + e.bytes[2] > e.extent_bytes)))
+            fail(Status::bad_format, "%s: layer %u's extents lie outside the file", path.c_str(), l);
+        out.layers.push_back(p);
+    }
+    return out;
+}
+
+}  // namespace
+
+uint64_t model_fingerprint(const uint8_t *header_bytes, uint64_t header_size) {
+    return XXH3_64bits(header_bytes, header_size);
+}
+
+std::string default_packed_path(const std::string &model_path) { return model_path + ".moepack"; }
+
+uint64_t PackedFile::max_extent_bytes() const {
+    uint64_t m = 0;
+    for (const auto &l : layers_)
+        if (l.n_expert > 0 && l.extent_bytes > m) m = l.extent_bytes;
+    return m;
+}
+
+PackedFile PackedFile::open(const std::string &path, uint64_t fingerprint, const std::vector<ExpertLayerLayout> &layouts) {
+    io::ReadFile file(path, false);
+    ParsedHeader h = parse_header(file.buffered_fd(), path, file.size());
+    if (h.fingerprint != fingerprint)
+        fail(Status::bad_format, "%s was packed from another model (fingerprint %016llx, model %016llx)", path.c_str(),
+             (unsigned long long)h.fingerprint, (unsigned long long)fingerprint);
+    if (h.layers.size() != layouts.size())
+        fail(Status::bad_format, "%s has %zu layers, the model %zu", path.c_str(), h.layers.size(), layouts.size());
+    for (size_t l = 0; l < layouts.size(); ++l) {
+        const LayerEntry &e = h.entries[l];
+        if (e.n_expert != layouts[l].n_expert)
+            fail(Status::bad_format, "%s: layer %zu has %d experts, the model %d", path.c_str(), l, e.n_expert,
+                 layouts[l].n_expert);
+        if (e.n_expert == 0) continue;
+        for (int i = 0; i < 3; ++i) {
+            const ExpertMatrixLayout &m = matrix(layouts[l], i);
+            if (e.type[i] != static_cast<uint32_t>(m.type) || e.cols[i] != m.cols || e.rows[i] != m.rows ||
+                e.bytes[i] != m.expert_bytes())
+                fail(Status::bad_format, "%s: layer %zu matrix %d differs from the model's", path.c_str(), l, i);
+        }
+    }
+    PackedFile p;
+    p.path_ = path;
+    p.fingerprint_ = h.fingerprint;
+    p.layers_ = std::move(h.layers);
+    return p;
+}
+
+std::string PackedFile::check_extent(const uint8_t *extent, int32_t layer, int32_t expert) const {
+    PackedExpertHeader h;
+    std::memcpy(&h, extent, sizeof h);
+    const PackedLayer &l = layers_[static_cast<size_t>(layer)];
+    if (h.magic != kExpertMagic || h.layer != uint32_t(layer) || h.expert != uint32_t(expert) ||
+        h.payload_offset != l.gate_offset || h.payload_offset + h.payload_bytes > l.extent_bytes)
+        return format("%s: expert %d of layer %d has a damaged header", path_.c_str(), expert, layer);
+    if (XXH3_64bits(extent + h.payload_offset, h.payload_bytes) != h.checksum)
+        return format("%s: expert %d of layer %d fails its checksum", path_.c_str(), expert, layer);
+    return std::string();
+}
+
+void write_packed_file(const std::string &out_path, uint64_t fingerprint, const std::vector<ExpertLayerLayout> &layouts,
+                       const std::vector<std::string> &shard_paths) {
+    const uint32_t n_layer = static_cast<uint32_t>(layouts.size());
+    if (n_layer == 0 || n_layer > MOESTREAM_MAX_LAYERS)
+        fail(Status::invalid_argument, "cannot pack %u layers", n_layer);
+    std::vector<LayerEntry> entries(n_layer);
+    uint64_t pos = io::round_up(table_bytes(n_layer), kPackedAlignment);
+    const uint32_t header_bytes = static_cast<uint32_t>(pos);
+    uint64_t max_extent = 0;
+    for (uint32_t l = 0; l < n_layer; ++l) {
+        const ExpertLayerLayout &L = layouts[l];
+        LayerEntry &e = entries[l];
+        std::memset(&e, 0, sizeof e);
+        e.n_expert = L.n_expert;
+        if (L.n_expert <= 0) continue;
+        uint64_t off = kExpertHeaderBytes;
+        for (int i = 0; i < 3; ++i) {
+            const ExpertMatrixLayout &m = matrix(L, i);
+            e.offset[i] = off;
+            e.bytes[i] = m.expert_bytes();
+            e.type[i] = static_cast<uint32_t>(m.type);
+            e.cols[i] = m.cols;
+            e.rows[i] = m.rows;
+            off += io::round_up(m.expert_bytes(), 64);
+        }
+        e.first_extent = pos;
+        e.extent_bytes = io::round_up(off, kPackedAlignment);
+        pos += uint64_t(L.n_expert) * e.extent_bytes;
+        if (e.extent_bytes > max_extent) max_extent = e.extent_bytes;
+    }
+    const uint64_t file_bytes = pos;
+
+    std::vector<std::unique_ptr<io::ReadFile>> shards;
+    for (const auto &p : shard_paths) shards.push_back(std::make_unique<io::ReadFile>(p, false));
+
+    const std::string tmp = out_path + ".tmp";
+    Fd out{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+    if (out.fd < 0) fail_errno(errno, "cannot create %s", tmp.c_str());
+    try {
+        std::vector<uint8_t> extent(max_extent);
+        for (uint32_t l = 0; l < n_layer; ++l) {
+            const ExpertLayerLayout &L = layouts[l];
+            const LayerEntry &e = entries[l];
+            for (int32_t x = 0; x < L.n_expert; ++x) {
+                std::memset(extent.data(), 0, e.extent_bytes);
+                for (int i = 0; i < 3; ++i) {
+                    const ExpertMatrixLayout &m = matrix(L, i);
+                    const uint64_t n = m.expert_bytes();
+                    if (n == 0) continue;
+                    if (m.mapped) {
+                        std::memcpy(extent.data() + e.offset[i], m.mapped + uint64_t(x) * m.expert_stride, n);
+                    } else {
+                        if (m.shard >= shards.size())
+                            fail(Status::invalid_argument, "layer %u refers to shard %u of %zu", l, m.shard, shards.size());
+                        read_exact(shards[m.shard]->buffered_fd(), extent.data() + e.offset[i], n,
+                                   m.file_offset + uint64_t(x) * m.expert_stride, shards[m.shard]->path());
+                    }
+                }
+                PackedExpertHeader h{};
+                h.magic = kExpertMagic;
+                h.version = kPackedVersion;
+                h.n_matrices = 3;
+                h.layer = l;
+                h.expert = static_cast<uint32_t>(x);
+                h.payload_offset = e.offset[0];
+                h.payload_bytes = e.offset[2] + e.bytes[2] - e.offset[0];
+                h.checksum = XXH3_64bits(extent.data() + h.payload_offset, h.payload_bytes);
+                for (int i = 0; i < 3; ++i)
+                    h.matrix[i] = PackedMatrix{e.type[i], 0, e.cols[i], e.rows[i], e.offset[i], e.bytes[i]};
+                std::memcpy(extent.data(), &h, sizeof h);
+                write_exact(out.fd, extent.data(), e.extent_bytes, e.first_extent + uint64_t(x) * e.extent_bytes, tmp);
+            }
+        }
+        std::vector<uint8_t> table(header_bytes, 0);
+        FileHeader fh{};
+        std::memcpy(fh.magic, kFileMagic, sizeof kFileMagic);
+        fh.version = kPackedVersion;
+        fh.alignment = kPackedAlignment;
+        fh.fingerprint = fingerprint;
+        fh.n_layer = n_layer;
+        fh.header_bytes = header_bytes;
+        fh.file_bytes = file_bytes;
+        std::memcpy(table.data(), &fh, sizeof fh);
+        std::memcpy(table.data() + sizeof fh, entries.data(), entries.size() * sizeof(LayerEntry));
+        const uint64_t sum = XXH3_64bits(table.data(), table_bytes(n_layer));
+        std::memcpy(table.data() + offsetof(FileHeader, header_checksum), &sum, sizeof sum);
+        write_exact(out.fd, table.data(), table.size(), 0, tmp);
+        if (::ftruncate(out.fd, static_cast<off_t>(file_bytes)) != 0) fail_errno(errno, "cannot size %s", tmp.c_str());
+        if (::fsync(out.fd) != 0) fail_errno(errno, "cannot sync %s", tmp.c_str());
+        if (::rename(tmp.c_str(), out_path.c_str()) != 0)
+            fail_errno(errno, "cannot rename %s to %s", tmp.c_str(), out_path.c_str());
+    } catch (...) {
+        ::unlink(tmp.c_str());
+        throw;
+    }
+}
+
+PackedVerifyReport verify_packed_file(const std::string &path) {
+    io::ReadFile file(path, false);
+    ParsedHeader h = parse_header(file.buffered_fd(), path, file.size());
+    PackedVerifyReport report;
+    uint64_t max_extent = 0;
+    for (const auto &l : h.layers) max_extent = std::max(max_extent, l.n_expert > 0 ? l.extent_bytes : 0);
+    std::vector<uint8_t> buf(max_extent);
+    for (size_t l = 0; l < h.layers.size(); ++l) {
+        const PackedLayer &L = h.layers[l];
+        for (int32_t x = 0; x < L.n_expert; ++x) {
+            read_exact(file.buffered_fd(), buf.data(), L.extent_bytes, L.extent_of(x), path);
+            ++report.experts_checked;
+            PackedExpertHeader eh;
+            std::memcpy(&eh, buf.data(), sizeof eh);
+            std::string problem;
+            if (eh.magic != kExpertMagic || eh.layer != l || eh.expert != uint32_t(x) ||
+                eh.payload_offset + eh.payload_bytes > L.extent_bytes)
+                problem = format("%s: expert %d of layer %zu has a damaged header", path.c_str(), x, l);
+            else if (XXH3_64bits(buf.data() + eh.payload_offset, eh.payload_bytes) != eh.checksum)
+                problem = format("%s: expert %d of layer %zu fails its checksum", path.c_str(), x, l);
+            if (!problem.empty()) {
+                ++report.bad_experts;
+                if (report.first_problem.empty()) report.first_problem = problem;
+            }
+        }
+    }
+    return report;
+}
+
+}  // namespace moe

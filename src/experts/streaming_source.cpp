@@ -1,0 +1,561 @@
+#include "experts/streaming_source.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "common/error.hpp"
+
+namespace moe {
+
+namespace {
+
+const ExpertMatrixLayout &matrix_of(const ExpertLayerLayout &l, int i) { return i == 0 ? l.gate : i == 1 ? l.up : l.down; }
+
+// Registered buffers are limited to 1 GiB each; regions end on slot boundaries
+// so a read never straddles two of them.
+constexpr uint64_t kMaxRegisteredRegion = 1ull << 30;
+
+uint64_t now_ns() {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+uint64_t part_stride(uint64_t length, uint64_t alignment) { return io::round_up(length, alignment > 1 ? alignment : 64); }
+
+}  // namespace
+
+uint64_t StreamingExpertSource::slot_bytes_for(const std::vector<ExpertLayerLayout> &layers, const PackedFile *packed,
+                                               bool direct) {
+    if (packed) return io::round_up(packed->max_extent_bytes(), io::kDirectAlignment);
+    const uint64_t align = direct ? io::kDirectAlignment : 1;
+    uint64_t best = 0;
+    for (const auto &l : layers) {
+        if (l.n_expert <= 0) continue;
+        uint64_t sum = 0;
+        for (int i = 0; i < 3; ++i) {
+            const uint64_t b = matrix_of(l, i).expert_bytes();
+            if (b) sum += part_stride(io::aligned_length_bound(b, align), align);
+        }
+        best = std::max(best, sum);
+    }
+    return io::round_up(best, io::kDirectAlignment);
+}
+
+StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg_(std::move(config)) {
+    stats_ = cfg_.stats ? cfg_.stats : &own_stats_;
+    n_layer_ = static_cast<uint32_t>(cfg_.layers.size());
+    if (n_layer_ == 0 || n_layer_ > MOESTREAM_MAX_LAYERS)
+        fail(Status::invalid_argument, "expert source: %u layers (1..%d supported)", n_layer_, MOESTREAM_MAX_LAYERS);
+    uint32_t max_expert = 0;
+    for (const auto &l : cfg_.layers) max_expert = std::max<uint32_t>(max_expert, l.n_expert > 0 ? uint32_t(l.n_expert) : 0);
+    if (max_expert == 0) fail(Status::invalid_argument, "expert source: the model has no routed experts");
+    n_expert_ = max_expert;
+    if (cfg_.slots == 0) fail(Status::invalid_argument, "expert source: the cache needs at least one slot");
+    n_slots_ = std::min<uint32_t>(cfg_.slots, n_layer_ * n_expert_);
+    alignment_ = cfg_.direct ? io::kDirectAlignment : 1;
+
+    if (!cfg_.packed_path.empty()) {
+        packed_ = std::make_unique<PackedFile>(PackedFile::open(cfg_.packed_path, cfg_.model_fingerprint, cfg_.layers));
+        files_.emplace_back(cfg_.packed_path, cfg_.direct);
+    } else {
+        for (const auto &p : cfg_.shard_paths) files_.emplace_back(p, cfg_.direct);
+        for (const auto &l : cfg_.layers)
+            for (int i = 0; i < 3 && l.n_expert > 0; ++i)
+                if (matrix_of(l, i).expert_bytes() && matrix_of(l, i).shard >= files_.size())
+                    fail(Status::invalid_argument, "expert source: a layer refers to shard %u of %zu",
+                         matrix_of(l, i).shard, files_.size());
+    }
+    slot_bytes_ = slot_bytes_for(cfg_.layers, packed_.get(), cfg_.direct);
+    arena_ = SlotArena(uint64_t(n_slots_) * slot_bytes_);
+
+    if (cfg_.backend_override)
+        backend_ = std::move(cfg_.backend_override);
+    else
+        backend_ = io::make_read_backend(cfg_.backend, std::max<uint32_t>(cfg_.queue_depth, 4));
+    if (slot_bytes_ <= kMaxRegisteredRegion) {
+        std::vector<io::MemoryRegion> regions;
+        const uint64_t per_region = std::max<uint64_t>(1, kMaxRegisteredRegion / slot_bytes_);
+        for (uint64_t s = 0; s < n_slots_; s += per_region) {
+            const uint64_t n = std::min<uint64_t>(per_region, n_slots_ - s);
+            regions.push_back(io::MemoryRegion{arena_.data() + s * slot_bytes_, n * slot_bytes_});
+        }
+        backend_->register_memory(regions);
+    }
+    for (const auto &f : files_) {
+        FileIndex fi{};
+        if (f.direct()) {
+            fi.primary = backend_->add_file(f.direct_fd());
+            fi.buffered = backend_->add_file(f.buffered_fd());
+        } else {
+            fi.primary = fi.buffered = backend_->add_file(f.buffered_fd());
+        }
+        file_index_.push_back(fi);
+    }
+
+    const uint32_t n_keys = n_layer_ * n_expert_;
+    policy_ = make_cache_policy(cfg_.policy, n_keys, n_slots_, cfg_.profile);
+    key_state_.assign(n_keys, KeyState::absent);
+    key_slot_.assign(n_keys, -1);
+    key_stamp_.assign(n_keys, 0);
+    slots_.resize(n_slots_);
+    for (uint32_t s = n_slots_; s > 0; --s) free_slots_.push_back(int32_t(s - 1));
+    demoted_.reserve(n_slots_);
+    demand_queue_.reserve(n_expert_);
+    prefetch_queue_.reserve(2 * n_slots_);
+    prefetched_by_layer_.resize(n_layer_);
+    ready_.reserve(n_expert_);
+    layer_pins_.reserve(n_expert_);
+    completions_.resize(backend_->queue_depth());
+    usage_.n_layer = n_layer_;
+    usage_.n_expert = n_expert_;
+    usage_.counts.assign(n_keys, 0);
+
+    // Warm start: read the learned hot set in the background.
+    for (uint32_t key : policy_->pinned()) {
+        if (key >= n_keys || key_state_[key] != KeyState::absent) continue;
+        key_state_[key] = KeyState::queued_prefetch;
+        prefetch_queue_.push_back(key);
+    }
+}
+
+StreamingExpertSource::~StreamingExpertSource() {
+    try {
+        drain();
+    } catch (...) {
+        // Nothing useful to do with a failed read while closing.
+    }
+}
+
+bool StreamingExpertSource::direct() const {
+    for (const auto &f : files_)
+        if (f.direct()) return true;
+    return false;
+}
+
+uint32_t StreamingExpertSource::plan_parts(uint32_t key, Part out[3]) const {
+    const int32_t layer = layer_of(key), expert = expert_of(key);
+    if (packed_) {
+        const PackedLayer &p = packed_->layers()[size_t(layer)];
+        out[0] = Part{0, 0, p.extent_of(expert), p.extent_bytes, 0, p.down_offset + p.down_bytes, 0};
+        return 1;
+    }
+    const ExpertLayerLayout &l = cfg_.layers[size_t(layer)];
+    uint32_t n = 0;
+    uint64_t cursor = 0;
+    for (int i = 0; i < 3; ++i) {
+        const ExpertMatrixLayout &m = matrix_of(l, i);
+        const uint64_t bytes = m.expert_bytes();
+        if (!bytes) continue;
+        const io::AlignedRange r = io::align_range(m.file_offset + uint64_t(expert) * m.expert_stride, bytes, alignment_);
+        out[n++] = Part{m.shard, uint32_t(i), r.offset, r.length, cursor, r.skip + bytes, r.skip};
+        cursor += part_stride(r.length, alignment_);
+    }
+    return n;
+}
+
+ExpertView StreamingExpertSource::view_of(int32_t s) const {
+    const uint8_t *base = slot_data(s);
+    const uint32_t key = slots_[size_t(s)].key;
+    ExpertView v;
+    if (packed_) {
+        const PackedLayer &p = packed_->layers()[size_t(layer_of(key))];
+        v.gate = p.gate_bytes ? base + p.gate_offset : nullptr;
+        v.up = base + p.up_offset;
+        v.down = base + p.down_offset;
+        return v;
+    }
+    Part parts[3];
+    const uint32_t n = plan_parts(key, parts);
+    for (uint32_t i = 0; i < n; ++i) {
+        const uint8_t *p = base + parts[i].slot_offset + parts[i].skip;
+        (parts[i].matrix == 0 ? v.gate : parts[i].matrix == 1 ? v.up : v.down) = p;
+    }
+    return v;
+}
+
+bool StreamingExpertSource::evictable_cb(void *ctx, uint32_t key) {
+    auto *self = static_cast<StreamingExpertSource *>(ctx);
+    const int32_t s = self->key_slot_[key];
+    if (s < 0) return false;
+    const Slot &sl = self->slots_[size_t(s)];
+    return sl.busy && !sl.loading && sl.pins == 0;
+}
+
+void StreamingExpertSource::evict(int32_t s) {
+    Slot &sl = slots_[size_t(s)];
+    policy_->on_remove(sl.key);
+    if (sl.prefetched) stats_->bytes_read_wasted += sl.bytes;
+    ++stats_->evictions;
+    key_state_[sl.key] = KeyState::absent;
+    key_slot_[sl.key] = -1;
+    sl = Slot{};
+}
+
+int32_t StreamingExpertSource::acquire_slot(bool for_demand) {
+    if (!free_slots_.empty()) {
+        const int32_t s = free_slots_.back();
+        free_slots_.pop_back();
+        return s;
+    }
+    while (!demoted_.empty()) {
+        const int32_t s = demoted_.back();
+        demoted_.pop_back();
+        const Slot &sl = slots_[size_t(s)];
+        if (sl.busy && !sl.loading && sl.pins == 0 && sl.demoted && sl.prefetched) {
+            evict(s);
+            return s;
+        }
+    }
+    uint32_t victim = 0;
+    if (policy_->choose_victim(&evictable_cb, this, &victim)) {
+        const int32_t s = key_slot_[victim];
+        evict(s);
+        return s;
+    }
+    if (!for_demand) return -1;
+    // Demand beats the policy's pinned hot set when nothing else can go.
+    for (uint32_t s = 0; s < n_slots_; ++s) {
+        const Slot &sl = slots_[s];
+        if (sl.busy && !sl.loading && sl.pins == 0) {
+            evict(int32_t(s));
+            return int32_t(s);
+        }
+    }
+    return -1;
+}
+
+void StreamingExpertSource::start_read(uint32_t key, int32_t s, bool demand) {
+    Slot &sl = slots_[size_t(s)];
+    Part parts[3];
+    const uint32_t n = plan_parts(key, parts);
+    sl = Slot{};
+    sl.key = key;
+    sl.busy = true;
+    sl.loading = true;
+    sl.demand = demand;
+    sl.prefetched = !demand;
+    sl.via_prefetch = !demand;
+    sl.parts_left = uint8_t(n);
+    if (demand) {
+        sl.pins = 1;
+        layer_pins_.push_back(s);
+    } else {
+        ++stats_->prefetch_issued;
+    }
+    key_state_[key] = KeyState::loading;
+    key_slot_[key] = s;
+    for (uint32_t i = 0; i < n; ++i) {
+        sl.part_file[i] = file_index_[parts[i].file].primary;
+        backend_->submit(io::ReadRequest{sl.part_file[i], parts[i].offset, uint32_t(parts[i].length),
+                                         slot_data(s) + parts[i].slot_offset, (uint64_t(s) << 2) | i});
+    }
+}
+
+void StreamingExpertSource::pump() {
+    const uint32_t depth = backend_->queue_depth();
+    const uint32_t parts_per_expert = packed_ ? 1 : 3;
+    while (!retries_.empty()) {
+        if (backend_->in_flight() >= depth) return;
+        const auto [s, part] = retries_.back();
+        retries_.pop_back();
+        Slot &sl = slots_[size_t(s)];
+        Part parts[3];
+        plan_parts(sl.key, parts);
+        const Part &p = parts[part];
+        sl.part_file[part] = file_index_[p.file].primary;
+        backend_->submit(io::ReadRequest{sl.part_file[part], p.offset, uint32_t(p.length), slot_data(s) + p.slot_offset,
+                                         (uint64_t(s) << 2) | part});
+    }
+    while (demand_head_ < demand_queue_.size()) {
+        const uint32_t key = demand_queue_[demand_head_];
+        if (key_state_[key] != KeyState::queued_demand) {
+            ++demand_head_;
+            continue;
+        }
+        if (backend_->in_flight() + parts_per_expert > depth) return;
+        const int32_t s = acquire_slot(true);
+        if (s < 0) return;
+        ++demand_head_;
+        start_read(key, s, true);
+    }
+    demand_queue_.clear();
+    demand_head_ = 0;
+    // Prefetches use at most half the queue so a demand read never finds it full
+    // of speculation.
+    const uint32_t prefetch_depth = std::max<uint32_t>(parts_per_expert, depth / 2);
+    while (prefetch_head_ < prefetch_queue_.size()) {
+        const uint32_t key = prefetch_queue_[prefetch_head_];
+        if (key_state_[key] != KeyState::queued_prefetch) {
+            ++prefetch_head_;
+            continue;
+        }
+        if (backend_->in_flight() + parts_per_expert > prefetch_depth) return;
+        const int32_t s = acquire_slot(false);
+        if (s < 0) return;
+        ++prefetch_head_;
+        start_read(key, s, false);
+    }
+    prefetch_queue_.clear();
+    prefetch_head_ = 0;
+}
+
+void StreamingExpertSource::release_slot(int32_t s) {
+    Slot &sl = slots_[size_t(s)];
+    key_state_[sl.key] = KeyState::absent;
+    key_slot_[sl.key] = -1;
+    auto it = std::find(layer_pins_.begin(), layer_pins_.end(), s);
+    if (it != layer_pins_.end()) layer_pins_.erase(it);
+    sl = Slot{};
+    free_slots_.push_back(s);
+}
+
+void StreamingExpertSource::process(const io::ReadCompletion &c) {
+    const int32_t s = int32_t(c.tag >> 2);
+    const uint32_t part = uint32_t(c.tag & 3);
+    Slot &sl = slots_[size_t(s)];
+    Part parts[3];
+    plan_parts(sl.key, parts);
+    const Part &p = parts[part];
+    FileIndex &fi = file_index_[p.file];
+    const uint32_t used_file = sl.part_file[part];
+    auto resubmit = [&](uint32_t file) {
+        sl.part_file[part] = file;
+        backend_->submit(io::ReadRequest{file, p.offset, uint32_t(p.length), slot_data(s) + p.slot_offset, c.tag});
+    };
+    if (c.result == -EINVAL && used_file != fi.buffered) {
+        // The filesystem accepted O_DIRECT at open but refuses it for reads:
+        // use the buffered descriptor for this file from now on.
+        fi.primary = fi.buffered;
+        resubmit(fi.buffered);
+        return;
+    }
+    if (c.result == -ECANCELED) {
+        // Cancelled as a wrong prefetch; if it is needed after all, read it again.
+        if (sl.demand) {
+            retries_.emplace_back(s, part);
+            return;
+        }
+        sl.cancelled_parts |= uint8_t(1u << part);
+    } else if (c.result < 0) {
+        if (!sl.error) sl.error = int(-c.result);
+        sl.fail_offset = p.offset;
+        sl.fail_file = p.file;
+    } else if (uint64_t(c.result) < p.need) {
+        if (sl.problem.empty())
+            sl.problem = format("short read: %lld of %llu bytes at offset %llu of %s", (long long)c.result,
+                                (unsigned long long)p.need, (unsigned long long)p.offset, files_[p.file].path().c_str());
+    } else {
+        sl.bytes += uint64_t(c.result);
+    }
+    if (--sl.parts_left == 0) finish_slot(s);
+}
+
+void StreamingExpertSource::finish_slot(int32_t s) {
+    Slot &sl = slots_[size_t(s)];
+    const int32_t layer = layer_of(sl.key), expert = expert_of(sl.key);
+    if (sl.cancelled_parts && !sl.error && sl.problem.empty()) {
+        if (!sl.demand) {
+            release_slot(s);
+            return;
+        }
+        for (uint32_t part = 0; part < 3; ++part)
+            if (sl.cancelled_parts & (1u << part)) {
+                retries_.emplace_back(s, part);
+                ++sl.parts_left;
+            }
+        sl.cancelled_parts = 0;
+        return;
+    }
+    if (!sl.error && sl.problem.empty() && packed_ && cfg_.verify_checksums)
+        sl.problem = packed_->check_extent(slot_data(s), layer, expert);
+    if (sl.error || !sl.problem.empty()) {
+        if (sl.demand && pending_error_.empty()) {
+            if (sl.error) {
+                char buf[128];
+                const char *text = strerror_r(sl.error, buf, sizeof buf);
+                pending_error_ = format("cannot read expert %d of layer %d from %s at offset %llu: %s (errno %d)", expert,
+                                        layer, files_[sl.fail_file].path().c_str(), (unsigned long long)sl.fail_offset,
+                                        text, sl.error);
+            } else {
+                pending_error_ = format("cannot read expert %d of layer %d: %s", expert, layer, sl.problem.c_str());
+            }
+        }
+        release_slot(s);
+        return;
+    }
+    sl.loading = false;
+    key_state_[sl.key] = KeyState::resident;
+    policy_->on_insert(sl.key, visit_);
+    if (sl.via_prefetch)
+        stats_->bytes_read_prefetch += sl.bytes;
+    else
+        stats_->bytes_read_demand += sl.bytes;
+    if (sl.demand) ready_.push_back(s);
+    else if (sl.demoted) demoted_.push_back(s);
+}
+
+void StreamingExpertSource::wait_and_process() {
+    const uint64_t t0 = now_ns();
+    const size_t n = backend_->reap(completions_, true);
+    stats_->io_wait_ns += now_ns() - t0;
+    for (size_t i = 0; i < n; ++i) process(completions_[i]);
+}
+
+void StreamingExpertSource::begin_layer(int32_t layer, std::span<const int32_t> experts) {
+    if (current_layer_ >= 0) end_layer(current_layer_);
+    if (layer < 0 || uint32_t(layer) >= n_layer_)
+        fail(Status::invalid_argument, "expert source: layer %d out of range (%u layers)", layer, n_layer_);
+    const int32_t n_layer_expert = cfg_.layers[size_t(layer)].n_expert;
+    if (experts.size() > size_t(n_layer_expert))
+        fail(Status::invalid_argument, "expert source: layer %d asked for %zu experts of %d", layer, experts.size(),
+             n_layer_expert);
+    if (experts.size() > n_slots_)
+        fail(Status::out_of_memory, "expert cache of %u slots cannot hold the %zu experts layer %d needs at once",
+             n_slots_, experts.size(), layer);
+    ++visit_;
+    current_layer_ = layer;
+    expected_ = uint32_t(experts.size());
+    returned_ = 0;
+    ready_.clear();
+    ready_head_ = 0;
+    pending_error_.clear();
+    for (int32_t e : experts) {
+        if (e < 0 || e >= n_layer_expert)
+            fail(Status::invalid_argument, "expert source: expert %d out of range for layer %d (%d experts)", e, layer,
+                 n_layer_expert);
+        const uint32_t key = key_of(layer, e);
+        if (key_stamp_[key] == visit_)
+            fail(Status::invalid_argument, "expert source: expert %d requested twice for layer %d", e, layer);
+        key_stamp_[key] = visit_;
+    }
+    for (int32_t e : experts) {
+        const uint32_t key = key_of(layer, e);
+        ++usage_.counts[key];
+        const KeyState st = key_state_[key];
+        if (st == KeyState::resident || st == KeyState::loading) {
+            const int32_t s = key_slot_[key];
+            Slot &sl = slots_[size_t(s)];
+            ++sl.pins;
+            layer_pins_.push_back(s);
+            if (sl.prefetched) ++stats_->prefetch_useful;
+            sl.prefetched = false;
+            sl.demoted = false;
+            ++stats_->cache_hits;
+            ++stats_->layer_hits[size_t(layer)];
+            if (st == KeyState::resident) {
+                policy_->on_hit(key, visit_);
+                ready_.push_back(s);
+            } else {
+                sl.demand = true;
+            }
+        } else {
+            key_state_[key] = KeyState::queued_demand;
+            demand_queue_.push_back(key);
+            ++stats_->cache_misses;
+            ++stats_->layer_misses[size_t(layer)];
+        }
+    }
+    // Prefetches for this layer that the router did not confirm were wrong:
+    // drop the queued ones, cancel the ones in flight, evict the arrived ones first.
+    for (uint32_t key : prefetched_by_layer_[size_t(layer)]) {
+        if (key_stamp_[key] == visit_) continue;
+        const KeyState st = key_state_[key];
+        if (st == KeyState::queued_prefetch) {
+            key_state_[key] = KeyState::absent;
+        } else if (st == KeyState::loading || st == KeyState::resident) {
+            const int32_t s = key_slot_[key];
+            Slot &sl = slots_[size_t(s)];
+            if (!sl.prefetched) continue;
+            sl.demoted = true;
+            if (st == KeyState::resident) {
+                demoted_.push_back(s);
+            } else {
+                for (uint64_t part = 0; part < 3; ++part) backend_->cancel((uint64_t(s) << 2) | part);
+            }
+        }
+    }
+    prefetched_by_layer_[size_t(layer)].clear();
+    pump();
+}
+
+ReadyExpert StreamingExpertSource::next_ready() {
+    for (;;) {
+        if (!pending_error_.empty()) {
+            std::string message;
+            message.swap(pending_error_);
+            throw Error(Status::io, std::move(message));
+        }
+        if (ready_head_ < ready_.size()) {
+            const int32_t s = ready_[ready_head_++];
+            ++returned_;
+            return ReadyExpert{expert_of(slots_[size_t(s)].key), view_of(s)};
+        }
+        if (current_layer_ < 0 || returned_ >= expected_)
+            fail(Status::internal, "expert source: next_ready called with no expert outstanding");
+        pump();
+        if (backend_->in_flight() == 0)
+            fail(Status::out_of_memory,
+                 "expert cache of %u slots has no slot free for layer %d (all pinned by the running layer or in flight)",
+                 n_slots_, current_layer_);
+        wait_and_process();
+    }
+}
+
+void StreamingExpertSource::end_layer(int32_t layer) {
+    (void)layer;
+    for (int32_t s : layer_pins_) {
+        Slot &sl = slots_[size_t(s)];
+        if (sl.pins > 0) --sl.pins;
+        sl.demand = false;
+    }
+    layer_pins_.clear();
+    for (size_t i = demand_head_; i < demand_queue_.size(); ++i)
+        if (key_state_[demand_queue_[i]] == KeyState::queued_demand) key_state_[demand_queue_[i]] = KeyState::absent;
+    demand_queue_.clear();
+    demand_head_ = 0;
+    ready_.clear();
+    ready_head_ = 0;
+    current_layer_ = -1;
+    pending_error_.clear();
+    pump();
+}
+
+void StreamingExpertSource::prefetch(int32_t layer, std::span<const int32_t> experts) {
+    if (layer < 0 || uint32_t(layer) >= n_layer_) return;
+    const int32_t n_layer_expert = cfg_.layers[size_t(layer)].n_expert;
+    auto &mine = prefetched_by_layer_[size_t(layer)];
+    for (int32_t e : experts) {
+        if (e < 0 || e >= n_layer_expert) continue;
+        if (prefetch_queue_.size() - prefetch_head_ >= n_slots_) break;
+        const uint32_t key = key_of(layer, e);
+        if (key_state_[key] != KeyState::absent) continue;
+        key_state_[key] = KeyState::queued_prefetch;
+        prefetch_queue_.push_back(key);
+        mine.push_back(key);
+    }
+    pump();
+}
+
+void StreamingExpertSource::drain() {
+    for (size_t i = prefetch_head_; i < prefetch_queue_.size(); ++i)
+        if (key_state_[prefetch_queue_[i]] == KeyState::queued_prefetch)
+            key_state_[prefetch_queue_[i]] = KeyState::absent;
+    prefetch_queue_.clear();
+    prefetch_head_ = 0;
+    while (backend_->in_flight() > 0 || !retries_.empty()) {
+        pump();
+        if (backend_->in_flight() > 0) wait_and_process();
+    }
+}
+
+std::vector<uint32_t> StreamingExpertSource::resident_keys() const {
+    std::vector<uint32_t> keys;
+    for (const auto &sl : slots_)
+        if (sl.busy && !sl.loading) keys.push_back(sl.key);
+    std::sort(keys.begin(), keys.end());
+    return keys;
+}
+
+}  // namespace moe

@@ -1,0 +1,162 @@
+// ExpertSource that owns an expert cache: fixed slots in one arena, filled by
+// asynchronous reads (io_uring or a pread pool), O_DIRECT where the
+// filesystem allows, from a packed expert file when one matches the model or
+// else from the GGUF slices themselves.
+//
+// Ordering: demand misses are submitted as soon as begin_layer sees them, all
+// at once up to the queue depth; prefetches wait in a queue of their own and
+// are submitted only when no demand read is waiting. Every call comes from
+// one thread (the forward pass); completions are reaped on that thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "experts/cache_policy.hpp"
+#include "experts/expert_source.hpp"
+#include "experts/packed_file.hpp"
+#include "experts/slot_arena.hpp"
+#include "io/read_backend.hpp"
+#include "io/read_file.hpp"
+#include "runtime/stats.hpp"
+
+namespace moe {
+
+struct StreamingSourceConfig {
+    std::vector<ExpertLayerLayout> layers;  // index = layer; n_expert == 0 for layers without experts
+    std::vector<std::string> shard_paths;   // GGUF files by shard index
+    std::string packed_path;                // "" = read the GGUF slices
+    uint64_t model_fingerprint = 0;         // checked against the packed file
+    bool direct = true;                     // O_DIRECT when the filesystem allows it
+    bool verify_checksums = false;          // check packed extents as they arrive
+    uint32_t slots = 0;                     // cache capacity in experts
+    CachePolicyKind policy = CachePolicyKind::lfu_decay;
+    const UsageProfile *profile = nullptr;  // for pinned_hot
+    uint32_t queue_depth = 64;
+    io::BackendKind backend = io::BackendKind::automatic;
+    // Replaces the backend made from `backend` (tests, fault injection).
+    std::unique_ptr<io::ReadBackend> backend_override;
+    Stats *stats = nullptr;                 // may be null
+};
+
+class StreamingExpertSource final : public ExpertSource {
+public:
+    explicit StreamingExpertSource(StreamingSourceConfig config);
+    ~StreamingExpertSource() override;
+
+    void begin_layer(int32_t layer, std::span<const int32_t> experts) override;
+    ReadyExpert next_ready() override;
+    void end_layer(int32_t layer) override;
+    void prefetch(int32_t layer, std::span<const int32_t> experts) override;
+    void drain() override;
+
+    uint32_t slots() const { return n_slots_; }
+    uint64_t slot_bytes() const { return slot_bytes_; }
+    uint64_t cache_bytes() const { return arena_.size(); }
+    const char *backend_name() const { return backend_->name(); }
+    bool reading_packed() const { return packed_ != nullptr; }
+    bool direct() const;
+    // Keys resident now (tests; keys = layer * n_expert + expert).
+    std::vector<uint32_t> resident_keys() const;
+    // Routing counts seen so far, for the usage profile.
+    const UsageProfile &usage() const { return usage_; }
+    // Slot bytes needed for one expert of these layers when reading GGUF slices.
+    static uint64_t slot_bytes_for(const std::vector<ExpertLayerLayout> &layers, const PackedFile *packed,
+                                   bool direct);
+
+private:
+    enum class KeyState : uint8_t { absent, queued_prefetch, queued_demand, loading, resident };
+    struct Slot {
+        uint32_t key = 0;
+        uint16_t pins = 0;
+        uint8_t parts_left = 0;
+        bool busy = false;         // holds a key (loading or resident)
+        bool loading = false;
+        bool demand = false;       // the running layer waits for it
+        bool prefetched = false;   // read as a prefetch and not used yet
+        bool demoted = false;      // a prefetch that turned out wrong
+        bool via_prefetch = false; // the read was issued as a prefetch
+        uint8_t cancelled_parts = 0;   // parts whose read was cancelled
+        uint32_t part_file[3] = {0, 0, 0};  // backend file index each part was read with
+        int error = 0;             // first errno of a failed part
+        uint32_t fail_file = 0;
+        uint64_t fail_offset = 0;
+        std::string problem;       // non-errno failure (short read, checksum)
+        uint64_t bytes = 0;        // bytes read for it
+    };
+    // One read of an expert: a GGUF slice widened to the alignment, or a
+    // whole packed extent.
+    struct Part {
+        uint32_t file;        // index into files_
+        uint32_t matrix;      // 0 gate, 1 up, 2 down
+        uint64_t offset;      // file position (aligned)
+        uint64_t length;      // bytes read (aligned)
+        uint64_t slot_offset; // where the read lands in the slot
+        uint64_t need;        // bytes that must arrive (skip + matrix bytes)
+        uint64_t skip;        // matrix start within the read
+    };
+
+    uint32_t key_of(int32_t layer, int32_t expert) const { return uint32_t(layer) * n_expert_ + uint32_t(expert); }
+    int32_t layer_of(uint32_t key) const { return int32_t(key / n_expert_); }
+    int32_t expert_of(uint32_t key) const { return int32_t(key % n_expert_); }
+    uint8_t *slot_data(int32_t s) const { return arena_.data() + uint64_t(s) * slot_bytes_; }
+    ExpertView view_of(int32_t s) const;
+    uint32_t plan_parts(uint32_t key, Part out[3]) const;
+
+    void pump();
+    int32_t acquire_slot(bool for_demand);
+    void evict(int32_t s);
+    void start_read(uint32_t key, int32_t s, bool demand);
+    void wait_and_process();
+    void process(const io::ReadCompletion &c);
+    void finish_slot(int32_t s);
+    void release_slot(int32_t s);
+    static bool evictable_cb(void *ctx, uint32_t key);
+
+    StreamingSourceConfig cfg_;
+    uint32_t n_layer_ = 0;
+    uint32_t n_expert_ = 1;
+    uint32_t n_slots_ = 0;
+    uint64_t slot_bytes_ = 0;
+    uint64_t alignment_ = 1;
+    std::unique_ptr<PackedFile> packed_;
+    std::vector<io::ReadFile> files_;    // shards, then the packed file
+    struct FileIndex {
+        uint32_t primary;
+        uint32_t buffered;
+    };
+    std::vector<FileIndex> file_index_;
+    SlotArena arena_;                    // before backend_: reads land here until the backend is gone
+    std::unique_ptr<io::ReadBackend> backend_;
+    std::unique_ptr<CachePolicy> policy_;
+    Stats own_stats_;
+    Stats *stats_;
+    UsageProfile usage_;
+
+    std::vector<KeyState> key_state_;
+    std::vector<int32_t> key_slot_;
+    std::vector<uint64_t> key_stamp_;    // begin_layer visit that requested the key
+    std::vector<Slot> slots_;
+    std::vector<int32_t> free_slots_;
+    std::vector<int32_t> demoted_;
+    std::vector<uint32_t> demand_queue_; // keys waiting for a slot / queue room
+    size_t demand_head_ = 0;
+    std::vector<uint32_t> prefetch_queue_;
+    size_t prefetch_head_ = 0;
+    std::vector<std::vector<uint32_t>> prefetched_by_layer_;
+    std::vector<int32_t> ready_;         // slots ready to hand out this layer
+    size_t ready_head_ = 0;
+    std::vector<int32_t> layer_pins_;    // slots pinned by the running layer
+    std::vector<std::pair<int32_t, uint32_t>> retries_;  // (slot, part) to read again
+    std::vector<io::ReadCompletion> completions_;
+    int32_t current_layer_ = -1;
+    uint32_t expected_ = 0;
+    uint32_t returned_ = 0;
+    uint64_t visit_ = 0;
+    std::string pending_error_;
+    int pending_errno_ = 0;
+};
+
+}  // namespace moe

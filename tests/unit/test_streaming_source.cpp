@@ -1,0 +1,412 @@
+// StreamingExpertSource and the packed expert file on small generated,
+// expert-shaped files whose slices start at unaligned offsets.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "common/error.hpp"
+#include "experts/packed_file.hpp"
+#include "experts/streaming_source.hpp"
+#include "io/fault_injection.hpp"
+#include "support/paths.hpp"
+
+namespace {
+
+using namespace moe;
+
+// A file laid out like a GGUF data section: per layer, one gate, up and down
+// tensor holding all experts back to back, after an odd-sized header.
+struct ExpertFile {
+    std::string path;
+    std::vector<uint8_t> bytes;
+    std::vector<ExpertLayerLayout> layers;
+    uint64_t fingerprint = 0;
+
+    const uint8_t *expected(int32_t layer, int32_t expert, int matrix) const {
+        const ExpertLayerLayout &l = layers[size_t(layer)];
+        const ExpertMatrixLayout &m = matrix == 0 ? l.gate : matrix == 1 ? l.up : l.down;
+        return bytes.data() + m.file_offset + uint64_t(expert) * m.expert_stride;
+    }
+    uint64_t matrix_bytes(int32_t layer, int matrix) const {
+        const ExpertLayerLayout &l = layers[size_t(layer)];
+        return (matrix == 0 ? l.gate : matrix == 1 ? l.up : l.down).expert_bytes();
+    }
+};
+
+ExpertFile make_expert_file(const std::string &dir, int32_t n_layer, int32_t n_expert, uint32_t seed) {
+    ExpertFile f;
+    f.path = dir + "/model.bin";
+    std::mt19937 rng(seed);
+    uint64_t pos = 777;  // header
+    for (int32_t l = 0; l < n_layer; ++l) {
+        ExpertLayerLayout L;
+        L.n_expert = (l == 1) ? 0 : n_expert;  // a dense layer in the middle
+        const int64_t cols = 64, rows = 24 + 8 * l;
+        for (int i = 0; i < 3 && L.n_expert > 0; ++i) {
+            ExpertMatrixLayout &m = i == 0 ? L.gate : i == 1 ? L.up : L.down;
+            m.type = GgmlType::F32;
+            m.cols = i == 2 ? rows : cols;
+            m.rows = i == 2 ? cols : rows;
+            m.shard = 0;
+            pos += 32 + (rng() % 5) * 4;  // unaligned gaps like tensor padding
+            m.file_offset = pos;
+            m.expert_stride = uint64_t(m.cols * m.rows) * 4;
+            pos += m.expert_stride * uint64_t(L.n_expert);
+        }
+        f.layers.push_back(L);
+    }
+    f.bytes.resize(pos + 100);
+    for (auto &b : f.bytes) b = uint8_t(rng());
+    std::ofstream(f.path, std::ios::binary).write(reinterpret_cast<const char *>(f.bytes.data()), f.bytes.size());
+    f.fingerprint = model_fingerprint(f.bytes.data(), 777);
+    return f;
+}
+
+void expect_view(const ExpertFile &f, int32_t layer, const ReadyExpert &r) {
+    ASSERT_EQ(0, std::memcmp(r.view.gate, f.expected(layer, r.expert, 0), f.matrix_bytes(layer, 0)))
+        << "gate of expert " << r.expert << " layer " << layer;
+    ASSERT_EQ(0, std::memcmp(r.view.up, f.expected(layer, r.expert, 1), f.matrix_bytes(layer, 1)))
+        << "up of expert " << r.expert << " layer " << layer;
+    ASSERT_EQ(0, std::memcmp(r.view.down, f.expected(layer, r.expert, 2), f.matrix_bytes(layer, 2)))
+        << "down of expert " << r.expert << " layer " << layer;
+}
+
+struct Variant {
+    const char *backend;
+    bool direct;
+    bool packed;
+    CachePolicyKind policy;
+};
+
+std::string variant_name(const Variant &v) {
+    std::string n = std::string(v.backend) + (v.direct ? "_direct" : "_buffered") + (v.packed ? "_packed" : "_gguf") +
+                     "_" + cache_policy_name(v.policy);
+    for (char &c : n)
+        if (c == '-') c = '_';
+    return n;
+}
+
+class StreamingVariants : public ::testing::TestWithParam<Variant> {};
+
+// Random layers, random expert sets, right and wrong prefetches, a cache of
+// just one layer's worth of slots: every requested expert comes back exactly
+// once with the file's bytes, and its view stays valid until end_layer.
+TEST_P(StreamingVariants, EveryExpertExactlyOnceWithCorrectBytes) {
+    const Variant v = GetParam();
+    if (std::string(v.backend) == "io_uring" && !io::io_uring_unavailable_reason().empty())
+        GTEST_SKIP() << io::io_uring_unavailable_reason();
+    const std::string dir = test::scratch_dir();
+    const int32_t n_layer = 4, n_expert = 8;
+    ExpertFile f = make_expert_file(dir, n_layer, n_expert, 11);
+    Stats stats;
+    StreamingSourceConfig cfg;
+    cfg.layers = f.layers;
+    cfg.shard_paths = {f.path};
+    cfg.model_fingerprint = f.fingerprint;
+    if (v.packed) {
+        cfg.packed_path = default_packed_path(f.path);
+        write_packed_file(cfg.packed_path, f.fingerprint, f.layers, cfg.shard_paths);
+        cfg.verify_checksums = true;
+    }
+    cfg.direct = v.direct;
+    cfg.slots = n_expert + 2;
+    cfg.policy = v.policy;
+    UsageProfile profile{uint32_t(n_layer), uint32_t(n_expert), std::vector<uint64_t>(n_layer * n_expert, 0)};
+    profile.counts[3] = 10;
+    profile.counts[2 * n_expert + 5] = 7;
+    cfg.profile = &profile;
+    cfg.queue_depth = 8;
+    cfg.backend = std::string(v.backend) == "io_uring" ? io::BackendKind::io_uring : io::BackendKind::pread;
+    cfg.stats = &stats;
+    StreamingExpertSource src(std::move(cfg));
+    EXPECT_EQ(src.reading_packed(), v.packed);
+
+    std::mt19937 rng(5);
+    uint64_t requested = 0;
+    for (int step = 0; step < 150; ++step) {
+        int32_t layer = int32_t(rng() % n_layer);
+        if (f.layers[size_t(layer)].n_expert == 0) layer = 0;
+        std::vector<int32_t> all(n_expert);
+        for (int32_t i = 0; i < n_expert; ++i) all[size_t(i)] = i;
+        std::shuffle(all.begin(), all.end(), rng);
+        all.resize(1 + rng() % n_expert);
+        src.begin_layer(layer, all);
+        requested += all.size();
+        std::set<int32_t> seen;
+        std::vector<ReadyExpert> got;
+        for (size_t i = 0; i < all.size(); ++i) {
+            ReadyExpert r = src.next_ready();
+            ASSERT_TRUE(seen.insert(r.expert).second) << "expert " << r.expert << " returned twice";
+            ASSERT_NE(std::find(all.begin(), all.end(), r.expert), all.end());
+            expect_view(f, layer, r);
+            got.push_back(r);
+            if (i == 0 && rng() % 2) {  // a prefetch while the layer runs (lookahead)
+                const int32_t next = (layer + 2) % n_layer;
+                std::vector<int32_t> hint{int32_t(rng() % n_expert), int32_t(rng() % n_expert)};
+                if (hint[0] == hint[1]) hint.pop_back();
+                src.prefetch(next, hint);
+            }
+        }
+        for (const auto &r : got) expect_view(f, layer, r);  // still valid after the others arrived
+        src.end_layer(layer);
+        if (rng() % 3 == 0) src.prefetch(layer, std::vector<int32_t>{all[0], int32_t(rng() % n_expert)});
+    }
+    src.drain();
+    EXPECT_EQ(stats.cache_hits + stats.cache_misses, requested);
+    EXPECT_GT(stats.cache_misses, 0u);
+    EXPECT_GT(stats.bytes_read_demand, 0u);
+    EXPECT_LE(stats.prefetch_useful, stats.prefetch_issued + profile.counts.size());
+    uint64_t per_layer = 0;
+    for (int l = 0; l < n_layer; ++l) per_layer += stats.layer_hits[size_t(l)] + stats.layer_misses[size_t(l)];
+    EXPECT_EQ(per_layer, requested);
+    EXPECT_LE(src.resident_keys().size(), src.slots());
+    std::filesystem::remove_all(dir);
+}
+
+std::vector<Variant> all_variants() {
+    std::vector<Variant> out;
+    for (const char *b : {"pread", "io_uring"})
+        for (bool direct : {false, true})
+            for (bool packed : {false, true}) out.push_back(Variant{b, direct, packed, CachePolicyKind::lru});
+    out.push_back(Variant{"pread", true, false, CachePolicyKind::lfu_decay});
+    out.push_back(Variant{"io_uring", true, true, CachePolicyKind::pinned_hot});
+    out.push_back(Variant{"pread", false, true, CachePolicyKind::pinned_hot});
+    return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, StreamingVariants, ::testing::ValuesIn(all_variants()),
+                         [](const auto &info) { return variant_name(info.param); });
+
+StreamingSourceConfig basic_config(const ExpertFile &f, uint32_t slots) {
+    StreamingSourceConfig cfg;
+    cfg.layers = f.layers;
+    cfg.shard_paths = {f.path};
+    cfg.model_fingerprint = f.fingerprint;
+    cfg.slots = slots;
+    cfg.queue_depth = 8;
+    cfg.policy = CachePolicyKind::lru;
+    return cfg;
+}
+
+std::vector<int32_t> iota_experts(int32_t n) {
+    std::vector<int32_t> e(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i) e[size_t(i)] = i;
+    return e;
+}
+
+TEST(StreamingSource, SecondVisitIsAllHits) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 6, 2);
+    Stats stats;
+    auto cfg = basic_config(f, 6);
+    cfg.stats = &stats;
+    StreamingExpertSource src(std::move(cfg));
+    const auto experts = iota_experts(6);
+    for (int pass = 0; pass < 2; ++pass) {
+        src.begin_layer(2, experts);
+        for (int i = 0; i < 6; ++i) expect_view(f, 2, src.next_ready());
+        src.end_layer(2);
+    }
+    EXPECT_EQ(stats.cache_misses, 6u);
+    EXPECT_EQ(stats.cache_hits, 6u);
+    EXPECT_EQ(stats.layer_hits[2], 6u);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(StreamingSource, UsefulAndWastedPrefetchesAreCounted) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 6, 3);
+    Stats stats;
+    auto cfg = basic_config(f, 8);
+    cfg.stats = &stats;
+    cfg.queue_depth = 32;  // prefetches may use half: all three fit
+    StreamingExpertSource src(std::move(cfg));
+    const std::vector<int32_t> hint{0, 1, 2};
+    src.prefetch(0, hint);
+    src.drain();
+    EXPECT_EQ(stats.prefetch_issued, 3u);
+    EXPECT_GT(stats.bytes_read_prefetch, 0u);
+    const std::vector<int32_t> want{0, 4};
+    src.begin_layer(0, want);
+    for (int i = 0; i < 2; ++i) expect_view(f, 0, src.next_ready());
+    src.end_layer(0);
+    EXPECT_EQ(stats.prefetch_useful, 1u);
+    // Experts 1 and 2 were wrong: they are the first to go.
+    const std::vector<int32_t> more{0, 1, 2, 3, 4, 5};
+    src.begin_layer(2, more);
+    for (int i = 0; i < 6; ++i) expect_view(f, 2, src.next_ready());
+    src.end_layer(2);
+    EXPECT_GT(stats.bytes_read_wasted, 0u);
+    EXPECT_GT(stats.evictions, 0u);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(StreamingSource, TooSmallCacheIsAClearError) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 6, 4);
+    StreamingExpertSource src(basic_config(f, 4));
+    const auto experts = iota_experts(6);
+    try {
+        src.begin_layer(0, experts);
+        FAIL() << "no error";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.status(), Status::out_of_memory);
+        EXPECT_NE(std::string(e.what()).find("4 slots"), std::string::npos) << e.what();
+    }
+    std::filesystem::remove_all(dir);
+}
+
+// Reads that fail or come back short surface as Error(io) naming the layer,
+// the expert and the errno, and the source keeps working afterwards.
+TEST(StreamingSource, FaultsNameLayerExpertErrnoAndLeaveSourceUsable) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 6, 5);
+    for (auto kind : {io::Fault::Kind::error, io::Fault::Kind::short_read}) {
+        auto cfg = basic_config(f, 6);
+        bool armed = true;
+        auto fi = std::make_unique<io::FaultInjectingBackend>(io::make_pread_backend(8), [&](const io::ReadRequest &, uint64_t seq) {
+            io::Fault fault;
+            if (armed && seq == 4) {
+                fault.kind = kind;
+                fault.error = EIO;
+                fault.short_by = 9000;  // more than the alignment padding
+            }
+            return fault;
+        });
+        cfg.backend_override = std::move(fi);
+        StreamingExpertSource src(std::move(cfg));
+        const auto experts = iota_experts(6);
+        src.begin_layer(2, experts);
+        bool threw = false;
+        try {
+            for (int i = 0; i < 6; ++i) src.next_ready();
+        } catch (const Error &e) {
+            threw = true;
+            EXPECT_EQ(e.status(), Status::io);
+            const std::string msg = e.what();
+            EXPECT_NE(msg.find("layer 2"), std::string::npos) << msg;
+            EXPECT_NE(msg.find("expert 1"), std::string::npos) << msg;  // read 4 = second expert's up
+            if (kind == io::Fault::Kind::error)
+                EXPECT_NE(msg.find("errno 5"), std::string::npos) << msg;
+            else
+                EXPECT_NE(msg.find("short read"), std::string::npos) << msg;
+        }
+        EXPECT_TRUE(threw);
+        src.end_layer(2);
+        armed = false;
+        src.begin_layer(2, experts);
+        std::set<int32_t> seen;
+        for (int i = 0; i < 6; ++i) {
+            ReadyExpert r = src.next_ready();
+            expect_view(f, 2, r);
+            seen.insert(r.expert);
+        }
+        src.end_layer(2);
+        EXPECT_EQ(seen.size(), 6u);
+    }
+    std::filesystem::remove_all(dir);
+}
+
+// A filesystem that accepts O_DIRECT at open but refuses the reads (EINVAL)
+// falls back to buffered reads transparently.
+TEST(StreamingSource, DirectReadRefusedFallsBackToBuffered) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 6, 6);
+    auto cfg = basic_config(f, 6);
+    cfg.direct = true;
+    uint64_t refused = 0;
+    cfg.backend_override = std::make_unique<io::FaultInjectingBackend>(
+        io::make_pread_backend(8), [&](const io::ReadRequest &, uint64_t seq) {
+            io::Fault fault;
+            if (seq < 2) fault.kind = io::Fault::Kind::error, fault.error = EINVAL, ++refused;
+            return fault;
+        });
+    StreamingExpertSource src(std::move(cfg));
+    const auto experts = iota_experts(6);
+    src.begin_layer(0, experts);
+    for (int i = 0; i < 6; ++i) expect_view(f, 0, src.next_ready());
+    src.end_layer(0);
+    EXPECT_EQ(refused, 2u);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(PackedFile, RoundTripVerifyAndCorruptionDetected) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 5, 7);
+    const std::string packed = default_packed_path(f.path);
+    write_packed_file(packed, f.fingerprint, f.layers, {f.path});
+    PackedVerifyReport ok = verify_packed_file(packed);
+    EXPECT_EQ(ok.experts_checked, 10u);  // two layers with experts
+    EXPECT_EQ(ok.bad_experts, 0u) << ok.first_problem;
+    PackedFile pf = PackedFile::open(packed, f.fingerprint, f.layers);
+    for (const auto &l : pf.layers()) {
+        if (l.n_expert == 0) continue;
+        EXPECT_EQ(l.first_extent % kPackedAlignment, 0u);
+        EXPECT_EQ(l.extent_bytes % kPackedAlignment, 0u);
+    }
+    // Flip one payload byte of expert 3 of layer 2.
+    const PackedLayer &l2 = pf.layers()[2];
+    {
+        std::fstream io(packed, std::ios::in | std::ios::out | std::ios::binary);
+        const uint64_t at = l2.extent_of(3) + l2.up_offset + 17;
+        io.seekg(std::streamoff(at));
+        char c;
+        io.get(c);
+        io.seekp(std::streamoff(at));
+        io.put(char(c ^ 0x40));
+    }
+    PackedVerifyReport bad = verify_packed_file(packed);
+    EXPECT_EQ(bad.bad_experts, 1u);
+    EXPECT_NE(bad.first_problem.find("expert 3 of layer 2"), std::string::npos) << bad.first_problem;
+
+    // The streaming source with verification reports it as an I/O error.
+    auto cfg = basic_config(f, 5);
+    cfg.packed_path = packed;
+    cfg.verify_checksums = true;
+    StreamingExpertSource src(std::move(cfg));
+    const auto experts = iota_experts(5);
+    src.begin_layer(2, experts);
+    try {
+        for (int i = 0; i < 5; ++i) src.next_ready();
+        FAIL() << "corruption not detected";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.status(), Status::io);
+        EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+    }
+    src.end_layer(2);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(PackedFile, FingerprintOrLayoutMismatchRejected) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 5, 8);
+    const std::string packed = default_packed_path(f.path);
+    write_packed_file(packed, f.fingerprint, f.layers, {f.path});
+    try {
+        PackedFile::open(packed, f.fingerprint ^ 1, f.layers);
+        FAIL();
+    } catch (const Error &e) {
+        EXPECT_EQ(e.status(), Status::bad_format);
+        EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos);
+    }
+    auto other = f.layers;
+    other[0].up.rows += 1;
+    other[0].up.expert_stride += 64 * 4;
+    EXPECT_THROW(PackedFile::open(packed, f.fingerprint, other), Error);
+    // A damaged file header is caught by its checksum.
+    {
+        std::fstream io(packed, std::ios::in | std::ios::out | std::ios::binary);
+        io.seekp(60);
+        io.put(char(0x7f));
+    }
+    EXPECT_THROW(PackedFile::open(packed, f.fingerprint, f.layers), Error);
+    EXPECT_THROW(verify_packed_file(packed), Error);
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
