@@ -317,6 +317,73 @@ MOESTREAM_API int moestream_generate_model_size(const moestream_generate_params 
  * an interrupted run never leaves a partial model at path). */
 MOESTREAM_API int moestream_generate_model(const moestream_generate_params *params, const char *path);
 
+/* ------------------------------------------------------------------------ */
+/* Routing traces (file format: docs/trace-format.md)                       */
+
+/* Synthetic routing traces with real models' statistics. */
+typedef struct moestream_trace_synth_params {
+    size_t struct_size;          /* = sizeof(moestream_trace_synth_params) */
+    const char *heat_path;       /* JSON with per-layer expert routing counts ("heat"); NULL = Zipf */
+    int32_t n_layer;             /* without heat: 0 = 48 */
+    int32_t n_expert;            /* without heat: 0 = 128 */
+    int32_t n_expert_used;       /* 0 = the heat file's "k", else 8 */
+    int64_t n_tokens;            /* 0 = 1000 */
+    double reuse;                /* share of a layer's experts reused from the previous token; < 0 = 0.4 */
+    double skew;                 /* Zipf exponent without heat; < 0 = 0.7 (top 20% take ~50%) */
+    uint64_t bytes_per_expert;   /* recorded for byte counts; 0 = a Qwen3-30B-A3B Q4_K_M expert */
+    uint64_t seed;
+} moestream_trace_synth_params;
+
+MOESTREAM_API void moestream_trace_synth_params_init(moestream_trace_synth_params *params);
+MOESTREAM_API int moestream_trace_synth(const moestream_trace_synth_params *params, const char *path);
+
+typedef struct moestream_trace_info {
+    size_t struct_size;          /* = sizeof(moestream_trace_info) */
+    int32_t n_layer;
+    int32_t n_expert;
+    int32_t n_expert_used;
+    int64_t n_tokens;
+    uint64_t bytes_per_expert;
+    uint64_t expert_bytes;       /* n_layer * n_expert * bytes_per_expert */
+    double reuse;                /* measured share of experts also used by the previous token */
+    double top20_share_median;   /* median over layers of the top 20% experts' share of routings */
+    double top20_share_min;
+    double top20_share_max;
+} moestream_trace_info;
+
+MOESTREAM_API void moestream_trace_info_init(moestream_trace_info *info);
+MOESTREAM_API int moestream_trace_info_get(const char *path, moestream_trace_info *out);
+
+/* Offline-optimal (Belady) cache; accepted only by moestream_trace_replay. */
+#define MOESTREAM_REPLAY_BELADY 100
+
+/* Simulates the expert cache on a trace with the engine's own policies. */
+typedef struct moestream_replay_params {
+    size_t struct_size;          /* = sizeof(moestream_replay_params) */
+    const char *trace_path;
+    uint64_t cache_bytes;        /* expert cache capacity */
+    int32_t cache_policy;        /* moestream_cache_policy or MOESTREAM_REPLAY_BELADY */
+    double warmup_share;         /* leading share of tokens that warms the cache and forms the
+                                    usage profile; not counted. < 0 = 0.5 */
+} moestream_replay_params;
+
+typedef struct moestream_replay_result {
+    size_t struct_size;          /* = sizeof(moestream_replay_result) */
+    int32_t cache_policy;        /* the policy simulated (AUTO resolved) */
+    uint32_t capacity_slots;     /* experts the cache holds */
+    uint64_t accesses;
+    uint64_t hits;
+    uint64_t misses;
+    uint64_t bytes_read;
+    double hit_rate;
+} moestream_replay_result;
+
+MOESTREAM_API void moestream_replay_params_init(moestream_replay_params *params);
+MOESTREAM_API void moestream_replay_result_init(moestream_replay_result *result);
+MOESTREAM_API int moestream_trace_replay(const moestream_replay_params *params, moestream_replay_result *out);
+/* Name of a cache policy ("lru", "lfu-decay", "pinned-hot", "belady", "auto"); "?" if unknown. */
+MOESTREAM_API const char *moestream_cache_policy_name(int cache_policy);
+
 #ifdef __cplusplus
 }
 #endif

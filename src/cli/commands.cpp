@@ -5,12 +5,14 @@ namespace cli {
 int cmd_version(const Args &args);
 int cmd_generate(const Args &args);
 int cmd_inspect(const Args &args);
+int cmd_trace(const Args &args);
 
 const std::vector<Command> &commands() {
     static const std::vector<Command> list = {
         {"version", "print the library version", cmd_version},
         {"inspect", "show a model's architecture, sizes and the I/O mode a budget would pick", cmd_inspect},
         {"generate", "write a random-weight model of a real architecture's shape", cmd_generate},
+        {"trace", "synthesise, inspect, replay and record expert routing traces", cmd_trace},
     };
     return list;
 }

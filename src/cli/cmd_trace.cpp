@@ -1,0 +1,209 @@
+// moestream trace: synthesise, inspect, replay (and record) expert routing traces.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cli_util.hpp"
+#include "commands.hpp"
+#include "moestream.h"
+
+namespace cli {
+
+int trace_record(const Args &args);  // cmd_trace_record.cpp
+
+namespace {
+
+const char *kUsage =
+    "usage: moestream trace synth [--heat FILE.json] [-n TOKENS] [--reuse 0.4] [--skew 0.7]\n"
+    "                             [--layers N --experts N] [--top-k K] [--expert-bytes SIZE] [--seed N] -o TRACE\n"
+    "       moestream trace info TRACE [--json]\n"
+    "       moestream trace replay TRACE [--budget 25%|50%|75%|SIZE[,...]] [--policy lru|lfu-decay|pinned-hot|auto|all]\n"
+    "                             [--warmup 0.5] [--json]\n"
+    "       moestream trace record -m MODEL [--tokens N] [--prompt N] [--memory-budget SIZE] [--seed N] -o TRACE\n"
+    "Trace format: docs/trace-format.md. Budgets in %% are shares of all expert bytes.\n";
+
+int usage_error(const std::string &what) {
+    std::fprintf(stderr, "moestream trace: %s\n%s", what.c_str(), kUsage);
+    return 2;
+}
+
+int fail_api(const char *what) {
+    std::fprintf(stderr, "moestream trace %s: %s\n", what, moestream_last_error());
+    return 1;
+}
+
+int synth(const Args &args) {
+    ParsedArgs a;
+    std::string error;
+    if (!parse_args(args, {"--heat", "-n", "--reuse", "--skew", "--layers", "--experts", "--top-k", "--expert-bytes", "--seed", "-o"},
+                    {}, a, error, {{"--tokens", "-n"}, {"--output", "-o"}}))
+        return usage_error(error);
+    moestream_trace_synth_params p;
+    moestream_trace_synth_params_init(&p);
+    std::string heat = a.get_or("--heat", "");
+    if (!heat.empty()) p.heat_path = heat.c_str();
+    int64_t v = 0;
+    double d = 0;
+    struct {
+        const char *name;
+        int32_t *field;
+    } ints[] = {{"--layers", &p.n_layer}, {"--experts", &p.n_expert}, {"--top-k", &p.n_expert_used}};
+    for (auto &o : ints)
+        if (auto s = a.get(o.name)) {
+            if (!parse_int(*s, v) || v <= 0 || v > 65534) return usage_error(std::string("bad ") + o.name);
+            *o.field = static_cast<int32_t>(v);
+        }
+    if (auto s = a.get("-n")) {
+        if (!parse_int(*s, v) || v <= 0) return usage_error("bad -n");
+        p.n_tokens = v;
+    }
+    if (auto s = a.get("--reuse")) {
+        if (!parse_double(*s, d) || d < 0 || d > 1) return usage_error("--reuse must be in [0, 1]");
+        p.reuse = d;
+    }
+    if (auto s = a.get("--skew")) {
+        if (!parse_double(*s, d) || d < 0) return usage_error("--skew must be >= 0");
+        p.skew = d;
+    }
+    if (auto s = a.get("--expert-bytes")) {
+        uint64_t b = 0;
+        if (!parse_size(*s, b) || b == 0) return usage_error("bad --expert-bytes");
+        p.bytes_per_expert = b;
+    }
+    if (auto s = a.get("--seed")) {
+        if (!parse_int(*s, v)) return usage_error("bad --seed");
+        p.seed = static_cast<uint64_t>(v);
+    }
+    auto out = a.get("-o");
+    if (!out) return usage_error("-o TRACE is required");
+    if (moestream_trace_synth(&p, out->c_str()) != MOESTREAM_OK) return fail_api("synth");
+    moestream_trace_info info;
+    moestream_trace_info_init(&info);
+    if (moestream_trace_info_get(out->c_str(), &info) != MOESTREAM_OK) return fail_api("synth");
+    std::printf("wrote %s: %lld tokens x %d layers, top-%d of %d experts; reuse %.3f, top-20%% share %.3f (median over layers)\n",
+                out->c_str(), static_cast<long long>(info.n_tokens), info.n_layer, info.n_expert_used, info.n_expert,
+                info.reuse, info.top20_share_median);
+    return 0;
+}
+
+int info(const Args &args) {
+    ParsedArgs a;
+    std::string error;
+    if (!parse_args(args, {}, {"--json"}, a, error)) return usage_error(error);
+    if (a.positional.size() != 1) return usage_error("trace info takes one TRACE");
+    moestream_trace_info i;
+    moestream_trace_info_init(&i);
+    if (moestream_trace_info_get(a.positional[0].c_str(), &i) != MOESTREAM_OK) return fail_api("info");
+    if (a.flags.count("--json")) {
+        std::printf("{\"trace\": %s, \"n_tokens\": %lld, \"n_layer\": %d, \"n_expert\": %d, \"n_expert_used\": %d, "
+                    "\"bytes_per_expert\": %llu, \"expert_bytes\": %llu, \"reuse\": %.6f, \"top20_share_median\": %.6f, "
+                    "\"top20_share_min\": %.6f, \"top20_share_max\": %.6f}\n",
+                    json_string(a.positional[0]).c_str(), static_cast<long long>(i.n_tokens), i.n_layer, i.n_expert,
+                    i.n_expert_used, static_cast<unsigned long long>(i.bytes_per_expert),
+                    static_cast<unsigned long long>(i.expert_bytes), i.reuse, i.top20_share_median, i.top20_share_min,
+                    i.top20_share_max);
+        return 0;
+    }
+    std::printf("tokens           %lld\nlayers           %d\nexperts          %d (top-%d)\nbytes per expert %s\n"
+                "expert bytes     %s\nreuse            %.3f\ntop-20%% share    %.3f median (%.3f .. %.3f over layers)\n",
+                static_cast<long long>(i.n_tokens), i.n_layer, i.n_expert, i.n_expert_used,
+                format_bytes(i.bytes_per_expert).c_str(), format_bytes(i.expert_bytes).c_str(), i.reuse,
+                i.top20_share_median, i.top20_share_min, i.top20_share_max);
+    return 0;
+}
+
+int replay(const Args &args) {
+    ParsedArgs a;
+    std::string error;
+    if (!parse_args(args, {"--budget", "--policy", "--warmup"}, {"--json"}, a, error)) return usage_error(error);
+    if (a.positional.size() != 1) return usage_error("trace replay takes one TRACE");
+    const std::string trace = a.positional[0];
+    moestream_trace_info info;
+    moestream_trace_info_init(&info);
+    if (moestream_trace_info_get(trace.c_str(), &info) != MOESTREAM_OK) return fail_api("replay");
+
+    std::vector<std::pair<std::string, uint64_t>> budgets;
+    for (const std::string &b : split_list(a.get_or("--budget", "25%,50%,75%"))) {
+        uint64_t bytes = 0;
+        if (!parse_share_or_size(b, info.expert_bytes, bytes)) return usage_error("bad --budget '" + b + "'");
+        budgets.emplace_back(b, bytes);
+    }
+    std::vector<int32_t> policies;
+    for (const std::string &name : split_list(a.get_or("--policy", "all"))) {
+        if (name == "all") policies.insert(policies.end(), {MOESTREAM_CACHE_LRU, MOESTREAM_CACHE_LFU_DECAY, MOESTREAM_CACHE_PINNED_HOT});
+        else if (name == "lru") policies.push_back(MOESTREAM_CACHE_LRU);
+        else if (name == "lfu" || name == "lfu-decay") policies.push_back(MOESTREAM_CACHE_LFU_DECAY);
+        else if (name == "pinned" || name == "pinned-hot") policies.push_back(MOESTREAM_CACHE_PINNED_HOT);
+        else if (name == "auto" || name == "default") policies.push_back(MOESTREAM_CACHE_AUTO);
+        else return usage_error("unknown policy '" + name + "'");
+    }
+    policies.push_back(MOESTREAM_REPLAY_BELADY);  // the reference every run is compared with
+    double warmup = -1;
+    if (auto s = a.get("--warmup"))
+        if (!parse_double(*s, warmup) || warmup < 0 || warmup >= 1) return usage_error("--warmup must be in [0, 1)");
+
+    const bool json = a.flags.count("--json");
+    if (json) std::printf("{\"trace\": %s, \"expert_bytes\": %llu, \"runs\": [", json_string(trace).c_str(),
+                          static_cast<unsigned long long>(info.expert_bytes));
+    else
+        std::printf("%-8s %-12s %8s %9s %10s %14s %12s\n", "budget", "policy", "slots", "hit rate", "vs belady",
+                    "bytes read", "per token");
+    bool first = true;
+    for (const auto &[label, bytes] : budgets) {
+        std::vector<moestream_replay_result> results;
+        for (int32_t policy : policies) {
+            moestream_replay_params p;
+            moestream_replay_params_init(&p);
+            p.trace_path = trace.c_str();
+            p.cache_bytes = bytes;
+            p.cache_policy = policy;
+            p.warmup_share = warmup;
+            moestream_replay_result r;
+            moestream_replay_result_init(&r);
+            if (moestream_trace_replay(&p, &r) != MOESTREAM_OK) return fail_api("replay");
+            results.push_back(r);
+        }
+        const moestream_replay_result &belady = results.back();
+        for (const moestream_replay_result &r : results) {
+            const double ratio = belady.hit_rate > 0 ? r.hit_rate / belady.hit_rate : 0.0;
+            const int64_t measured_tokens = info.n_tokens - static_cast<int64_t>((warmup < 0 ? 0.5 : warmup) * info.n_tokens);
+            const double per_token = measured_tokens > 0 ? double(r.bytes_read) / double(measured_tokens) : 0.0;
+            if (json) {
+                std::printf("%s{\"budget\": %s, \"cache_bytes\": %llu, \"policy\": \"%s\", \"slots\": %u, "
+                            "\"accesses\": %llu, \"hits\": %llu, \"misses\": %llu, \"hit_rate\": %.6f, "
+                            "\"ratio_to_belady\": %.6f, \"bytes_read\": %llu, \"bytes_read_per_token\": %.1f}",
+                            first ? "" : ", ", json_string(label).c_str(), static_cast<unsigned long long>(bytes),
+                            moestream_cache_policy_name(r.cache_policy), r.capacity_slots,
+                            static_cast<unsigned long long>(r.accesses), static_cast<unsigned long long>(r.hits),
+                            static_cast<unsigned long long>(r.misses), r.hit_rate, ratio,
+                            static_cast<unsigned long long>(r.bytes_read), per_token);
+                first = false;
+            } else {
+                std::printf("%-8s %-12s %8u %8.1f%% %9.1f%% %14s %12s\n", label.c_str(),
+                            moestream_cache_policy_name(r.cache_policy), r.capacity_slots, 100.0 * r.hit_rate,
+                            100.0 * ratio, format_bytes(r.bytes_read).c_str(),
+                            format_bytes(static_cast<uint64_t>(per_token)).c_str());
+            }
+        }
+    }
+    if (json) std::printf("]}\n");
+    return 0;
+}
+
+}  // namespace
+
+int cmd_trace(const Args &args) {
+    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+        std::printf("%s", kUsage);
+        return args.empty() ? 2 : 0;
+    }
+    const Args rest(args.begin() + 1, args.end());
+    if (args[0] == "synth") return synth(rest);
+    if (args[0] == "info") return info(rest);
+    if (args[0] == "replay") return replay(rest);
+    if (args[0] == "record") return trace_record(rest);
+    return usage_error("unknown subcommand '" + args[0] + "'");
+}
+
+}  // namespace cli

@@ -1,0 +1,208 @@
+// Trace replay: Belady is optimal (checked against brute force), bounds every
+// live policy, and the trace file round-trips.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <unistd.h>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+#include "common/error.hpp"
+#include "experts/routing_trace.hpp"
+#include "experts/trace_replay.hpp"
+#include "support/paths.hpp"
+
+namespace {
+
+using moe::RoutingTrace;
+
+RoutingTrace random_trace(std::mt19937_64 &rng, uint32_t n_layer, uint32_t n_expert, uint32_t k, uint64_t n_tokens,
+                          double skew) {
+    RoutingTrace t;
+    t.header = {n_layer, n_expert, k, 1000};
+    t.n_tokens = n_tokens;
+    t.ids.assign(n_tokens * n_layer * k, moe::kTraceNoExpert);
+    std::vector<double> w(n_expert);
+    for (uint32_t e = 0; e < n_expert; ++e) w[e] = 1.0 / std::pow(e + 1.0, skew);
+    for (uint64_t tok = 0; tok < n_tokens; ++tok)
+        for (uint32_t l = 0; l < n_layer; ++l) {
+            std::vector<double> ww = w;
+            auto row = t.experts(tok, l);
+            for (uint32_t i = 0; i < k; ++i) {
+                std::discrete_distribution<uint32_t> pick(ww.begin(), ww.end());
+                uint32_t e = pick(rng);
+                row[i] = static_cast<uint16_t>(e);
+                ww[e] = 0;
+            }
+        }
+    return t;
+}
+
+// Fewest misses of any demand-paging schedule (every miss is admitted; any
+// resident key may be evicted), by exhaustive search.
+uint64_t brute_force_min_misses(const std::vector<uint32_t> &seq, size_t i, std::set<uint32_t> cache, uint32_t capacity,
+                                std::map<std::pair<size_t, std::set<uint32_t>>, uint64_t> &memo) {
+    if (i == seq.size()) return 0;
+    auto key = std::make_pair(i, cache);
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+    uint64_t best;
+    if (cache.count(seq[i])) {
+        best = brute_force_min_misses(seq, i + 1, cache, capacity, memo);
+    } else if (cache.size() < capacity) {
+        cache.insert(seq[i]);
+        best = 1 + brute_force_min_misses(seq, i + 1, cache, capacity, memo);
+    } else {
+        best = ~0ull;
+        for (uint32_t victim : std::set<uint32_t>(cache)) {
+            std::set<uint32_t> next = cache;
+            next.erase(victim);
+            next.insert(seq[i]);
+            best = std::min(best, 1 + brute_force_min_misses(seq, i + 1, next, capacity, memo));
+        }
+    }
+    memo[key] = best;
+    return best;
+}
+
+std::vector<uint32_t> flatten(const RoutingTrace &t) {
+    std::vector<uint32_t> seq;
+    for (uint64_t tok = 0; tok < t.n_tokens; ++tok)
+        for (uint32_t l = 0; l < t.header.n_layer; ++l)
+            for (uint16_t e : t.experts(tok, l))
+                if (e != moe::kTraceNoExpert) seq.push_back(l * t.header.n_expert + e);
+    return seq;
+}
+
+}  // namespace
+
+TEST(Belady, HandCheckedSequence) {
+    // One layer, one expert per token: 0 1 2 0 1 3 0 1 with 3 slots. Cold
+    // misses on 0, 1, 2; at 3 the cache {0,1,2} evicts 2 (never used again);
+    // 0 and 1 hit at tokens 3, 4, 6, 7.
+    RoutingTrace t;
+    t.header = {1, 4, 1, 10};
+    t.n_tokens = 8;
+    t.ids = {0, 1, 2, 0, 1, 3, 0, 1};
+    moe::ReplayResult r = moe::replay_belady(t, 3, 0);
+    EXPECT_EQ(r.accesses, 8u);
+    EXPECT_EQ(r.misses, 4u);
+    EXPECT_EQ(r.hits, 4u);
+    EXPECT_EQ(r.bytes_read, 40u);
+    EXPECT_EQ(moe::replay_policy(t, moe::CachePolicyKind::lru, 3, 0).misses, 4u);
+    // 0 1 2 3 0 1 2 3 with 3 slots: LRU always evicts the key needed next and
+    // misses all 8; Belady evicts 2 at the first 3, then only 2 misses again.
+    t.ids = {0, 1, 2, 3, 0, 1, 2, 3};
+    EXPECT_EQ(moe::replay_policy(t, moe::CachePolicyKind::lru, 3, 0).misses, 8u);
+    EXPECT_EQ(moe::replay_belady(t, 3, 0).misses, 5u);
+}
+
+TEST(Belady, MatchesBruteForceOnTinyTraces) {
+    std::mt19937_64 rng(42);
+    for (int trial = 0; trial < 60; ++trial) {
+        const uint32_t n_layer = 1 + trial % 2, n_expert = 3 + trial % 3, k = 1 + trial % 2;
+        const uint64_t n_tokens = 3 + trial % 4;
+        RoutingTrace t = random_trace(rng, n_layer, n_expert, k, n_tokens, 0.5);
+        const std::vector<uint32_t> seq = flatten(t);
+        for (uint32_t capacity = k; capacity <= std::min<uint32_t>(n_layer * n_expert, 4); ++capacity) {
+            std::map<std::pair<size_t, std::set<uint32_t>>, uint64_t> memo;
+            const uint64_t best = brute_force_min_misses(seq, 0, {}, capacity, memo);
+            EXPECT_EQ(moe::replay_belady(t, capacity, 0).misses, best) << "trial " << trial << " capacity " << capacity;
+        }
+    }
+}
+
+TEST(Belady, BoundsEveryPolicyOnRandomTraces) {
+    std::mt19937_64 rng(7);
+    const moe::CachePolicyKind kinds[] = {moe::CachePolicyKind::lru, moe::CachePolicyKind::lfu_decay,
+                                          moe::CachePolicyKind::pinned_hot};
+    for (int trial = 0; trial < 24; ++trial) {
+        const uint32_t n_layer = 1 + trial % 4, n_expert = 8 + 4 * (trial % 3), k = 1 + trial % 3;
+        RoutingTrace t = random_trace(rng, n_layer, n_expert, k, 40 + 10 * (trial % 5), 0.3 * (trial % 4));
+        for (uint32_t capacity : {k, n_layer * k + 1, n_layer * n_expert / 2, n_layer * n_expert}) {
+            for (uint64_t warmup : {uint64_t(0), t.n_tokens / 2}) {
+                const moe::ReplayResult best = moe::replay_belady(t, capacity, warmup);
+                for (auto kind : kinds) {
+                    const moe::ReplayResult r = moe::replay_policy(t, kind, capacity, warmup);
+                    EXPECT_EQ(r.accesses, best.accesses);
+                    EXPECT_LE(r.hits, best.hits) << moe::cache_policy_name(kind) << " trial " << trial << " capacity "
+                                                 << capacity << " warmup " << warmup;
+                    EXPECT_EQ(r.hits + r.misses, r.accesses);
+                }
+            }
+        }
+    }
+}
+
+TEST(Replay, FullCacheOnlyMissesColdAndBytesFollowMisses) {
+    std::mt19937_64 rng(3);
+    RoutingTrace t = random_trace(rng, 3, 16, 4, 50, 1.0);
+    std::set<uint32_t> distinct;
+    for (uint32_t key : flatten(t)) distinct.insert(key);
+    for (auto kind : {moe::CachePolicyKind::lru, moe::CachePolicyKind::lfu_decay, moe::CachePolicyKind::pinned_hot}) {
+        moe::ReplayResult r = moe::replay_policy(t, kind, 48, 0);
+        EXPECT_EQ(r.misses, distinct.size());
+        EXPECT_EQ(r.bytes_read, r.misses * t.header.bytes_per_expert);
+    }
+    EXPECT_EQ(moe::replay_capacity(t, 0), 0u);
+    EXPECT_EQ(moe::replay_capacity(t, 12345), 12u);
+    EXPECT_EQ(moe::replay_capacity(t, ~0ull), 48u);
+}
+
+TEST(TraceFile, RoundTripsAndAcceptsRowsInAnyOrder) {
+    const std::string dir = moe::test::scratch_dir();
+    moe::TraceHeader h{2, 6, 2, 777};
+    {
+        moe::RoutingTraceWriter w(dir + "/a.trace", h);
+        // Layer-major order, as a batched step visits them.
+        const int32_t rows[4][2] = {{1, 2}, {3, 4}, {5, 0}, {2, 1}};
+        w.record(0, 0, rows[0]);
+        w.record(1, 0, rows[1]);
+        w.record(0, 1, rows[2]);
+        w.record(1, 1, std::span<const int32_t>(rows[3], 1));
+        w.close();
+    }
+    RoutingTrace t = moe::read_routing_trace(dir + "/a.trace");
+    EXPECT_EQ(t.header.bytes_per_expert, 777u);
+    ASSERT_EQ(t.n_tokens, 2u);
+    EXPECT_EQ(t.experts(0, 0)[0], 1);
+    EXPECT_EQ(t.experts(1, 0)[1], 4);
+    EXPECT_EQ(t.experts(0, 1)[0], 5);
+    EXPECT_EQ(t.experts(1, 1)[0], 2);
+    EXPECT_EQ(t.experts(1, 1)[1], moe::kTraceNoExpert);
+    moe::write_routing_trace(dir + "/b.trace", t);
+    RoutingTrace u = moe::read_routing_trace(dir + "/b.trace");
+    EXPECT_EQ(u.ids, t.ids);
+}
+
+TEST(TraceFile, RejectsCorruptFiles) {
+    const std::string dir = moe::test::scratch_dir();
+    {
+        std::ofstream(dir + "/bad.trace") << "not a trace at all, but long enough to hold a header.........";
+    }
+    EXPECT_THROW(moe::read_routing_trace(dir + "/bad.trace"), moe::Error);
+    EXPECT_THROW(moe::read_routing_trace(dir + "/missing.trace"), moe::Error);
+    RoutingTrace t;
+    t.header = {1, 4, 2, 1};
+    t.n_tokens = 1;
+    t.ids = {1, 1};  // the same expert twice in one row
+    moe::write_routing_trace(dir + "/dup.trace", t);
+    EXPECT_THROW(moe::read_routing_trace(dir + "/dup.trace"), moe::Error);
+    // A truncated final row is an error when the header names the row count.
+    moe::TraceHeader h{1, 4, 2, 1};
+    moe::RoutingTraceWriter w(dir + "/cut.trace", h);
+    const int32_t row[2] = {0, 1};
+    w.record(0, 0, row);
+    w.record(1, 0, row);
+    w.close();
+    std::FILE *f = std::fopen((dir + "/cut.trace").c_str(), "r+");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, 0, SEEK_END);
+    const long size = std::ftell(f);
+    std::fclose(f);
+    ASSERT_EQ(::truncate((dir + "/cut.trace").c_str(), size - 3), 0);
+    EXPECT_THROW(moe::read_routing_trace(dir + "/cut.trace"), moe::Error);
+}

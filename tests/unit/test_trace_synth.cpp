@@ -1,0 +1,115 @@
+// Synthetic traces reproduce the statistics they are asked for.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "common/error.hpp"
+#include "experts/trace_synth.hpp"
+#include "support/paths.hpp"
+
+namespace {
+
+double top20_of_counts(const moe::RoutingTrace &t, uint32_t layer) {
+    std::vector<double> c(t.header.n_expert);
+    for (uint64_t tok = 0; tok < t.n_tokens; ++tok)
+        for (uint16_t e : t.experts(tok, layer)) c[e] += 1;
+    return moe::top20_share(c);
+}
+
+void expect_valid_rows(const moe::RoutingTrace &t) {
+    for (uint64_t tok = 0; tok < t.n_tokens; ++tok)
+        for (uint32_t l = 0; l < t.header.n_layer; ++l) {
+            auto row = t.experts(tok, l);
+            std::vector<uint16_t> v(row.begin(), row.end());
+            std::sort(v.begin(), v.end());
+            ASSERT_TRUE(std::adjacent_find(v.begin(), v.end()) == v.end());
+            ASSERT_LT(v.back(), t.header.n_expert);
+        }
+}
+
+}  // namespace
+
+TEST(TraceSynth, ZipfSkewAndReuseMatchTheRequest) {
+    for (double reuse : {0.0, 0.2, 0.4, 0.6}) {
+        for (double skew : {0.4, 0.7, 1.0}) {
+            moe::SynthConfig c;
+            c.n_layer = 6;
+            c.n_expert = 128;
+            c.n_expert_used = 8;
+            c.n_tokens = 4000;
+            c.reuse = reuse;
+            c.skew = skew;
+            c.seed = 11;
+            moe::RoutingTrace t = moe::synthesize_trace(c);
+            expect_valid_rows(t);
+            moe::TraceStats s = moe::measure_trace(t);
+            EXPECT_NEAR(s.reuse, reuse, 0.02) << "skew " << skew;
+            std::vector<double> zipf(c.n_expert);
+            for (uint32_t r = 0; r < c.n_expert; ++r) zipf[r] = 1.0 / std::pow(r + 1.0, skew);
+            // Top-k routing caps how often one expert can be chosen: compare with the feasible target.
+            const double target = moe::top20_share(moe::feasible_inclusion(zipf, c.n_expert_used, reuse));
+            for (double share : s.top20_share) EXPECT_NEAR(share, target, 0.04) << "reuse " << reuse << " skew " << skew;
+        }
+    }
+}
+
+TEST(TraceSynth, HeatPopularityIsReproducedPerLayer) {
+    // A synthetic heat in the range real models show, plus the shared real one if present.
+    moe::SynthConfig c;
+    c.n_layer = 4;
+    c.n_expert = 64;
+    c.n_expert_used = 6;
+    c.heat.resize(c.n_layer);
+    for (uint32_t l = 0; l < c.n_layer; ++l)
+        for (uint32_t e = 0; e < c.n_expert; ++e)
+            c.heat[l].push_back(e % 7 == 3 ? 0.0 : 100.0 / std::pow(1.0 + (e * 37 + l * 11) % c.n_expert, 0.3 + 0.1 * l));
+    c.n_tokens = 6000;
+    c.reuse = 0.4;
+    moe::RoutingTrace t = moe::synthesize_trace(c);
+    expect_valid_rows(t);
+    EXPECT_NEAR(moe::measure_trace(t).reuse, 0.4, 0.02);
+    for (uint32_t l = 0; l < c.n_layer; ++l) {
+        EXPECT_NEAR(top20_of_counts(t, l), moe::top20_share(c.heat[l]), 0.04) << "layer " << l;
+        EXPECT_NEAR(top20_of_counts(t, l), moe::top20_share(moe::feasible_inclusion(c.heat[l], 6, 0.4)), 0.03);
+        for (uint64_t tok = 0; tok < t.n_tokens; ++tok)
+            for (uint16_t e : t.experts(tok, l)) ASSERT_NE(e % 7, 3) << "expert with zero heat was routed";
+    }
+
+    const std::string shared = moe::test::shared_dir();
+    const std::string heat = shared + "/reference/routing/qwen3-30b-a3b-heat.json";
+    if (shared.empty() || !std::filesystem::exists(heat)) GTEST_SKIP() << "shared heat file absent";
+    moe::SynthConfig real;
+    moe::load_heat_file(heat, real);
+    EXPECT_EQ(real.n_layer, 48u);
+    EXPECT_EQ(real.n_expert, 128u);
+    EXPECT_EQ(real.n_expert_used, 8u);
+    real.n_tokens = 3000;
+    moe::RoutingTrace rt = moe::synthesize_trace(real);
+    EXPECT_NEAR(moe::measure_trace(rt).reuse, 0.4, 0.02);
+    for (uint32_t l = 0; l < real.n_layer; ++l)
+        EXPECT_NEAR(top20_of_counts(rt, l), moe::top20_share(real.heat[l]), 0.05) << "layer " << l;
+}
+
+TEST(TraceSynth, SameSeedSameTraceAndBadInputsFail) {
+    moe::SynthConfig c;
+    c.n_layer = 3;
+    c.n_tokens = 100;
+    moe::RoutingTrace a = moe::synthesize_trace(c), b = moe::synthesize_trace(c);
+    EXPECT_EQ(a.ids, b.ids);
+    c.seed = 2;
+    EXPECT_NE(moe::synthesize_trace(c).ids, a.ids);
+    c.reuse = 1.5;
+    EXPECT_THROW(moe::synthesize_trace(c), moe::Error);
+    c.reuse = 0.4;
+    c.n_expert_used = 200;
+    EXPECT_THROW(moe::synthesize_trace(c), moe::Error);
+    const std::string dir = moe::test::scratch_dir();
+    std::FILE *f = std::fopen((dir + "/h.json").c_str(), "w");
+    std::fputs("{\"heat\": [[1, 2], [3]]}", f);
+    std::fclose(f);
+    moe::SynthConfig d;
+    EXPECT_THROW(moe::load_heat_file(dir + "/h.json", d), moe::Error);
+}
