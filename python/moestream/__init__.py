@@ -13,11 +13,13 @@ from ._context import Context
 from ._errors import Error, Status
 from ._generate import generate_model, generate_model_size
 from ._sampler import Sampler
+from ._trace import trace_info, trace_replay, trace_synth
 
 ABI_MAJOR = _ffi.ABI_MAJOR
 
 __all__ = ["ABI_MAJOR", "Context", "Error", "Sampler", "Status", "generate_model", "generate_model_size",
-           "inspect", "library_path", "status_string", "version", "version_number"]
+           "inspect", "library_path", "status_string", "trace_info", "trace_replay", "trace_synth", "version",
+           "version_number"]
 
 
 def version():

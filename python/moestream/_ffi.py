@@ -147,6 +147,60 @@ class GenerateParams(ctypes.Structure):
     ]
 
 
+class TraceSynthParams(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("heat_path", ctypes.c_char_p),
+        ("n_layer", ctypes.c_int32),
+        ("n_expert", ctypes.c_int32),
+        ("n_expert_used", ctypes.c_int32),
+        ("n_tokens", ctypes.c_int64),
+        ("reuse", ctypes.c_double),
+        ("skew", ctypes.c_double),
+        ("bytes_per_expert", ctypes.c_uint64),
+        ("seed", ctypes.c_uint64),
+    ]
+
+
+class TraceInfo(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("n_layer", ctypes.c_int32),
+        ("n_expert", ctypes.c_int32),
+        ("n_expert_used", ctypes.c_int32),
+        ("n_tokens", ctypes.c_int64),
+        ("bytes_per_expert", ctypes.c_uint64),
+        ("expert_bytes", ctypes.c_uint64),
+        ("reuse", ctypes.c_double),
+        ("top20_share_median", ctypes.c_double),
+        ("top20_share_min", ctypes.c_double),
+        ("top20_share_max", ctypes.c_double),
+    ]
+
+
+class ReplayParams(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("trace_path", ctypes.c_char_p),
+        ("cache_bytes", ctypes.c_uint64),
+        ("cache_policy", ctypes.c_int32),
+        ("warmup_share", ctypes.c_double),
+    ]
+
+
+class ReplayResult(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("cache_policy", ctypes.c_int32),
+        ("capacity_slots", ctypes.c_uint32),
+        ("accesses", ctypes.c_uint64),
+        ("hits", ctypes.c_uint64),
+        ("misses", ctypes.c_uint64),
+        ("bytes_read", ctypes.c_uint64),
+        ("hit_rate", ctypes.c_double),
+    ]
+
+
 # --- function table ------------------------------------------------------------
 
 _STATUS = object()  # restype marker: returns a moestream_status, checked
@@ -191,6 +245,14 @@ FUNCTIONS = [
     ("moestream_generate_params_init", None, [_P(GenerateParams)]),
     ("moestream_generate_model_size", _STATUS, [_P(GenerateParams), _P(ctypes.c_uint64)]),
     ("moestream_generate_model", _STATUS, [_P(GenerateParams), ctypes.c_char_p]),
+    ("moestream_trace_synth_params_init", None, [_P(TraceSynthParams)]),
+    ("moestream_trace_synth", _STATUS, [_P(TraceSynthParams), ctypes.c_char_p]),
+    ("moestream_trace_info_init", None, [_P(TraceInfo)]),
+    ("moestream_trace_info_get", _STATUS, [ctypes.c_char_p, _P(TraceInfo)]),
+    ("moestream_replay_params_init", None, [_P(ReplayParams)]),
+    ("moestream_replay_result_init", None, [_P(ReplayResult)]),
+    ("moestream_trace_replay", _STATUS, [_P(ReplayParams), _P(ReplayResult)]),
+    ("moestream_cache_policy_name", ctypes.c_char_p, [ctypes.c_int]),
 ]
 
 

@@ -98,6 +98,10 @@ MIRRORS = {
     "moestream_stats": _ffi.Stats,
     "moestream_sampler_params": _ffi.SamplerParams,
     "moestream_generate_params": _ffi.GenerateParams,
+    "moestream_trace_synth_params": _ffi.TraceSynthParams,
+    "moestream_trace_info": _ffi.TraceInfo,
+    "moestream_replay_params": _ffi.ReplayParams,
+    "moestream_replay_result": _ffi.ReplayResult,
 }
 
 

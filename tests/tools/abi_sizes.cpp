@@ -127,6 +127,51 @@ int main() {
     FIELD(moestream_generate_params, progress);
     FIELD(moestream_generate_params, progress_user_data);
     end();
+    STRUCT(moestream_trace_synth_params, false);
+    FIELD(moestream_trace_synth_params, struct_size);
+    FIELD(moestream_trace_synth_params, heat_path);
+    FIELD(moestream_trace_synth_params, n_layer);
+    FIELD(moestream_trace_synth_params, n_expert);
+    FIELD(moestream_trace_synth_params, n_expert_used);
+    FIELD(moestream_trace_synth_params, n_tokens);
+    FIELD(moestream_trace_synth_params, reuse);
+    FIELD(moestream_trace_synth_params, skew);
+    FIELD(moestream_trace_synth_params, bytes_per_expert);
+    FIELD(moestream_trace_synth_params, seed);
+    end();
+
+    STRUCT(moestream_trace_info, false);
+    FIELD(moestream_trace_info, struct_size);
+    FIELD(moestream_trace_info, n_layer);
+    FIELD(moestream_trace_info, n_expert);
+    FIELD(moestream_trace_info, n_expert_used);
+    FIELD(moestream_trace_info, n_tokens);
+    FIELD(moestream_trace_info, bytes_per_expert);
+    FIELD(moestream_trace_info, expert_bytes);
+    FIELD(moestream_trace_info, reuse);
+    FIELD(moestream_trace_info, top20_share_median);
+    FIELD(moestream_trace_info, top20_share_min);
+    FIELD(moestream_trace_info, top20_share_max);
+    end();
+
+    STRUCT(moestream_replay_params, false);
+    FIELD(moestream_replay_params, struct_size);
+    FIELD(moestream_replay_params, trace_path);
+    FIELD(moestream_replay_params, cache_bytes);
+    FIELD(moestream_replay_params, cache_policy);
+    FIELD(moestream_replay_params, warmup_share);
+    end();
+
+    STRUCT(moestream_replay_result, false);
+    FIELD(moestream_replay_result, struct_size);
+    FIELD(moestream_replay_result, cache_policy);
+    FIELD(moestream_replay_result, capacity_slots);
+    FIELD(moestream_replay_result, accesses);
+    FIELD(moestream_replay_result, hits);
+    FIELD(moestream_replay_result, misses);
+    FIELD(moestream_replay_result, bytes_read);
+    FIELD(moestream_replay_result, hit_rate);
+    end();
     std::printf("\n}\n");
     return 0;
 }

@@ -1,0 +1,50 @@
+"""Routing traces: synthesis, statistics and cache replay (moestream_trace_*)."""
+import ctypes
+import os
+
+from . import _convert as cv
+from . import _ffi
+
+POLICIES = {"auto": 0, "lru": 1, "lfu-decay": 2, "pinned-hot": 3, "belady": 100}
+
+
+def trace_synth(path, *, heat=None, n_tokens=1000, reuse=0.4, skew=None, n_layer=0, n_expert=0, n_expert_used=0,
+                bytes_per_expert=0, seed=1):
+    """Writes a synthetic routing trace (docs/trace-format.md) to path."""
+    lib = _ffi.lib()
+    p = _ffi.TraceSynthParams()
+    lib.moestream_trace_synth_params_init(ctypes.byref(p))
+    if heat is not None:
+        p.heat_path = os.fsencode(os.fspath(heat))
+    p.n_tokens, p.reuse = int(n_tokens), float(reuse)
+    if skew is not None:
+        p.skew = float(skew)
+    p.n_layer, p.n_expert, p.n_expert_used = int(n_layer), int(n_expert), int(n_expert_used)
+    p.bytes_per_expert, p.seed = int(bytes_per_expert), int(seed)
+    lib.moestream_trace_synth(ctypes.byref(p), os.fsencode(os.fspath(path)))
+
+
+def trace_info(path):
+    """Shape and measured statistics of a trace, as a dict."""
+    lib = _ffi.lib()
+    info = _ffi.TraceInfo()
+    lib.moestream_trace_info_init(ctypes.byref(info))
+    lib.moestream_trace_info_get(os.fsencode(os.fspath(path)), ctypes.byref(info))
+    return {name: getattr(info, name) for name, _ in info._fields_ if name != "struct_size"}
+
+
+def trace_replay(path, cache_bytes, policy="auto", warmup_share=0.5):
+    """Simulates the expert cache on a trace; policy is a name from POLICIES."""
+    lib = _ffi.lib()
+    p = _ffi.ReplayParams()
+    lib.moestream_replay_params_init(ctypes.byref(p))
+    p.trace_path = os.fsencode(os.fspath(path))
+    p.cache_bytes = int(cache_bytes)
+    p.cache_policy = POLICIES[policy]
+    p.warmup_share = float(warmup_share)
+    r = _ffi.ReplayResult()
+    lib.moestream_replay_result_init(ctypes.byref(r))
+    lib.moestream_trace_replay(ctypes.byref(p), ctypes.byref(r))
+    out = {name: getattr(r, name) for name, _ in r._fields_ if name != "struct_size"}
+    out["policy"] = cv.text(lib.moestream_cache_policy_name(r.cache_policy))
+    return out

@@ -1,0 +1,56 @@
+"""Trace tools through the CLI and the Python binding."""
+import json
+import subprocess
+
+import pytest
+
+
+def run(cli, *args):
+    return subprocess.run([str(cli), *map(str, args)], check=True, capture_output=True, text=True).stdout
+
+
+def test_synth_info_replay_cli(cli_path, tmp_path):
+    trace = tmp_path / "t.trace"
+    out = run(cli_path, "trace", "synth", "--layers", "6", "--experts", "64", "--top-k", "4", "-n", "600",
+              "--reuse", "0.3", "--expert-bytes", "1MiB", "-o", trace)
+    assert "wrote" in out
+    info = json.loads(run(cli_path, "trace", "info", trace, "--json"))
+    assert info["n_tokens"] == 600 and info["n_layer"] == 6 and info["n_expert"] == 64
+    assert info["expert_bytes"] == 6 * 64 * 2**20
+    assert abs(info["reuse"] - 0.3) < 0.03
+    rep = json.loads(run(cli_path, "trace", "replay", trace, "--budget", "25%,100%", "--policy", "all", "--json"))
+    runs = rep["runs"]
+    assert {r["policy"] for r in runs} == {"lru", "lfu-decay", "pinned-hot", "belady"}
+    for r in runs:
+        belady = next(b for b in runs if b["policy"] == "belady" and b["budget"] == r["budget"])
+        assert r["hits"] <= belady["hits"]
+        assert r["bytes_read"] == r["misses"] * 2**20
+        if r["budget"] == "100%":
+            assert r["slots"] == 6 * 64
+    text = run(cli_path, "trace", "replay", trace, "--budget", "50%", "--policy", "lru")
+    assert "lru" in text and "belady" in text
+
+
+def test_cli_rejects_bad_input(cli_path, tmp_path):
+    bad = subprocess.run([str(cli_path), "trace", "replay", tmp_path / "missing.trace"], capture_output=True, text=True)
+    assert bad.returncode == 1 and "missing.trace" in bad.stderr
+    bad = subprocess.run([str(cli_path), "trace", "synth", "--reuse", "2", "-o", tmp_path / "x"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2
+
+
+def test_python_binding_trace_functions(tmp_path):
+    moestream = pytest.importorskip("moestream")
+    try:
+        moestream.version()
+    except OSError:
+        pytest.skip("library not loadable")
+    trace = tmp_path / "p.trace"
+    moestream.trace_synth(trace, n_tokens=300, n_layer=4, n_expert=32, n_expert_used=4, bytes_per_expert=100)
+    info = moestream.trace_info(trace)
+    assert info["n_tokens"] == 300 and info["n_expert_used"] == 4
+    full = moestream.trace_replay(trace, 4 * 32 * 100, policy="lru")
+    assert full["policy"] == "lru" and full["capacity_slots"] == 128
+    belady = moestream.trace_replay(trace, 20 * 100, policy="belady")
+    lru = moestream.trace_replay(trace, 20 * 100, policy="lru")
+    assert lru["hits"] <= belady["hits"] and belady["policy"] == "belady"
