@@ -14,6 +14,9 @@
 #include "kernels/fp_convert.hpp"
 
 namespace moe::kernels::detail {
+// Internal linkage: these are compiled into files with different ISA flags,
+// and the linker must never substitute one file's copy for another's.
+namespace {
 
 constexpr int kQK = 32;    // elements of a legacy block
 constexpr int kQKK = 256;  // elements of a K-quant super-block
@@ -145,4 +148,5 @@ struct FmaLanes {
     }
 };
 
+}  // namespace
 }  // namespace moe::kernels::detail

@@ -6,6 +6,9 @@
 #include <cstdint>
 
 namespace moe::kernels::detail {
+// Internal linkage: these are compiled into files with different ISA flags,
+// and the linker must never substitute one file's copy for another's.
+namespace {
 
 // Q4_0 / Q5_0 / Q8_0 weights with Q8_0 activations.
 inline float term_d(int32_t sumi, float dw, float da) { return static_cast<float>(sumi) * (dw * da); }
@@ -23,4 +26,5 @@ inline float term_k_min(int32_t sumi, int32_t summ, float dw, float dminw, float
 // Q6_K with Q8_K: sumi = sum_g sc_g * <q_g, qa_g> with signed q.
 inline float term_k(int32_t sumi, float dw, float da) { return (dw * da) * static_cast<float>(sumi); }
 
+}  // namespace
 }  // namespace moe::kernels::detail

@@ -6,6 +6,9 @@
 #include <cstring>
 
 namespace moe::kernels::detail {
+// Internal linkage: these are compiled into files with different ISA flags,
+// and the linker must never substitute one file's copy for another's.
+namespace {
 
 inline uint32_t f32_bits(float f) {
     uint32_t u;
@@ -70,4 +73,5 @@ inline uint16_t load_u16(const uint8_t *p) {
 }
 inline float load_half(const uint8_t *p) { return half_to_f32(load_u16(p)); }
 
+}  // namespace
 }  // namespace moe::kernels::detail

@@ -1,10 +1,9 @@
-// Builds without per-ISA kernel files keep the scalar kernels for every ISA.
+// ISA kernel files present in this build.
 #include "kernels/dispatch.hpp"
 
 namespace moe::kernels::detail {
 
-void fill_avx2_kernels(KernelTable &) {}
 void fill_avx512_kernels(KernelTable &) {}
-bool isa_has_kernels(Isa isa) { return isa == Isa::scalar; }
+bool isa_has_kernels(Isa isa) { return isa == Isa::scalar || isa == Isa::avx2; }
 
 }  // namespace moe::kernels::detail

@@ -1,0 +1,132 @@
+// Matrix-vector throughput per weight type and ISA, in GB/s of weight bytes
+// read, over a weight matrix far larger than the last-level cache (so the
+// figure is comparable with bench_membw). 1 and 2 threads.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.hpp"
+#include "runtime/numa_memory.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace {
+
+namespace k = moe::kernels;
+using moe::GgmlType;
+
+constexpr size_t kWeightBytes = size_t{256} << 20;  // 256 MiB of weights
+constexpr int64_t kRowElems = 4096;
+constexpr int64_t kRowsPerTask = 32;
+
+struct Matrix {
+    GgmlType type;
+    moe::NumaBuffer data;
+    int64_t rows = 0;
+    size_t row_bytes = 0;
+};
+
+void put_scale(uint8_t *p, std::mt19937 &rng) {
+    std::uniform_real_distribution<float> d(0.001f, 0.01f);
+    const uint16_t h = k::f32_to_fp16(d(rng));
+    std::memcpy(p, &h, 2);
+}
+
+// Random quants with sane fp16 scale fields (no NaN/Inf/subnormal slowdowns).
+void fill_block(GgmlType t, uint8_t *b, size_t bytes, std::mt19937 &rng) {
+    for (size_t i = 0; i < bytes; ++i) b[i] = static_cast<uint8_t>(rng());
+    switch (t) {
+    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: put_scale(b, rng); break;
+    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K:
+        put_scale(b, rng);
+        put_scale(b + 2, rng);
+        break;
+    case GgmlType::Q6_K: put_scale(b + 208, rng); break;
+    default: break;
+    }
+}
+
+// One matrix at a time (benchmarks are registered grouped by type).
+Matrix &matrix(GgmlType t) {
+    static std::unique_ptr<Matrix> current;
+    if (current && current->type == t) return *current;
+    current.reset();
+    auto m = std::make_unique<Matrix>();
+    m->type = t;
+    m->row_bytes = moe::row_bytes(t, kRowElems);
+    m->rows = static_cast<int64_t>(kWeightBytes / m->row_bytes);
+    m->data = moe::NumaBuffer(static_cast<size_t>(m->rows) * m->row_bytes, moe::NumaPlacement::local);
+    std::mt19937 rng(42);
+    auto *p = static_cast<uint8_t *>(m->data.data());
+    const auto &tr = moe::type_traits(t);
+    if (tr.block_elems == 1) {
+        // Float rows: small normal values, converted.
+        std::normal_distribution<float> nd(0.0f, 0.05f);
+        const int64_t n = static_cast<int64_t>(m->data.size() / tr.block_bytes);
+        for (int64_t i = 0; i < n; ++i) {
+            const float v = nd(rng);
+            if (t == GgmlType::F32) std::memcpy(p + 4 * i, &v, 4);
+            else {
+                const uint16_t h = t == GgmlType::F16 ? k::f32_to_fp16(v) : k::f32_to_bf16(v);
+                std::memcpy(p + 2 * i, &h, 2);
+            }
+        }
+    } else {
+        for (size_t off = 0; off + tr.block_bytes <= m->data.size(); off += tr.block_bytes)
+            fill_block(t, p + off, tr.block_bytes, rng);
+    }
+    current = std::move(m);
+    return *current;
+}
+
+void BM_Matvec(benchmark::State &state, GgmlType t, k::Isa isa) {
+    const int32_t threads = static_cast<int32_t>(state.range(0));
+    if (!k::set_isa(isa)) {
+        state.SkipWithError("ISA not supported by this CPU");
+        return;
+    }
+    Matrix &m = matrix(t);
+    std::vector<float> x(kRowElems);
+    std::mt19937 rng(1);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (float &v : x) v = nd(rng);
+    std::vector<uint8_t> act(k::act_row_bytes(t, kRowElems, false));
+    k::quantize_act(t, x.data(), act.data(), kRowElems, false);
+    std::vector<float> y(static_cast<size_t>(m.rows));
+    moe::ThreadPool pool(threads);
+    const auto *w = static_cast<const uint8_t *>(m.data.data());
+    const int64_t tasks = (m.rows + kRowsPerTask - 1) / kRowsPerTask;
+    for (auto _ : state) {
+        pool.parallel_for(tasks, [&](int64_t task, int32_t) {
+            const int64_t r0 = task * kRowsPerTask;
+            const int64_t r1 = r0 + kRowsPerTask < m.rows ? r0 + kRowsPerTask : m.rows;
+            k::matvec_rows(t, kRowElems, w, m.row_bytes, act.data(), y.data() + r0, r0, r1, false);
+        });
+        benchmark::ClobberMemory();
+    }
+    benchmark::DoNotOptimize(y.data());
+    state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * m.rows * static_cast<int64_t>(m.row_bytes));
+}
+
+int register_all() {
+    const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                              GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                              GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+    for (GgmlType t : types)
+        for (k::Isa isa : {k::Isa::scalar, k::Isa::avx2, k::Isa::avx512}) {
+            const std::string name = std::string("matvec/") + moe::type_traits(t).name + "/" + k::isa_name(isa);
+            benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, isa)
+                ->Arg(1)
+                ->Arg(2)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+        }
+    return 0;
+}
+const int registered = register_all();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,137 @@
+// AVX2 building blocks, included only by the per-ISA kernel files (which are
+// compiled with at least AVX2 + FMA + F16C). Internal linkage on purpose.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/blocks.hpp"
+
+namespace moe::kernels::detail::avx2 {
+namespace {
+
+// 16 bytes of nibbles -> 32 bytes: low nibbles of bytes 0..15, then high nibbles.
+inline __m256i nibbles32(const uint8_t *p) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+    const __m256i both = _mm256_setr_m128i(q, _mm_srli_epi16(q, 4));
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// Bit j of the little-endian 32-bit word at p -> byte j set to `value` (or 0).
+inline __m256i high_bits32(const uint8_t *p, char value) {
+    uint32_t bits;
+    std::memcpy(&bits, p, 4);
+    // Byte j takes word byte j/8, then tests bit j%8.
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(static_cast<int>(bits)),
+        _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+    const __m256i select = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+    return _mm256_and_si256(set, _mm256_set1_epi8(value));
+}
+
+// 32 unsigned (<= 127 after pairing) x 32 signed bytes -> 8 int32 partial sums.
+inline __m256i dot_u8_i8(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+// 32 signed x 32 signed bytes (b never -128) -> 8 int32 partial sums.
+inline __m256i dot_i8_signed(__m256i w, __m256i a) {
+    return dot_u8_i8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+}
+
+inline int32_t hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+// Eight vectors of partial sums -> one vector whose lane j is the total of s[j].
+inline __m256i transpose_sum8(const __m256i *s) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+// Eight fp16 values `stride` bytes apart -> f32 (exact).
+inline __m256 load8_half(const uint8_t *p, size_t stride) {
+    alignas(16) uint16_t h[8];
+    for (int j = 0; j < 8; ++j) std::memcpy(&h[j], p + j * stride, 2);
+    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(h)));
+}
+
+inline __m256 load8_f16(const uint8_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+}
+inline __m256 load8_bf16(const uint8_t *p) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+// The 8 six-bit scales and mins of a Q4_K/Q5_K super-block (same values as k_scale_min).
+inline void unpack_k_scales(const uint8_t *q, uint8_t *sc, uint8_t *mn) {
+    uint32_t w0, w1, w2;
+    std::memcpy(&w0, q, 4);
+    std::memcpy(&w1, q + 4, 4);
+    std::memcpy(&w2, q + 8, 4);
+    const uint32_t sc_lo = w0 & 0x3f3f3f3fu, mn_lo = w1 & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
+    const uint32_t mn_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
+    std::memcpy(sc, &sc_lo, 4);
+    std::memcpy(sc + 4, &sc_hi, 4);
+    std::memcpy(mn, &mn_lo, 4);
+    std::memcpy(mn + 4, &mn_hi, 4);
+}
+
+// sum_s m_s * (bsums[2s] + bsums[2s+1]).
+inline int32_t k_min_sum(const uint8_t *mn, const uint8_t *bsums) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bsums));
+    const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(mn)));
+    const __m256i m16 = _mm256_setr_m128i(_mm_unpacklo_epi16(m8, m8), _mm_unpackhi_epi16(m8, m8));
+    return hsum_i32(_mm256_madd_epi16(b, m16));
+}
+
+// sum_g sc_g * bsums[g] for the 16 int8 scales of a Q6_K super-block.
+inline int32_t q6_scale_bsum(const int8_t *scales, const uint8_t *bsums) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bsums));
+    const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(scales)));
+    return hsum_i32(_mm256_madd_epi16(b, s));
+}
+
+enum class FloatKind { f32, f16, bf16 };
+template <FloatKind K>
+constexpr size_t kElemBytes = K == FloatKind::f32 ? 4 : 2;
+
+template <FloatKind K>
+inline __m256 load8(const uint8_t *p) {
+    if constexpr (K == FloatKind::f32) return _mm256_loadu_ps(reinterpret_cast<const float *>(p));
+    else if constexpr (K == FloatKind::f16) return load8_f16(p);
+    else return load8_bf16(p);
+}
+
+// Finishes a float dot: elements [i, n) go to lane (index % 32) with a fused
+// multiply-add, then the canonical 32-lane reduction.
+template <FloatKind K>
+inline float finish_float_lanes(float *lanes, int64_t i, int64_t n, const uint8_t *w, const uint8_t *a) {
+    for (; i < n; ++i) {
+        float wv, av;
+        if constexpr (K == FloatKind::f32) {
+            wv = load_f32(w + 4 * i);
+            av = load_f32(a + 4 * i);
+        } else if constexpr (K == FloatKind::bf16) {
+            wv = bf16_to_f32_inline(load_u16(w + 2 * i));
+            av = bf16_to_f32_inline(load_u16(a + 2 * i));
+        } else {
+            wv = load_half(w + 2 * i);
+            av = load_half(a + 2 * i);
+        }
+        lanes[i & 31] = std::fma(wv, av, lanes[i & 31]);
+    }
+    return FmaLanes::reduce32(lanes);
+}
+
+}  // namespace
+}  // namespace moe::kernels::detail::avx2
