@@ -79,16 +79,28 @@ uint64_t automatic_memory_budget() {
     return available / 10 * 8;
 }
 
+namespace {
+// Saturating arithmetic: absurd hyper-parameters give a huge estimate, never a wrapped one.
+uint64_t sat_mul(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+uint64_t sat_add(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+}  // namespace
+
 uint64_t estimate_runtime_overhead(const HParams &hp, int32_t n_ctx) {
     constexpr uint64_t kFixed = 8ull << 20;  // thread stacks, tables, I/O queues
-    const uint64_t ctx = n_ctx > 0 ? uint64_t(n_ctx) : uint64_t(std::min(hp.n_ctx_train, 4096));
-    const uint64_t kv = uint64_t(hp.n_layer) * ctx * uint64_t(hp.n_head_kv) *
-                        (uint64_t(hp.head_dim_k) + uint64_t(hp.head_dim_v)) * 2;
+    const uint64_t ctx = n_ctx > 0 ? uint64_t(n_ctx) : uint64_t(std::clamp(hp.n_ctx_train, 0, 4096));
+    const uint64_t kv = sat_mul(sat_mul(sat_mul(uint64_t(hp.n_layer), ctx), uint64_t(hp.n_head_kv)),
+                                sat_mul(uint64_t(hp.head_dim_k) + uint64_t(hp.head_dim_v), 2));
     const uint64_t widest = std::max({uint64_t(hp.n_embd), uint64_t(hp.n_ff), uint64_t(hp.n_ff_shared),
-                                      uint64_t(hp.n_ff_expert) * uint64_t(hp.n_expert_used),
-                                      uint64_t(hp.n_head) * ctx});
-    const uint64_t scratch = (uint64_t(hp.n_vocab) + 8 * widest) * sizeof(float);
-    return kFixed + kv + scratch;
+                                      sat_mul(uint64_t(hp.n_ff_expert), uint64_t(hp.n_expert_used)),
+                                      sat_mul(uint64_t(hp.n_head), ctx)});
+    const uint64_t scratch = sat_mul(sat_add(uint64_t(hp.n_vocab), sat_mul(8, widest)), sizeof(float));
+    return sat_add(sat_add(kFixed, kv), scratch);
 }
 
 namespace {
@@ -117,7 +129,7 @@ IoModeChoice choose_io_mode(const IoModeRequest &r) {
     IoModeChoice c;
     c.budget = r.memory_budget ? r.memory_budget : automatic_memory_budget();
     const std::string budget_text = (r.memory_budget ? "budget " : "auto budget ") + human_bytes(c.budget);
-    const uint64_t resident = r.dense_bytes + r.overhead_bytes;
+    const uint64_t resident = sat_add(r.dense_bytes, r.overhead_bytes);
     c.budget_too_small = resident > c.budget;
     c.expert_cache_bytes = c.budget_too_small ? 0 : std::min(c.budget - resident, r.expert_bytes);
     const bool fits = r.model_bytes <= c.budget && r.overhead_bytes <= c.budget - r.model_bytes;
