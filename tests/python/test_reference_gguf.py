@@ -268,3 +268,8 @@ def test_big_expert_tensors_use_the_row_pool(tmp_path, monkeypatch):
     down = r.tensor("blk.0.ffn_down_exps.weight")          # [n_expert, n_embd, n_ff]
     assert np.all(down[:, 64 - mm.CODE_CHANNELS:, :] == 0)  # code channels never written
     assert 0.08 < down[:, :32].std() < 0.17 and not np.array_equal(down[0], down[1])
+    emb = r.tensor("token_embd.weight")                      # [n_vocab, n_embd], pooled too
+    codes = emb[:, 64 - mm.CODE_CHANNELS:]
+    assert np.array_equal(np.argmax(codes, axis=1), np.arange(emb.shape[0]) % mm.CODE_CHANNELS)
+    assert np.all(np.sort(codes, axis=1)[:, :-1] == 0) and np.allclose(codes.max(axis=1), mm.CODE_VALUE, rtol=1e-3)
+    assert 0.8 < emb[:, :32].std() < 1.2

@@ -324,9 +324,39 @@ def _tensor_chunks(spec, plan):
         yield from _expert_chunks(spec, plan, rng)
         return
     ne0, ne1 = plan.ne
+    if ne0 * ne1 > BIG_TENSOR_ELEMENTS:
+        yield from _pooled_2d_chunks(spec, plan, rng)
+        return
     step = max(1, (1 << 20) // ne0)
     for r in range(0, ne1, step):
         yield quantize(_gen_rows(spec, plan, rng, r, min(ne1, r + step)), plan.type)
+
+
+def _pooled_2d_chunks(spec, plan, rng):
+    """Big 2-D tensors (embeddings, output): rows drawn from a quantised pool of random rows.
+    Token rows get their routing code by re-quantising just the tail blocks holding it."""
+    ne0, ne1 = plan.ne
+    bs, bb = BLOCK_GEOMETRY[plan.type]
+    pool_rows = max(1, POOL_ELEMENTS // ne0)
+    pool_f = np.concatenate([_gen_rows(spec, plan, rng, r, min(pool_rows, r + 4096))
+                             for r in range(0, pool_rows, 4096)])
+    pool_q = quantize(pool_f, plan.type)
+    code = _code_slice(spec)
+    tail = -(-CODE_CHANNELS // bs) * bs          # whole blocks covering the code channels
+    zero_row = quantize(np.zeros((1, ne0), dtype=np.float32), plan.type)[0]
+    step = max(1, (1 << 22) // ne0)
+    for r0 in range(0, ne1, step):
+        rows = np.arange(r0, min(ne1, r0 + step))
+        idx = rng.integers(0, pool_rows, size=rows.size)
+        q = pool_q[idx]
+        if code is not None and plan.kind == "token_embd":
+            t = pool_f[idx, ne0 - tail:].copy()
+            t[:, tail - CODE_CHANNELS:] = 0.0
+            t[np.arange(rows.size), tail - CODE_CHANNELS + _token_class(rows)] = CODE_VALUE
+            q[:, q.shape[1] - tail // bs * bb:] = quantize(t, plan.type)
+        if code is not None and plan.kind in ("attn_output", "ffn_down_shexp"):
+            q[(rows >= code.start) & (rows < code.stop)] = zero_row
+        yield q
 
 
 # ---- tokenizer ------------------------------------------------------------------------------------

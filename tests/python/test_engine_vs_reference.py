@@ -1,0 +1,130 @@
+"""The engine's logits against the float64 reference for every architecture, several quant
+mixes and shapes (top-k 1/2/8, GQA ratios 1/4/8, an expert count that is not a power of two,
+head_dim != n_embd/n_head, tied output), after 1 and after 40 tokens, in normal and --exact
+mode, and with different --batch sizes. Criteria: see engine_check.py.
+
+Skips (with the reason) while `moestream logits` does not exist."""
+import numpy as np
+import pytest
+
+import engine_check as ec
+from reference.forward import Reference
+from tools import make_model as mm
+
+N_TOKENS = 40
+
+SHAPES = {
+    # top-1, 6 experts, GQA 8 (olmoe keeps n_head_kv == n_head as its real files do)
+    "k1-e6-gqa8": dict(n_embd=128, n_layer=2, n_head=8, n_head_kv=1, n_expert=6, n_expert_used=1,
+                       n_ff_expert=64, n_vocab=320, rope_theta=10000.0),
+    # top-8 of 16, GQA 1, k-quant friendly sizes
+    "k8-e16-gqa1": dict(n_embd=256, n_layer=3, n_head=4, n_head_kv=4, n_expert=16, n_expert_used=8,
+                        n_ff_expert=256, n_vocab=512, rope_theta=1e6),
+    # top-2 of 10, GQA 4, head_dim 32 != n_embd/n_head, tied output where allowed, n_ff not /256
+    "k2-e10-hd32": dict(n_embd=128, n_layer=2, n_head=8, n_head_kv=2, head_dim=32, n_expert=10,
+                        n_expert_used=2, n_ff_expert=96, n_vocab=300, rope_theta=5e5),
+}
+MIXES = ("q8_0", "q4_k_m", "mixed")
+MATRIX = [(a, m, s) for a in mm.ARCHS for s in ("k1-e6-gqa8", "k8-e16-gqa1") for m in MIXES] + \
+         [(a, "q4_0", "k2-e10-hd32") for a in mm.ARCHS] + [(a, "bf16", "k2-e10-hd32") for a in ("qwen3moe",)]
+IDS = [f"{a}-{m}-{s}" for a, m, s in MATRIX]
+
+
+def _spec(arch, mix, shape):
+    kw = dict(SHAPES[shape])
+    if arch == "olmoe":
+        kw["n_head_kv"] = kw["n_head"]
+        kw.pop("head_dim", None)
+    if shape == "k2-e10-hd32" and arch in mm.TIED_OUTPUT_ALLOWED:
+        kw["tie_output"] = True
+    seed = sum(map(ord, arch + mix + shape))
+    return mm.ModelSpec(arch=arch, quant_mix=mix, seed=seed, **kw)
+
+
+class _Case:
+    def __init__(self, path, spec):
+        self.path = path
+        self.spec = spec
+        rng = np.random.default_rng(spec.seed)
+        self.tokens = [int(t) for t in rng.integers(0, spec.n_vocab, N_TOKENS)]
+        self.ref = Reference(path).run(self.tokens)   # logits of every position
+        self.n_vocab = spec.n_vocab
+        self._engine_out = {}
+
+    def engine(self, eng, n, exact=False, batch=None):
+        key = (n, exact, batch)
+        if key not in self._engine_out:
+            self._engine_out[key] = eng.try_logits(self.path, self.tokens[:n], self.n_vocab, exact=exact, batch=batch)
+        return self._engine_out[key]
+
+
+@pytest.fixture(scope="session")
+def engine(cli_path):
+    return ec.engine_or_skip(cli_path)
+
+
+@pytest.fixture(scope="session")
+def cases(tmp_path_factory):
+    root = tmp_path_factory.mktemp("engine-models")
+    made = {}
+
+    def get(arch, mix, shape):
+        key = (arch, mix, shape)
+        if key not in made:
+            spec = _spec(arch, mix, shape)
+            path = root / f"{arch}-{mix}-{shape}.gguf"
+            mm.make_model(path, spec)
+            case = _Case(path, spec)
+            ec.require_clear_routing(case.ref.margins, N_TOKENS, f"{path.name}")
+            made[key] = case
+        return made[key]
+    return get
+
+
+@pytest.mark.parametrize("arch,mix,shape", MATRIX, ids=IDS)
+def test_logits_match_reference(engine, cases, arch, mix, shape):
+    c = cases(arch, mix, shape)
+    for n in (1, N_TOKENS):
+        ec.compare_normal(c.ref.logits[n - 1], c.engine(engine, n), f"{c.path.name} after {n} token(s)")
+
+
+@pytest.mark.parametrize("arch,mix,shape", MATRIX, ids=IDS)
+def test_exact_mode_matches_reference(engine, cases, arch, mix, shape):
+    c = cases(arch, mix, shape)
+    for n in (1, N_TOKENS):
+        ec.compare_exact(c.ref.logits[n - 1], c.engine(engine, n, exact=True), f"{c.path.name} --exact after {n}")
+
+
+@pytest.mark.parametrize("arch,mix,shape", MATRIX, ids=IDS)
+def test_multi_token_steps_equal_single_steps(engine, cases, arch, mix, shape):
+    c = cases(arch, mix, shape)
+    one = c.engine(engine, N_TOKENS, batch=1)
+    for b in (7, N_TOKENS):
+        many = c.engine(engine, N_TOKENS, batch=b)
+        err = np.abs(many - one).max() / ec.spread(c.ref.logits[-1])
+        assert err < ec.BATCH_TOL, f"{c.path.name}: --batch {b} vs --batch 1 differ by {err:.3g} of the spread"
+    one_x = c.engine(engine, N_TOKENS, exact=True, batch=1)
+    for b in (7, N_TOKENS):
+        many_x = c.engine(engine, N_TOKENS, exact=True, batch=b)
+        err = np.abs(many_x - one_x).max() / np.abs(one_x).max()
+        assert err < ec.BATCH_TOL_EXACT, f"{c.path.name}: --exact --batch {b} vs --batch 1 differ by {err:.3g}"
+
+
+def test_engine_check_criteria_can_fail():
+    """The comparison helpers reject wrong logits (guards against a harness that always passes)."""
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal(100) * 3
+    ec.compare_normal(ref, ref + 1e-4, "ok")
+    with pytest.raises(AssertionError):
+        ec.compare_normal(ref, ref + 0.2 * ec.spread(ref) * rng.standard_normal(100), "noisy")
+    swapped = ref.copy()
+    i, j = np.argsort(ref)[-1], np.argsort(ref)[0]
+    swapped[i], swapped[j] = ref[j], ref[i]
+    with pytest.raises(AssertionError):
+        ec.compare_normal(ref, swapped, "swapped")
+    ec.compare_exact(ref, ref * (1 + 1e-6), "ok")
+    with pytest.raises(AssertionError):
+        ec.compare_exact(ref, ref * (1 + 1e-3), "off")
+    with pytest.raises(AssertionError):
+        ec.require_clear_routing(np.array([[0.5, 0.01]]), 1, "tie")
+    ec.require_clear_routing(np.array([[0.5, np.inf], [0.0, 0.0]]), 1, "clear")
