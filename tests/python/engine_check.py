@@ -62,18 +62,23 @@ class Engine:
                 raise AssertionError(f"engine failed ({p.returncode}): {' '.join(cmd)}\n{msg}")
             return np.fromfile(out, dtype="<f4")
 
-    def logits(self, model, tokens, n_vocab, **kw) -> np.ndarray:
-        """Last position's logits (float64 [n_vocab])."""
+    def positions(self, model, tokens, n_vocab, **kw) -> tuple:
+        """(first position index, float64 logits [rows, n_vocab]): the last position only, or
+        every position when the engine writes per-step logits."""
         flat = self.run_logits(model, tokens, **kw)
         if flat.size == n_vocab:
-            return flat.astype(np.float64)
+            return len(tokens) - 1, flat.reshape(1, n_vocab).astype(np.float64)
         if flat.size == n_vocab * len(tokens):
-            return flat.reshape(len(tokens), n_vocab)[-1].astype(np.float64)
+            return 0, flat.reshape(len(tokens), n_vocab).astype(np.float64)
         raise AssertionError(f"engine wrote {flat.size} floats; expected {n_vocab} or {n_vocab * len(tokens)}")
 
-    def try_logits(self, model, tokens, n_vocab, **kw):
+    def logits(self, model, tokens, n_vocab, **kw) -> np.ndarray:
+        """Last position's logits (float64 [n_vocab])."""
+        return self.positions(model, tokens, n_vocab, **kw)[1][-1]
+
+    def try_positions(self, model, tokens, n_vocab, **kw):
         try:
-            return self.logits(model, tokens, n_vocab, **kw)
+            return self.positions(model, tokens, n_vocab, **kw)
         except EngineUnsupported as e:
             pytest.skip(f"engine does not support this model yet: {e}")
 
