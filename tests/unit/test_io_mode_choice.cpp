@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -120,11 +121,15 @@ TEST(IoModeChoice, EnvironmentIsReadByTheEnvVariant) {
 }
 
 TEST(IoModeChoice, AutomaticBudget) {
+    // Available memory moves with other processes: check bounds, not equality.
+    const uint64_t physical = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE));
     const uint64_t b = moe::automatic_memory_budget();
     EXPECT_GT(b, 0u);
+    EXPECT_LE(b, physical / 10 * 8);
     IoModeRequest r = model(1 * MiB, 1 * MiB, 0);
     const auto c = choose_io_mode(r);
-    EXPECT_EQ(c.budget, b);
+    EXPECT_GT(c.budget, 0u);
+    EXPECT_LE(c.budget, physical / 10 * 8);
     EXPECT_TRUE(contains(c.reason, "auto budget")) << c.reason;
 }
 
