@@ -6,6 +6,9 @@ int cmd_version(const Args &args);
 int cmd_generate(const Args &args);
 int cmd_inspect(const Args &args);
 int cmd_trace(const Args &args);
+int cmd_logits(const Args &args);
+int cmd_perplexity(const Args &args);
+int cmd_run(const Args &args);
 
 const std::vector<Command> &commands() {
     static const std::vector<Command> list = {
@@ -13,6 +16,9 @@ const std::vector<Command> &commands() {
         {"inspect", "show a model's architecture, sizes and the I/O mode a budget would pick", cmd_inspect},
         {"generate", "write a random-weight model of a real architecture's shape", cmd_generate},
         {"trace", "synthesise, inspect, replay and record expert routing traces", cmd_trace},
+        {"logits", "write the logits of a token sequence (raw float32)", cmd_logits},
+        {"perplexity", "perplexity of a token id file", cmd_perplexity},
+        {"run", "greedy generation from token ids", cmd_run},
     };
     return list;
 }

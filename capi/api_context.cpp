@@ -1,0 +1,171 @@
+// Context lifetime, stepping, statistics and the model facts of an open context.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "context_handle.hpp"
+#include "firewall.hpp"
+
+namespace {
+
+using moe::capi::ContextUse;
+using moe::capi::guarded;
+
+moe::ContextParams to_context_params(const moestream_params &p) {
+    moe::ContextParams c;
+    if (!p.model_path) moe::fail(moe::Status::invalid_argument, "params.model_path is NULL");
+    c.model_path = p.model_path;
+    c.memory_budget = p.memory_budget;
+    if (p.n_threads < 0) moe::fail(moe::Status::invalid_argument, "params.n_threads %d is negative", p.n_threads);
+    c.n_threads = p.n_threads;
+    c.n_ctx = p.n_ctx;
+    c.io_mode = p.io_mode;
+    c.prefetch = p.prefetch;
+    c.cache_policy = p.cache_policy;
+    c.exact = p.exact != 0;
+    if (p.packed_path) c.packed_path = p.packed_path;
+    if (p.profile_path) {
+        c.profile_path = p.profile_path;
+        c.profile_disabled = p.profile_path[0] == '\0';
+    }
+    return c;
+}
+
+void copy_string(char *dst, size_t cap, const std::string &s) { std::snprintf(dst, cap, "%s", s.c_str()); }
+
+}  // namespace
+
+extern "C" {
+
+MOESTREAM_API void moestream_params_init(moestream_params *params) {
+    if (!params) return;
+    std::memset(params, 0, sizeof *params);
+    params->struct_size = sizeof *params;
+    params->io_mode = MOESTREAM_IO_AUTO;
+    params->prefetch = MOESTREAM_PREFETCH_AUTO;
+    params->cache_policy = MOESTREAM_CACHE_AUTO;
+    params->log_level = MOESTREAM_LOG_WARN;
+}
+
+MOESTREAM_API int moestream_open(const moestream_params *params, moestream_context **out) {
+    if (out) *out = nullptr;
+    return guarded("moestream_open", [&] {
+        moe::capi::require(out, "out");
+        moe::capi::require(params, "params");
+        moe::capi::require_struct_size(params->struct_size, sizeof(moestream_params), sizeof(moestream_params),
+                                       "moestream_params");
+        auto handle = std::make_unique<moestream_context>();
+        handle->ctx = std::make_unique<moe::Context>(to_context_params(*params));
+        *out = handle.release();
+    });
+}
+
+MOESTREAM_API void moestream_close(moestream_context *ctx) {
+    // Destruction cannot fail visibly; the firewall keeps any exception inside.
+    guarded("moestream_close", [&] { delete ctx; });
+}
+
+MOESTREAM_API int moestream_step(moestream_context *ctx, const int32_t *tokens, int32_t n_tokens,
+                                 float *logits_out) {
+    return guarded("moestream_step", [&] {
+        ContextUse use(ctx);
+        use->step(tokens, n_tokens, logits_out);
+    });
+}
+
+MOESTREAM_API int moestream_reset(moestream_context *ctx) {
+    return guarded("moestream_reset", [&] {
+        ContextUse use(ctx);
+        use->reset();
+    });
+}
+
+MOESTREAM_API int32_t moestream_n_vocab(const moestream_context *ctx) {
+    return ctx && ctx->ctx ? ctx->ctx->n_vocab() : -1;
+}
+
+MOESTREAM_API int32_t moestream_n_ctx(const moestream_context *ctx) {
+    return ctx && ctx->ctx ? ctx->ctx->n_ctx() : -1;
+}
+
+MOESTREAM_API int32_t moestream_n_past(const moestream_context *ctx) {
+    return ctx && ctx->ctx ? ctx->ctx->n_past() : -1;
+}
+
+MOESTREAM_API void moestream_stats_init(moestream_stats *stats) {
+    if (!stats) return;
+    std::memset(stats, 0, sizeof *stats);
+    stats->struct_size = sizeof *stats;
+}
+
+MOESTREAM_API int moestream_stats_get(const moestream_context *ctx, moestream_stats *out) {
+    return guarded("moestream_stats_get", [&] {
+        moe::capi::require(out, "out");
+        moe::capi::require_struct_size(out->struct_size, sizeof(moestream_stats), sizeof(moestream_stats),
+                                       "moestream_stats");
+        ContextUse use(ctx);
+        moestream_stats s;
+        std::memset(&s, 0, sizeof s);
+        s.struct_size = sizeof s;
+        use->fill_stats(s);
+        *out = s;
+    });
+}
+
+MOESTREAM_API int moestream_stats_reset(moestream_context *ctx) {
+    return guarded("moestream_stats_reset", [&] {
+        ContextUse use(ctx);
+        use->reset_stats();
+    });
+}
+
+MOESTREAM_API int moestream_model_info_get(const moestream_context *ctx, moestream_model_info *out) {
+    return guarded("moestream_model_info_get", [&] {
+        moe::capi::require(out, "out");
+        moe::capi::require_struct_size(out->struct_size, sizeof(moestream_model_info), sizeof(moestream_model_info),
+                                       "moestream_model_info");
+        ContextUse use(ctx);
+        const moe::Model &m = use->model();
+        const moe::HParams &hp = m.hparams();
+        moestream_model_info info;
+        std::memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        copy_string(info.architecture, sizeof info.architecture, hp.arch);
+        copy_string(info.name, sizeof info.name, hp.name);
+        info.n_vocab = hp.n_vocab;
+        info.n_ctx_train = hp.n_ctx_train;
+        info.n_embd = hp.n_embd;
+        info.n_layer = hp.n_layer;
+        info.n_head = hp.n_head;
+        info.n_head_kv = hp.n_head_kv;
+        info.head_dim = hp.head_dim_k;
+        info.n_expert = hp.n_expert;
+        info.n_expert_used = hp.n_expert_used;
+        info.n_ff_expert = hp.n_ff_expert;
+        info.n_ff_shared = hp.n_ff_shared;
+        const auto &tensors = m.file().tensors();
+        info.n_tensors = int32_t(tensors.size());
+        info.file_bytes = m.file().total_file_bytes();
+        for (const auto &t : tensors) {
+            info.total_bytes += t.nbytes;
+            const uint32_t id = static_cast<uint32_t>(t.type);
+            if (id < MOESTREAM_MAX_TENSOR_TYPES) ++info.tensor_count_by_type[id];
+        }
+        info.dense_bytes = m.dense_bytes();
+        info.expert_bytes = m.expert_bytes();
+        for (int32_t l = 0; l < hp.n_layer; ++l) {
+            const moe::ExpertLayerLayout &e = m.layer(l).experts;
+            info.expert_bytes_per_expert = std::max<uint64_t>(info.expert_bytes_per_expert, e.bytes_per_expert());
+            info.expert_bytes_per_layer =
+                std::max<uint64_t>(info.expert_bytes_per_layer, e.bytes_per_expert() * uint64_t(e.n_expert));
+        }
+        moestream_stats s;
+        std::memset(&s, 0, sizeof s);
+        use->fill_stats(s);
+        info.io_mode = s.io_mode;
+        copy_string(info.io_mode_reason, sizeof info.io_mode_reason, s.io_mode_reason);
+        *out = info;
+    });
+}
+
+}  // extern "C"

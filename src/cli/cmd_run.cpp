@@ -1,0 +1,87 @@
+// moestream run: greedy generation from token ids; prints the generated ids
+// and the prompt / generation speed.
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+#include <vector>
+
+#include "model_options.hpp"
+
+namespace cli {
+namespace {
+
+int32_t argmax(const std::vector<float> &v) {
+    size_t best = 0;
+    for (size_t i = 1; i < v.size(); ++i)
+        if (v[i] > v[best]) best = i;
+    return int32_t(best);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int cmd_run(const Args &args) {
+    ModelOptions opt;
+    std::vector<int32_t> prompt;
+    int64_t n_gen = 32;
+    try {
+        for (size_t i = 0; i < args.size(); ++i) {
+            const std::string &a = args[i];
+            if (a == "--help" || a == "-h") {
+                std::fprintf(stderr, "usage: moestream run -m MODEL --tokens 1,2,3 [-n 32] [model options]\n");
+                return 0;
+            }
+            if (parse_model_option(args, i, opt)) continue;
+            if (a == "--tokens") prompt = parse_token_list(option_value(args, i));
+            else if (a == "-n" || a == "--n-predict") n_gen = int_option(option_value(args, i), "token count");
+            else throw std::runtime_error("unknown option '" + a + "'");
+        }
+        if (opt.model_path.empty() || prompt.empty()) throw std::runtime_error("-m and --tokens are required");
+        if (n_gen < 0) throw std::runtime_error("-n must not be negative");
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "moestream run: %s\n", e.what());
+        return 2;
+    }
+    moestream_context *ctx = open_model(opt);
+    if (!ctx) return 1;
+    std::vector<float> logits(size_t(moestream_n_vocab(ctx)));
+    auto t0 = std::chrono::steady_clock::now();
+    int st = moestream_step(ctx, prompt.data(), int32_t(prompt.size()), logits.data());
+    if (st != MOESTREAM_OK) {
+        report_error("run", "moestream_step", st);
+        moestream_close(ctx);
+        return 1;
+    }
+    const double prompt_s = seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    int64_t generated = 0;
+    for (; generated < n_gen; ++generated) {
+        int32_t next = argmax(logits);
+        std::printf("%d%s", next, generated + 1 < n_gen ? " " : "");
+        std::fflush(stdout);
+        if (generated + 1 == n_gen) {
+            ++generated;
+            break;
+        }
+        st = moestream_step(ctx, &next, 1, logits.data());
+        if (st != MOESTREAM_OK) {
+            std::printf("\n");
+            report_error("run", "moestream_step", st);
+            moestream_close(ctx);
+            return 1;
+        }
+    }
+    const double gen_s = seconds_since(t0);
+    std::printf("\n");
+    std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.2f tok/s); generated %lld tokens in %.3f s (%.2f tok/s)\n",
+                 prompt.size(), prompt_s, prompt_s > 0 ? double(prompt.size()) / prompt_s : 0.0,
+                 static_cast<long long>(generated), gen_s,
+                 gen_s > 0 && generated > 1 ? double(generated - 1) / gen_s : 0.0);
+    moestream_close(ctx);
+    return 0;
+}
+
+}  // namespace cli

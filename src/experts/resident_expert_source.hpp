@@ -1,0 +1,34 @@
+// ExpertSource over the read-only mapping of the GGUF: every expert is
+// "resident" (the page cache backs it), so requests come back at once, in
+// request order. Counts every request as a cache hit.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "experts/expert_source.hpp"
+#include "runtime/stats.hpp"
+
+namespace moe {
+
+class ResidentExpertSource final : public ExpertSource {
+public:
+    // layouts: one per layer; stats may be null.
+    ResidentExpertSource(std::vector<ExpertLayerLayout> layouts, Stats *stats);
+
+    void begin_layer(int32_t layer, std::span<const int32_t> experts) override;
+    ReadyExpert next_ready() override;
+    void end_layer(int32_t layer) override;
+    void prefetch(int32_t layer, std::span<const int32_t> experts) override;
+    void drain() override {}
+
+private:
+    std::vector<ExpertLayerLayout> layouts_;
+    Stats *stats_;
+    int32_t layer_ = -1;
+    std::vector<int32_t> pending_;  // capacity reserved for every expert of a layer
+    size_t next_ = 0;
+};
+
+}  // namespace moe

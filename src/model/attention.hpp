@@ -1,0 +1,26 @@
+// Causal scaled-dot-product attention of one query head against the cached
+// keys/values of positions [0, pos]. GQA maps query head h to KV head
+// h / (n_head / n_head_kv).
+#pragma once
+
+#include <cstdint>
+
+#include "model/kv_cache.hpp"
+
+namespace moe {
+
+struct AttentionShape {
+    int32_t n_head = 0;
+    int32_t n_head_kv = 0;
+    int32_t head_dim_k = 0;
+    int32_t head_dim_v = 0;
+    float scale = 1.0f;  // applied to q.k
+};
+
+// out (head_dim_v floats) = softmax(q.K^T * scale) V over positions 0..pos.
+// scores must hold pos + 1 floats. The result depends only on the inputs, not
+// on how many tokens a step carries.
+void attend_head(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t head, const float *q,
+                 int32_t pos, float *scores, float *out);
+
+}  // namespace moe

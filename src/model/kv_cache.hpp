@@ -1,0 +1,38 @@
+// Keys (after RoPE) and values of every layer and position, stored as f16 by
+// default or f32 in exact mode. Allocated once for n_ctx positions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace moe {
+
+class KvCache {
+public:
+    KvCache(int32_t n_layer, int32_t n_ctx, int32_t k_dim, int32_t v_dim, bool f32);
+
+    void store(int32_t layer, int32_t pos, const float *k, const float *v);
+    // Key / value of one head at one position, widened to f32 into out.
+    void load_k(int32_t layer, int32_t pos, int32_t offset, int32_t n, float *out) const;
+    void load_v(int32_t layer, int32_t pos, int32_t offset, int32_t n, float *out) const;
+    // Dot product of q (n values) with the key at (layer, pos, offset).
+    float dot_k(int32_t layer, int32_t pos, int32_t offset, int32_t n, const float *q) const;
+    // out[i] += a * value[offset + i]
+    void axpy_v(int32_t layer, int32_t pos, int32_t offset, int32_t n, float a, float *out) const;
+
+    bool is_f32() const { return f32_; }
+    size_t bytes() const { return f32_ ? (k32_.size() + v32_.size()) * 4 : (k16_.size() + v16_.size()) * 2; }
+    int32_t n_ctx() const { return n_ctx_; }
+
+private:
+    size_t index(int32_t layer, int32_t pos, int32_t dim) const {
+        return (size_t(layer) * size_t(n_ctx_) + size_t(pos)) * size_t(dim);
+    }
+    int32_t n_layer_, n_ctx_, k_dim_, v_dim_;
+    bool f32_;
+    std::vector<uint16_t> k16_, v16_;
+    std::vector<float> k32_, v32_;
+};
+
+}  // namespace moe

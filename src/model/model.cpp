@@ -1,0 +1,63 @@
+#include "model/model.hpp"
+
+#include <string_view>
+
+#include "common/error.hpp"
+#include "model/tensor_binder.hpp"
+
+namespace moe {
+
+std::unique_ptr<Model> Model::open(const std::string &path) { return bind(gguf::GgufFile::open(path)); }
+
+std::unique_ptr<Model> Model::bind(std::unique_ptr<gguf::GgufFile> file) {
+    std::unique_ptr<Model> m(new Model());
+    m->file_ = std::move(file);
+    m->bind_all();
+    return m;
+}
+
+void Model::bind_all() {
+    const gguf::GgufFile &f = *file_;
+    hp_ = HParams::from_gguf(f);
+    arch_ = find_architecture(hp_.arch);
+    if (!arch_) {
+        std::string known;
+        for (const char *n : architecture_names()) known += std::string(known.empty() ? "" : ", ") + n;
+        fail(Status::unsupported, "%s: architecture '%s' is not supported (supported: %s)", f.path().c_str(),
+             hp_.arch.c_str(), known.c_str());
+    }
+    traits_ = arch_->traits(hp_);
+    if (hp_.n_rot <= 0 || hp_.n_rot > hp_.head_dim_k || hp_.n_rot % 2 != 0)
+        fail(Status::bad_format, "%s: rope.dimension_count %d must be even and at most head_dim %d",
+             f.path().c_str(), hp_.n_rot, hp_.head_dim_k);
+    if (hp_.n_head_kv <= 0 || hp_.n_head % hp_.n_head_kv != 0)
+        fail(Status::bad_format, "%s: head_count %d is not a multiple of head_count_kv %d", f.path().c_str(),
+             hp_.n_head, hp_.n_head_kv);
+
+    TensorBinder b(f);
+    const int64_t n_embd = hp_.n_embd;
+    weights_.token_embd = b.matrix("token_embd.weight", n_embd, hp_.n_vocab);
+    weights_.output_norm = b.vector("output_norm.weight", n_embd);
+    weights_.output = b.matrix("output.weight", n_embd, hp_.n_vocab, !traits_.tied_output_allowed);
+    if (!weights_.output) weights_.output = weights_.token_embd;
+    weights_.rope_freqs = b.vector("rope_freqs.weight", hp_.n_rot / 2, false);
+
+    weights_.layers.resize(size_t(hp_.n_layer));
+    for (int32_t l = 0; l < hp_.n_layer; ++l) arch_->bind_layer(b, hp_, l, weights_.layers[size_t(l)]);
+
+    // Byte accounting: routed expert tensors versus everything else.
+    for (const gguf::TensorInfo &t : f.tensors()) {
+        const std::string_view n = t.name;
+        const bool routed = n.find("_exps.") != std::string_view::npos;
+        (routed ? expert_bytes_ : dense_bytes_) += t.nbytes;
+    }
+}
+
+std::vector<ExpertLayerLayout> Model::expert_layouts() const {
+    std::vector<ExpertLayerLayout> out;
+    out.reserve(weights_.layers.size());
+    for (const LayerWeights &l : weights_.layers) out.push_back(l.experts);
+    return out;
+}
+
+}  // namespace moe

@@ -1,0 +1,50 @@
+// A loaded model: the indexed GGUF (kept mapped), its hyper-parameters, the
+// architecture's traits and every weight bound by name. Dense weights are
+// views into the mapping; routed experts are described by ExpertLayerLayout
+// and read only through an ExpertSource.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_file.hpp"
+#include "model/architecture.hpp"
+#include "model/hparams.hpp"
+#include "model/weights.hpp"
+
+namespace moe {
+
+class Model {
+public:
+    // Opens and binds; throws bad_format / unsupported naming the tensor or key.
+    static std::unique_ptr<Model> open(const std::string &path);
+    // Binds an already opened file (tests).
+    static std::unique_ptr<Model> bind(std::unique_ptr<gguf::GgufFile> file);
+
+    const gguf::GgufFile &file() const { return *file_; }
+    const HParams &hparams() const { return hp_; }
+    const ArchTraits &traits() const { return traits_; }
+    const Architecture &architecture() const { return *arch_; }
+    const ModelWeights &weights() const { return weights_; }
+    const LayerWeights &layer(int32_t i) const { return weights_.layers[size_t(i)]; }
+    std::vector<ExpertLayerLayout> expert_layouts() const;
+
+    uint64_t expert_bytes() const { return expert_bytes_; }  // routed experts, all layers
+    uint64_t dense_bytes() const { return dense_bytes_; }    // every other tensor
+
+private:
+    Model() = default;
+    void bind_all();
+
+    std::unique_ptr<gguf::GgufFile> file_;
+    HParams hp_;
+    const Architecture *arch_ = nullptr;
+    ArchTraits traits_;
+    ModelWeights weights_;
+    uint64_t expert_bytes_ = 0;
+    uint64_t dense_bytes_ = 0;
+};
+
+}  // namespace moe

@@ -1,0 +1,60 @@
+// Views of the weights a forward pass reads. Matrices point into the GGUF
+// mapping (never copied, never expanded); 1-D tensors (norms, biases) are
+// small and are converted to f32 once at load.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/ggml_types.hpp"
+#include "experts/expert_source.hpp"
+
+namespace moe {
+
+// A 2-D weight matrix in GGUF layout: `rows` rows of `cols` elements each
+// (ne[0] = cols, ne[1] = rows); y = W x has `rows` outputs.
+struct MatrixView {
+    const uint8_t *data = nullptr;
+    GgmlType type = GgmlType::F32;
+    int64_t cols = 0;
+    int64_t rows = 0;
+    size_t row_bytes = 0;
+
+    explicit operator bool() const { return data != nullptr; }
+    const uint8_t *row(int64_t r) const { return data + size_t(r) * row_bytes; }
+};
+
+// An f32 copy of a 1-D tensor; empty when the tensor is optional and absent.
+using VectorF32 = std::vector<float>;
+
+// How Q and K are normalised before RoPE.
+enum class QkNorm : int32_t {
+    none = 0,
+    per_head = 1,  // RMSNorm over each head (weights of head_dim)
+    full = 2,      // RMSNorm over the whole projected vector (weights of n_head*head_dim)
+};
+
+struct LayerWeights {
+    VectorF32 attn_norm;
+    MatrixView wq, wk, wv, wo;
+    VectorF32 bq, bk, bv, bo;          // empty when the architecture has no bias
+    VectorF32 q_norm, k_norm;          // empty without QK-norm
+    VectorF32 ffn_norm;
+    MatrixView router;                 // ffn_gate_inp: n_embd -> n_expert
+    VectorF32 router_bias;             // empty when absent
+    ExpertLayerLayout experts;         // routed experts, read through ExpertSource
+    // Shared expert (qwen2moe); rows == 0 when absent.
+    MatrixView shexp_gate, shexp_up, shexp_down;
+    MatrixView shexp_gate_inp;         // 1 x n_embd: scalar sigmoid gate per token
+};
+
+struct ModelWeights {
+    MatrixView token_embd;             // n_embd x n_vocab (one row per token)
+    VectorF32 output_norm;
+    MatrixView output;                 // n_embd x n_vocab; token_embd when tied
+    VectorF32 rope_freqs;              // optional per-pair frequency divisors (llama)
+    std::vector<LayerWeights> layers;
+};
+
+}  // namespace moe

@@ -1,0 +1,128 @@
+#include "runtime/context.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "common/error.hpp"
+
+namespace moe {
+namespace {
+
+int32_t choose_n_ctx(const ContextParams &p, const HParams &hp) {
+    if (p.n_ctx < 0) fail(Status::invalid_argument, "n_ctx %d is negative", p.n_ctx);
+    if (p.n_ctx > 0) return p.n_ctx;
+    const int32_t train = hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096;
+    return std::min(train, 4096);
+}
+
+bool wants_lookahead(int32_t prefetch, bool resident) {
+    switch (prefetch) {
+    case MOESTREAM_PREFETCH_LOOKAHEAD:
+    case MOESTREAM_PREFETCH_BOTH: return true;
+    case MOESTREAM_PREFETCH_AUTO: return !resident;
+    default: return false;
+    }
+}
+
+uint64_t now_ns() {
+    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch())
+                        .count());
+}
+
+}  // namespace
+
+Context::Context(const ContextParams &params)
+    : params_(params), model_(Model::open(params.model_path)), pool_(params.n_threads) {
+    if (params_.max_batch <= 0) fail(Status::invalid_argument, "max_batch %d must be positive", params_.max_batch);
+    if (params_.io_mode < MOESTREAM_IO_AUTO || params_.io_mode > MOESTREAM_IO_PREAD)
+        fail(Status::invalid_argument, "io_mode %d is not a moestream_io_mode", params_.io_mode);
+    if (params_.prefetch < MOESTREAM_PREFETCH_AUTO || params_.prefetch > MOESTREAM_PREFETCH_BOTH)
+        fail(Status::invalid_argument, "prefetch %d is not a moestream_prefetch_mode", params_.prefetch);
+    n_ctx_ = choose_n_ctx(params_, model_->hparams());
+    source_ = select_expert_source(*model_, params_, stats_);
+    ForwardOptions fo;
+    fo.n_ctx = n_ctx_;
+    fo.max_batch = std::min(params_.max_batch, n_ctx_);
+    fo.exact = params_.exact;
+    fo.lookahead = wants_lookahead(params_.prefetch, source_.resident);
+    forward_ = std::make_unique<ForwardPass>(*model_, *source_.source, pool_, fo);
+}
+
+Context::~Context() {
+    if (source_.source) {
+        try {
+            source_.source->drain();
+        } catch (...) {
+            // Closing must not throw; outstanding reads are abandoned with the source.
+        }
+    }
+}
+
+void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out) {
+    if (n_tokens <= 0) fail(Status::invalid_argument, "n_tokens is %d; at least one token is needed", n_tokens);
+    if (!tokens) fail(Status::invalid_argument, "tokens is NULL");
+    const int32_t n_vocab = model_->hparams().n_vocab;
+    for (int32_t i = 0; i < n_tokens; ++i)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            fail(Status::invalid_argument, "token %d at index %d is outside the vocabulary [0, %d)", tokens[i], i,
+                 n_vocab);
+    if (int64_t(n_past_) + n_tokens > n_ctx_)
+        fail(Status::context_full, "%d tokens do not fit: %d of n_ctx %d positions are used", n_tokens, n_past_,
+             n_ctx_);
+
+    const uint64_t t0 = now_ns();
+    const uint64_t wait0 = forward_->expert_wait_ns();
+    const int32_t batch = forward_->options().max_batch;
+    int32_t done = 0;
+    while (done < n_tokens) {
+        const int32_t n = std::min(batch, n_tokens - done);
+        const bool last = done + n == n_tokens;
+        forward_->run(tokens + done, n, n_past_ + done, last ? logits_out : nullptr);
+        done += n;
+    }
+    // Only now does the context take the tokens: a throw above leaves n_past as it was.
+    n_past_ += n_tokens;
+    const uint64_t elapsed = now_ns() - t0;
+    const uint64_t waited = forward_->expert_wait_ns() - wait0;
+    stats_.tokens += uint64_t(n_tokens);
+    stats_.steps += 1;
+    stats_.step_ns += elapsed;
+    stats_.compute_ns += elapsed > waited ? elapsed - waited : 0;
+}
+
+void Context::reset() { n_past_ = 0; }
+
+void Context::reset_stats() { stats_.reset(); }
+
+void Context::fill_stats(moestream_stats &out) const {
+    const Stats &s = stats_;
+    out.tokens = s.tokens;
+    out.steps = s.steps;
+    out.compute_ns = s.compute_ns;
+    out.io_wait_ns = s.io_wait_ns;
+    out.step_ns = s.step_ns;
+    out.bytes_read_demand = s.bytes_read_demand;
+    out.bytes_read_prefetch = s.bytes_read_prefetch;
+    out.bytes_read_wasted = s.bytes_read_wasted;
+    out.cache_hits = s.cache_hits;
+    out.cache_misses = s.cache_misses;
+    out.prefetch_issued = s.prefetch_issued;
+    out.prefetch_useful = s.prefetch_useful;
+    out.evictions = s.evictions;
+    out.dense_bytes = model_->dense_bytes();
+    out.kv_bytes = forward_->kv().bytes();
+    out.expert_cache_bytes = source_.cache_bytes;
+    out.resident_bytes = out.dense_bytes + out.kv_bytes + out.expert_cache_bytes + forward_->scratch_bytes();
+    out.io_mode = source_.io_mode;
+    out.n_layer = std::min<int32_t>(model_->hparams().n_layer, MOESTREAM_MAX_LAYERS);
+    std::snprintf(out.io_mode_reason, sizeof out.io_mode_reason, "%s", source_.reason.c_str());
+    for (int32_t l = 0; l < out.n_layer; ++l) {
+        out.layer_hits[l] = s.layer_hits[size_t(l)];
+        out.layer_misses[l] = s.layer_misses[size_t(l)];
+    }
+}
+
+}  // namespace moe

@@ -1,0 +1,79 @@
+// A running model: the bound weights, the KV cache and scratch (sized at open
+// for n_ctx and max_batch), the compute threads, the expert source and the
+// statistics. step() appends tokens; a failed step leaves it unchanged.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "experts/expert_source.hpp"
+#include "model/model.hpp"
+#include "runtime/forward_pass.hpp"
+#include "runtime/stats.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace moe {
+
+struct ContextParams {
+    std::string model_path;
+    uint64_t memory_budget = 0;  // 0 = automatic
+    int32_t n_threads = 0;       // 0 = one per physical core
+    int32_t n_ctx = 0;           // 0 = min(model's, 4096)
+    int32_t io_mode = MOESTREAM_IO_AUTO;
+    int32_t prefetch = MOESTREAM_PREFETCH_AUTO;
+    int32_t cache_policy = MOESTREAM_CACHE_AUTO;
+    bool exact = false;
+    std::string packed_path;     // "" = default
+    std::string profile_path;    // "" with profile_disabled = off
+    bool profile_disabled = false;
+    int32_t max_batch = 64;      // tokens per internal forward chunk
+};
+
+// What the expert source chosen for a context reports about itself.
+struct ExpertSourceChoice {
+    std::unique_ptr<ExpertSource> source;
+    int32_t io_mode = MOESTREAM_IO_MMAP;
+    std::string reason;
+    bool resident = true;             // everything served from the mapping (prefetch is pointless)
+    uint64_t cache_bytes = 0;         // capacity of an expert cache, 0 without one
+};
+
+// Picks and builds the expert source for these parameters (expert_source_select.cpp).
+ExpertSourceChoice select_expert_source(const Model &model, const ContextParams &params, Stats &stats);
+
+class Context {
+public:
+    explicit Context(const ContextParams &params);
+    ~Context();
+    Context(const Context &) = delete;
+    Context &operator=(const Context &) = delete;
+
+    // Validates everything before touching state: n_tokens > 0, every token
+    // < n_vocab, room for n_tokens in the context (context_full otherwise).
+    void step(const int32_t *tokens, int32_t n_tokens, float *logits_out);
+    void reset();
+
+    const Model &model() const { return *model_; }
+    int32_t n_ctx() const { return n_ctx_; }
+    int32_t n_past() const { return n_past_; }
+    int32_t n_vocab() const { return model_->hparams().n_vocab; }
+    const ContextParams &params() const { return params_; }
+
+    void fill_stats(moestream_stats &out) const;
+    void reset_stats();
+    ExpertSource &expert_source() { return *source_.source; }
+
+private:
+    ContextParams params_;
+    std::unique_ptr<Model> model_;
+    int32_t n_ctx_ = 0;
+    Stats stats_;
+    ThreadPool pool_;
+    ExpertSourceChoice source_;
+    std::unique_ptr<ForwardPass> forward_;
+    int32_t n_past_ = 0;
+    uint64_t wait_ns_at_reset_ = 0;
+};
+
+}  // namespace moe

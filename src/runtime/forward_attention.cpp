@@ -1,0 +1,72 @@
+// Attention half of a layer: RMSNorm, Q/K/V projections (+bias), optional
+// QK-norm, RoPE, KV cache write, causal attention per (token, head), output
+// projection and residual.
+#include "model/attention.hpp"
+#include "model/rms_norm.hpp"
+#include "model/rope.hpp"
+#include "runtime/forward_pass.hpp"
+
+namespace moe {
+namespace {
+
+const float *bias_or_null(const VectorF32 &b) { return b.empty() ? nullptr : b.data(); }
+
+void apply_qk_norm(QkNorm kind, const VectorF32 &w, float *v, int32_t n_heads, int32_t head_dim, float eps) {
+    switch (kind) {
+    case QkNorm::none: break;
+    case QkNorm::per_head:
+        for (int32_t h = 0; h < n_heads; ++h) rms_norm(v + h * head_dim, w.data(), v + h * head_dim, head_dim, eps);
+        break;
+    case QkNorm::full: rms_norm(v, w.data(), v, int64_t(n_heads) * head_dim, eps); break;
+    }
+}
+
+}  // namespace
+
+void ForwardPass::attention_block(int32_t layer, int32_t n_tokens, int32_t n_past) {
+    const LayerWeights &lw = model_.layer(layer);
+    const ArchTraits &tr = model_.traits();
+    const size_t E = size_t(n_embd_);
+    for (int32_t t = 0; t < n_tokens; ++t)
+        rms_norm(&x_[size_t(t) * E], lw.attn_norm.data(), &xn_[size_t(t) * E], n_embd_, hp_.rms_eps);
+
+    // Q, K and V share one activation conversion when their types agree.
+    linear_.prepare(lw.wq.type, lw.wq.cols, xn_.data(), E, n_tokens);
+    linear_.multiply(lw.wq, q_.data(), size_t(q_dim_), bias_or_null(lw.bq));
+    if (!linear_.prepared_for(lw.wk)) linear_.prepare(lw.wk.type, lw.wk.cols, xn_.data(), E, n_tokens);
+    linear_.multiply(lw.wk, k_.data(), size_t(k_dim_), bias_or_null(lw.bk));
+    if (!linear_.prepared_for(lw.wv)) linear_.prepare(lw.wv.type, lw.wv.cols, xn_.data(), E, n_tokens);
+    linear_.multiply(lw.wv, v_.data(), size_t(v_dim_), bias_or_null(lw.bv));
+
+    const int32_t n_rot = hp_.n_rot;
+    for (int32_t t = 0; t < n_tokens; ++t) {
+        float *q = &q_[size_t(t) * size_t(q_dim_)];
+        float *k = &k_[size_t(t) * size_t(k_dim_)];
+        apply_qk_norm(tr.qk_norm, lw.q_norm, q, hp_.n_head, hp_.head_dim_k, hp_.rms_eps);
+        apply_qk_norm(tr.qk_norm, lw.k_norm, k, hp_.n_head_kv, hp_.head_dim_k, hp_.rms_eps);
+        const float *cs = &rope_cs_[size_t(t) * size_t(n_rot)];
+        for (int32_t h = 0; h < hp_.n_head; ++h) rope_apply(tr.rope_type, n_rot, cs, q + h * hp_.head_dim_k);
+        for (int32_t h = 0; h < hp_.n_head_kv; ++h) rope_apply(tr.rope_type, n_rot, cs, k + h * hp_.head_dim_k);
+        kv_.store(layer, n_past + t, k, &v_[size_t(t) * size_t(v_dim_)]);
+    }
+
+    // One task per (token, head); each reads positions up to its own token only.
+    struct Job {
+        ForwardPass *self;
+        int32_t layer, n_past;
+    } job{this, layer, n_past};
+    pool_.parallel_for(int64_t(n_tokens) * hp_.n_head, [&job](int64_t task, int32_t worker) {
+        ForwardPass &fp = *job.self;
+        const int32_t t = int32_t(task / fp.hp_.n_head);
+        const int32_t h = int32_t(task % fp.hp_.n_head);
+        const float *q = &fp.q_[size_t(t) * size_t(fp.q_dim_) + size_t(h) * size_t(fp.hp_.head_dim_k)];
+        float *out = &fp.attn_[size_t(t) * size_t(fp.o_dim_) + size_t(h) * size_t(fp.hp_.head_dim_v)];
+        float *scores = &fp.scores_[size_t(worker) * size_t(fp.opt_.n_ctx)];
+        attend_head(fp.kv_, job.layer, fp.attn_shape_, h, q, job.n_past + t, scores, out);
+    });
+
+    linear_.run(lw.wo, attn_.data(), size_t(o_dim_), n_tokens, tmp_.data(), E, bias_or_null(lw.bo));
+    for (size_t i = 0, n = size_t(n_tokens) * E; i < n; ++i) x_[i] = tmp_[i] + x_[i];
+}
+
+}  // namespace moe

@@ -1,0 +1,173 @@
+// MoE half of a layer: RMSNorm, router (softmax, top-k, optional
+// renormalisation), routed experts computed in the order the ExpertSource
+// delivers them, each writing its weighted output into a per-(token, slot)
+// buffer, then a sum in top-k slot order so arrival order never changes the
+// result; optional shared expert; residual.
+#include <chrono>
+
+#include "common/error.hpp"
+#include "model/rms_norm.hpp"
+#include "model/router.hpp"
+#include "model/swiglu.hpp"
+#include "runtime/forward_pass.hpp"
+
+namespace moe {
+namespace {
+
+// Ends the layer on every exit path so the source's pins are released even
+// when a read fails part-way.
+class LayerScope {
+public:
+    LayerScope(ExpertSource &src, int32_t layer) : src_(src), layer_(layer) {}
+    ~LayerScope() {
+        if (open_) {
+            try {
+                src_.end_layer(layer_);
+            } catch (...) {
+                // Already unwinding from the original error, which is the one to report.
+            }
+        }
+    }
+    void close() {
+        open_ = false;
+        src_.end_layer(layer_);
+    }
+
+private:
+    ExpertSource &src_;
+    int32_t layer_;
+    bool open_ = true;
+};
+
+}  // namespace
+
+void ForwardPass::route(const LayerWeights &lw, int32_t n_tokens) {
+    const size_t NE = size_t(n_expert_), K = size_t(n_used_);
+    linear_.run(lw.router, xn_.data(), size_t(n_embd_), n_tokens, router_.data(), NE,
+                lw.router_bias.empty() ? nullptr : lw.router_bias.data());
+    for (int32_t t = 0; t < n_tokens; ++t) {
+        float *p = &router_[size_t(t) * NE];
+        softmax(p, n_expert_);
+        top_k(p, n_expert_, n_used_, &topk_ids_[size_t(t) * K], &topk_w_[size_t(t) * K]);
+        if (model_.traits().norm_topk) renormalize(&topk_w_[size_t(t) * K], n_used_);
+    }
+}
+
+void ForwardPass::group_by_expert(int32_t n_tokens) {
+    const size_t K = size_t(n_used_);
+    std::fill(count_.begin(), count_.end(), 0);
+    for (size_t i = 0, n = size_t(n_tokens) * K; i < n; ++i) ++count_[size_t(topk_ids_[i])];
+    // Unique experts in ascending id order; entries grouped per expert in token order.
+    int32_t n_unique = 0, next = 0;
+    for (int32_t e = 0; e < n_expert_; ++e) {
+        offset_[size_t(e)] = next;
+        fill_[size_t(e)] = next;
+        next += count_[size_t(e)];
+        if (count_[size_t(e)] > 0) unique_[size_t(n_unique++)] = e;
+    }
+    for (int32_t t = 0; t < n_tokens; ++t) {
+        for (int32_t s = 0; s < n_used_; ++s) {
+            const int32_t e = topk_ids_[size_t(t) * K + size_t(s)];
+            const int32_t at = fill_[size_t(e)]++;
+            entry_token_[size_t(at)] = t;
+            entry_slot_[size_t(at)] = s;
+        }
+    }
+    fill_[0] = n_unique;  // reused as the unique count (fill_ is rebuilt every layer)
+}
+
+void ForwardPass::compute_expert(const LayerWeights &lw, const ReadyExpert &ready) {
+    const int32_t e = ready.expert;
+    if (e < 0 || e >= n_expert_ || count_[size_t(e)] == 0)
+        fail(Status::internal, "expert source returned expert %d, which was not requested", e);
+    const ExpertLayerLayout &lay = lw.experts;
+    const int32_t n = count_[size_t(e)], first = offset_[size_t(e)];
+    const size_t E = size_t(n_embd_), K = size_t(n_used_);
+    const int64_t n_ff = lay.up.rows;
+    for (int32_t i = 0; i < n; ++i) {
+        const float *src = &xn_[size_t(entry_token_[size_t(first + i)]) * E];
+        std::copy(src, src + E, &gather_[size_t(i) * E]);
+    }
+    auto view = [](const ExpertMatrixLayout &m, const uint8_t *data) {
+        MatrixView v;
+        v.data = data;
+        v.type = m.type;
+        v.cols = m.cols;
+        v.rows = m.rows;
+        v.row_bytes = size_t(m.expert_stride / uint64_t(m.rows));
+        return v;
+    };
+    const MatrixView gate = view(lay.gate, ready.view.gate);
+    const MatrixView up = view(lay.up, ready.view.up);
+    const MatrixView down = view(lay.down, ready.view.down);
+    linear_.prepare(gate.type, gate.cols, gather_.data(), E, n);
+    linear_.multiply(gate, gate_.data(), size_t(n_ff));
+    if (!linear_.prepared_for(up)) linear_.prepare(up.type, up.cols, gather_.data(), E, n);
+    linear_.multiply(up, up_.data(), size_t(n_ff));
+    swiglu(gate_.data(), up_.data(), hidden_.data(), int64_t(n) * n_ff);
+    linear_.run(down, hidden_.data(), size_t(n_ff), n, down_.data(), E);
+    for (int32_t i = 0; i < n; ++i) {
+        const size_t t = size_t(entry_token_[size_t(first + i)]), s = size_t(entry_slot_[size_t(first + i)]);
+        const float w = topk_w_[t * K + s];
+        const float *y = &down_[size_t(i) * E];
+        float *dst = &slot_out_[(t * K + s) * E];
+        for (size_t j = 0; j < E; ++j) dst[j] = y[j] * w;
+    }
+}
+
+void ForwardPass::shared_expert(const LayerWeights &lw, int32_t n_tokens) {
+    const size_t E = size_t(n_embd_);
+    const int64_t n_ff = lw.shexp_up.rows;
+    linear_.prepare(lw.shexp_gate.type, lw.shexp_gate.cols, xn_.data(), E, n_tokens);
+    linear_.multiply(lw.shexp_gate, sh_gate_.data(), size_t(n_ff));
+    if (!linear_.prepared_for(lw.shexp_up)) linear_.prepare(lw.shexp_up.type, lw.shexp_up.cols, xn_.data(), E, n_tokens);
+    linear_.multiply(lw.shexp_up, sh_up_.data(), size_t(n_ff));
+    if (!linear_.prepared_for(lw.shexp_gate_inp))
+        linear_.prepare(lw.shexp_gate_inp.type, lw.shexp_gate_inp.cols, xn_.data(), E, n_tokens);
+    linear_.multiply(lw.shexp_gate_inp, sh_g_.data(), 1);
+    swiglu(sh_gate_.data(), sh_up_.data(), sh_hidden_.data(), int64_t(n_tokens) * n_ff);
+    linear_.run(lw.shexp_down, sh_hidden_.data(), size_t(n_ff), n_tokens, sh_out_.data(), E);
+    for (int32_t t = 0; t < n_tokens; ++t) {
+        const float g = sigmoid(sh_g_[size_t(t)]);
+        float *out = &moe_out_[size_t(t) * E];
+        const float *sh = &sh_out_[size_t(t) * E];
+        for (size_t j = 0; j < E; ++j) out[j] = out[j] + sh[j] * g;
+    }
+}
+
+void ForwardPass::moe_block(int32_t layer, int32_t n_tokens) {
+    const LayerWeights &lw = model_.layer(layer);
+    const size_t E = size_t(n_embd_), K = size_t(n_used_);
+    for (int32_t t = 0; t < n_tokens; ++t)
+        rms_norm(&x_[size_t(t) * E], lw.ffn_norm.data(), &xn_[size_t(t) * E], n_embd_, hp_.rms_eps);
+    route(lw, n_tokens);
+    group_by_expert(n_tokens);
+    const int32_t n_unique = fill_[0];
+
+    experts_.begin_layer(layer, std::span<const int32_t>(unique_.data(), size_t(n_unique)));
+    LayerScope scope(experts_, layer);
+    if (opt_.lookahead && layer + 1 < hp_.n_layer) predict_and_prefetch(layer + 1, n_tokens);
+    for (int32_t i = 0; i < n_unique; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const ReadyExpert ready = experts_.next_ready();
+        expert_wait_ns_ += uint64_t(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+        compute_expert(lw, ready);
+    }
+    scope.close();
+
+    // Sum in top-k slot order: slot 0 first.
+    for (int32_t t = 0; t < n_tokens; ++t) {
+        float *out = &moe_out_[size_t(t) * E];
+        const float *s0 = &slot_out_[size_t(t) * K * E];
+        std::copy(s0, s0 + E, out);
+        for (size_t s = 1; s < K; ++s) {
+            const float *ys = &slot_out_[(size_t(t) * K + s) * E];
+            for (size_t j = 0; j < E; ++j) out[j] += ys[j];
+        }
+    }
+    if (lw.shexp_up) shared_expert(lw, n_tokens);
+    for (size_t i = 0, n = size_t(n_tokens) * E; i < n; ++i) x_[i] = moe_out_[i] + x_[i];
+}
+
+}  // namespace moe

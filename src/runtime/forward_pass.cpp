@@ -1,0 +1,153 @@
+#include "runtime/forward_pass.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.hpp"
+#include "kernels/kernels.hpp"
+#include "model/rms_norm.hpp"
+
+namespace moe {
+namespace {
+
+// Largest converted-activation row any matrix of the model needs.
+size_t max_act_row_bytes(const Model &m, bool exact) {
+    size_t best = 0;
+    auto see = [&](GgmlType type, int64_t cols) {
+        if (cols > 0) best = std::max(best, kernels::act_row_bytes(type, cols, exact));
+    };
+    auto see_m = [&](const MatrixView &w) { see(w.type, w.cols); };
+    const ModelWeights &w = m.weights();
+    see_m(w.token_embd);
+    see_m(w.output);
+    for (const LayerWeights &l : w.layers) {
+        for (const MatrixView *mv : {&l.wq, &l.wk, &l.wv, &l.wo, &l.router, &l.shexp_gate, &l.shexp_up,
+                                     &l.shexp_down, &l.shexp_gate_inp})
+            see_m(*mv);
+        for (const ExpertMatrixLayout *e : {&l.experts.gate, &l.experts.up, &l.experts.down}) see(e->type, e->cols);
+    }
+    return best;
+}
+
+}  // namespace
+
+ForwardPass::ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &pool, const ForwardOptions &opt)
+    : model_(model),
+      hp_(model.hparams()),
+      experts_(experts),
+      pool_(pool),
+      opt_(opt),
+      kv_(model.hparams().n_layer, opt.n_ctx, model.hparams().n_head_kv * model.hparams().head_dim_k,
+          model.hparams().n_head_kv * model.hparams().head_dim_v, opt.exact),
+      act_(max_act_row_bytes(model, opt.exact) * size_t(std::max(1, opt.max_batch)) + 64),
+      linear_(pool, opt.exact, act_.data(), act_.size()) {
+    if (opt.max_batch <= 0 || opt.n_ctx <= 0) fail(Status::invalid_argument, "forward pass: bad n_ctx/max_batch");
+    const size_t B = size_t(opt.max_batch);
+    n_embd_ = hp_.n_embd;
+    q_dim_ = int64_t(hp_.n_head) * hp_.head_dim_k;
+    k_dim_ = int64_t(hp_.n_head_kv) * hp_.head_dim_k;
+    v_dim_ = int64_t(hp_.n_head_kv) * hp_.head_dim_v;
+    o_dim_ = int64_t(hp_.n_head) * hp_.head_dim_v;
+    n_expert_ = hp_.n_expert;
+    n_used_ = hp_.n_expert_used;
+    n_ff_max_ = 0;
+    n_ff_shared_max_ = 0;
+    for (const LayerWeights &l : model.weights().layers) {
+        n_ff_max_ = std::max({n_ff_max_, l.experts.gate.rows, l.experts.up.rows});
+        n_ff_shared_max_ = std::max(n_ff_shared_max_, l.shexp_up.rows);
+    }
+
+    attn_shape_.n_head = hp_.n_head;
+    attn_shape_.n_head_kv = hp_.n_head_kv;
+    attn_shape_.head_dim_k = hp_.head_dim_k;
+    attn_shape_.head_dim_v = hp_.head_dim_v;
+    attn_shape_.scale = 1.0f / std::sqrt(float(hp_.head_dim_k));
+    rope_.n_rot = hp_.n_rot;
+    rope_.freq_base = hp_.rope_freq_base;
+    rope_.freq_scale = hp_.rope_freq_scale;
+    rope_.freq_factors = model.weights().rope_freqs.empty() ? nullptr : model.weights().rope_freqs.data();
+
+    const size_t E = size_t(n_embd_), K = size_t(n_used_);
+    x_.assign(B * E, 0.0f);
+    xn_.assign(B * E, 0.0f);
+    q_.assign(B * size_t(q_dim_), 0.0f);
+    k_.assign(B * size_t(k_dim_), 0.0f);
+    v_.assign(B * size_t(v_dim_), 0.0f);
+    attn_.assign(B * size_t(o_dim_), 0.0f);
+    tmp_.assign(B * E, 0.0f);
+    rope_cs_.assign(B * size_t(hp_.n_rot), 0.0f);
+    scores_.assign(size_t(pool.size()) * size_t(opt.n_ctx), 0.0f);
+    router_.assign(B * size_t(n_expert_), 0.0f);
+    topk_ids_.assign(B * K, 0);
+    topk_w_.assign(B * K, 0.0f);
+    slot_out_.assign(B * K * E, 0.0f);
+    moe_out_.assign(B * E, 0.0f);
+    unique_.assign(size_t(n_expert_), 0);
+    count_.assign(size_t(n_expert_), 0);
+    offset_.assign(size_t(n_expert_), 0);
+    fill_.assign(size_t(n_expert_), 0);
+    entry_token_.assign(B * K, 0);
+    entry_slot_.assign(B * K, 0);
+    gather_.assign(B * E, 0.0f);
+    gate_.assign(B * size_t(n_ff_max_), 0.0f);
+    up_.assign(B * size_t(n_ff_max_), 0.0f);
+    hidden_.assign(B * size_t(n_ff_max_), 0.0f);
+    down_.assign(B * E, 0.0f);
+    if (n_ff_shared_max_ > 0) {
+        sh_gate_.assign(B * size_t(n_ff_shared_max_), 0.0f);
+        sh_up_.assign(B * size_t(n_ff_shared_max_), 0.0f);
+        sh_hidden_.assign(B * size_t(n_ff_shared_max_), 0.0f);
+        sh_out_.assign(B * E, 0.0f);
+        sh_g_.assign(B, 0.0f);
+    }
+    if (opt.lookahead) {
+        la_xn_.assign(B * E, 0.0f);
+        la_router_.assign(B * size_t(n_expert_), 0.0f);
+        la_w_.assign(B * K, 0.0f);
+        la_ids_.assign(B * K, 0);
+        la_unique_.assign(size_t(n_expert_), 0);
+        la_mark_.assign(size_t(n_expert_), 0);
+    }
+    final_xn_.assign(E, 0.0f);
+}
+
+size_t ForwardPass::scratch_bytes() const {
+    size_t f = 0;
+    for (const std::vector<float> *v :
+         {&x_, &xn_, &q_, &k_, &v_, &attn_, &tmp_, &rope_cs_, &scores_, &router_, &topk_w_, &slot_out_, &moe_out_,
+          &gather_, &gate_, &up_, &hidden_, &down_, &sh_gate_, &sh_up_, &sh_hidden_, &sh_out_, &sh_g_, &la_xn_,
+          &la_router_, &la_w_, &final_xn_})
+        f += v->size();
+    size_t i = 0;
+    for (const std::vector<int32_t> *v :
+         {&topk_ids_, &unique_, &count_, &offset_, &entry_token_, &entry_slot_, &fill_, &la_ids_, &la_unique_})
+        i += v->size();
+    return f * sizeof(float) + i * sizeof(int32_t) + act_.size() + la_mark_.size();
+}
+
+void ForwardPass::run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, float *logits) {
+    if (n_tokens <= 0 || n_tokens > opt_.max_batch || n_past < 0 || n_past + n_tokens > opt_.n_ctx)
+        fail(Status::internal, "forward pass: %d tokens at position %d do not fit (batch %d, n_ctx %d)", n_tokens,
+             n_past, opt_.max_batch, opt_.n_ctx);
+    const size_t E = size_t(n_embd_);
+    const MatrixView &embd = model_.weights().token_embd;
+    for (int32_t t = 0; t < n_tokens; ++t)
+        kernels::dequantize_row(embd.type, embd.row(tokens[t]), &x_[size_t(t) * E], n_embd_);
+    // Rotation angles depend only on the position: computed once per step for all layers.
+    for (int32_t t = 0; t < n_tokens; ++t) rope_angles(rope_, n_past + t, &rope_cs_[size_t(t) * size_t(hp_.n_rot)]);
+
+    for (int32_t l = 0; l < hp_.n_layer; ++l) {
+        attention_block(l, n_tokens, n_past);
+        moe_block(l, n_tokens);
+    }
+    if (logits) output_head(n_tokens - 1, logits);
+}
+
+void ForwardPass::output_head(int32_t last_token, float *logits) {
+    const size_t E = size_t(n_embd_);
+    rms_norm(&x_[size_t(last_token) * E], model_.weights().output_norm.data(), final_xn_.data(), n_embd_,
+             hp_.rms_eps);
+    linear_.run(model_.weights().output, final_xn_.data(), E, 1, logits, size_t(hp_.n_vocab));
+}
+
+}  // namespace moe

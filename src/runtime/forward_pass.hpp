@@ -1,0 +1,85 @@
+// The forward pass shared by every architecture: embedding, then per layer
+// attention (with the KV cache) and the MoE block (router, routed experts read
+// through ExpertSource, optional shared expert), then the output head.
+// All scratch is allocated at construction for n_ctx and max_batch tokens;
+// run() does not allocate.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "experts/expert_source.hpp"
+#include "model/attention.hpp"
+#include "model/kv_cache.hpp"
+#include "model/model.hpp"
+#include "model/rope.hpp"
+#include "runtime/linear.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace moe {
+
+struct ForwardOptions {
+    int32_t n_ctx = 0;
+    int32_t max_batch = 0;  // tokens per run() call
+    bool exact = false;     // f32 activations and f32 KV cache
+    bool lookahead = false; // run layer L+1's router on layer L's state and prefetch
+};
+
+class ForwardPass {
+public:
+    ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &pool, const ForwardOptions &opt);
+
+    // Processes n_tokens (1..max_batch) tokens at positions n_past.. and, if
+    // logits is not null, writes the last token's n_vocab logits. Writes the
+    // KV cache at those positions only; the caller owns n_past.
+    void run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, float *logits);
+
+    const ForwardOptions &options() const { return opt_; }
+    const KvCache &kv() const { return kv_; }
+    size_t scratch_bytes() const;
+    // Nanoseconds spent blocked in ExpertSource::next_ready since construction.
+    uint64_t expert_wait_ns() const { return expert_wait_ns_; }
+
+private:
+    void attention_block(int32_t layer, int32_t n_tokens, int32_t n_past);
+    void moe_block(int32_t layer, int32_t n_tokens);
+    void route(const LayerWeights &lw, int32_t n_tokens);
+    void group_by_expert(int32_t n_tokens);
+    void compute_expert(const LayerWeights &lw, const ReadyExpert &ready);
+    void shared_expert(const LayerWeights &lw, int32_t n_tokens);
+    void predict_and_prefetch(int32_t next_layer, int32_t n_tokens);
+    void output_head(int32_t last_token, float *logits);
+
+    const Model &model_;
+    const HParams &hp_;
+    ExpertSource &experts_;
+    ThreadPool &pool_;
+    ForwardOptions opt_;
+    KvCache kv_;
+    AttentionShape attn_shape_;
+    RopeParams rope_;
+
+    // Dimensions.
+    int64_t n_embd_, q_dim_, k_dim_, v_dim_, o_dim_, n_ff_max_, n_ff_shared_max_;
+    int32_t n_expert_, n_used_;
+
+    // Scratch (rows of max_batch tokens).
+    std::vector<uint8_t> act_;
+    Linear linear_;
+    std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, rope_cs_, scores_;
+    std::vector<float> router_, topk_w_, slot_out_, moe_out_;
+    std::vector<int32_t> topk_ids_;
+    // Routed experts: unique experts in request order and their (token, slot) entries.
+    std::vector<int32_t> unique_, count_, offset_, entry_token_, entry_slot_, fill_;
+    std::vector<float> gather_, gate_, up_, hidden_, down_;
+    // Shared expert.
+    std::vector<float> sh_gate_, sh_up_, sh_hidden_, sh_out_, sh_g_;
+    // Lookahead.
+    std::vector<float> la_xn_, la_router_, la_w_;
+    std::vector<int32_t> la_ids_, la_unique_;
+    std::vector<uint8_t> la_mark_;
+    std::vector<float> final_xn_;
+    uint64_t expert_wait_ns_ = 0;
+};
+
+}  // namespace moe
