@@ -76,6 +76,7 @@ int cmd_run(const Args &args) {
     }
     const double gen_s = seconds_since(t0);
     std::printf("\n");
+    std::fflush(stdout);
     std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.2f tok/s); generated %lld tokens in %.3f s (%.2f tok/s)\n",
                  prompt.size(), prompt_s, prompt_s > 0 ? double(prompt.size()) / prompt_s : 0.0,
                  static_cast<long long>(generated), gen_s,
