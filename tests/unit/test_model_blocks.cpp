@@ -1,0 +1,189 @@
+// Building blocks of the forward pass against straightforward formulas.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "model/attention.hpp"
+#include "model/kv_cache.hpp"
+#include "model/rms_norm.hpp"
+#include "model/rope.hpp"
+#include "model/router.hpp"
+
+namespace {
+
+std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (float &x : v) x = d(rng);
+    return v;
+}
+
+TEST(RmsNorm, MatchesDoublePrecisionFormula) {
+    const int64_t n = 300;
+    auto x = random_vector(size_t(n), 1, 3.0f);
+    auto w = random_vector(size_t(n), 2);
+    std::vector<float> y(static_cast<size_t>(n));
+    moe::rms_norm(x.data(), w.data(), y.data(), n, 1e-6f);
+    double ss = 0;
+    for (float v : x) ss += double(v) * v;
+    const double scale = 1.0 / std::sqrt(ss / double(n) + 1e-6);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y[size_t(i)], x[size_t(i)] * scale * w[size_t(i)], 1e-5) << i;
+}
+
+TEST(RmsNorm, InPlaceEqualsOutOfPlace) {
+    auto x = random_vector(64, 3);
+    auto w = random_vector(64, 4);
+    std::vector<float> y(64);
+    moe::rms_norm(x.data(), w.data(), y.data(), 64, 1e-5f);
+    moe::rms_norm(x.data(), w.data(), x.data(), 64, 1e-5f);
+    EXPECT_EQ(x, y);
+}
+
+// Naive rotation with angles from pow(): what RoPE means, independent of the
+// iterative angle computation.
+std::vector<float> naive_rope(std::vector<float> x, int32_t n_rot, float base, int32_t pos, bool neox) {
+    for (int32_t i = 0; i < n_rot / 2; ++i) {
+        const double theta = pos * std::pow(double(base), -2.0 * i / n_rot);
+        const size_t a = neox ? size_t(i) : size_t(2 * i), b = neox ? size_t(i + n_rot / 2) : size_t(2 * i + 1);
+        const double x0 = x[a], x1 = x[b];
+        x[a] = float(x0 * std::cos(theta) - x1 * std::sin(theta));
+        x[b] = float(x0 * std::sin(theta) + x1 * std::cos(theta));
+    }
+    return x;
+}
+
+TEST(Rope, NeoxAndNormalMatchNaiveRotation) {
+    const int32_t head_dim = 64;
+    for (int32_t n_rot : {64, 32}) {
+        moe::RopeParams p;
+        p.n_rot = n_rot;
+        p.freq_base = 10000.0f;
+        std::vector<float> cs(static_cast<size_t>(n_rot));
+        for (int32_t pos : {0, 1, 7, 100}) {
+            moe::rope_angles(p, pos, cs.data());
+            for (bool neox : {true, false}) {
+                auto x = random_vector(size_t(head_dim), uint32_t(pos + 10));
+                auto want = naive_rope(x, n_rot, p.freq_base, pos, neox);
+                moe::rope_apply(neox ? moe::RopeType::neox : moe::RopeType::normal, n_rot, cs.data(), x.data());
+                for (int32_t i = 0; i < head_dim; ++i)
+                    EXPECT_NEAR(x[size_t(i)], want[size_t(i)], 2e-4) << "n_rot " << n_rot << " pos " << pos
+                                                                     << " neox " << neox << " i " << i;
+            }
+        }
+    }
+}
+
+TEST(Rope, PositionZeroIsIdentityAndDimsBeyondNRotPassThrough) {
+    moe::RopeParams p;
+    p.n_rot = 16;
+    std::vector<float> cs(16);
+    moe::rope_angles(p, 0, cs.data());
+    auto x = random_vector(32, 5);
+    auto y = x;
+    moe::rope_apply(moe::RopeType::neox, 16, cs.data(), y.data());
+    EXPECT_EQ(x, y);
+    moe::rope_angles(p, 9, cs.data());
+    moe::rope_apply(moe::RopeType::normal, 16, cs.data(), y.data());
+    for (size_t i = 16; i < 32; ++i) EXPECT_EQ(x[i], y[i]);
+}
+
+TEST(Rope, FrequencyFactorsDivideTheAngle) {
+    moe::RopeParams p;
+    p.n_rot = 8;
+    std::vector<float> factors = {1.0f, 2.0f, 4.0f, 8.0f};
+    std::vector<float> plain(8), scaled(8);
+    moe::rope_angles(p, 5, plain.data());
+    p.freq_factors = factors.data();
+    moe::rope_angles(p, 5, scaled.data());
+    for (size_t i = 0; i < 4; ++i) {
+        const double theta = std::atan2(double(plain[2 * i + 1]), double(plain[2 * i]));
+        EXPECT_NEAR(std::cos(theta / factors[i]), scaled[2 * i], 1e-5);
+    }
+}
+
+TEST(Router, SoftmaxSumsToOneAndKeepsOrder) {
+    std::vector<float> x = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f};
+    moe::softmax(x.data(), int32_t(x.size()));
+    double sum = 0;
+    for (float v : x) sum += v;
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+    EXPECT_GT(x[1], x[0]);
+    EXPECT_EQ(x[1], x[3]);
+    EXPECT_NEAR(x[0] / x[2], std::exp(3.0), 1e-3);
+}
+
+TEST(Router, TopKDescendingWithTiesToLowerIndex) {
+    const std::vector<float> p = {0.1f, 0.3f, 0.3f, 0.05f, 0.3f, 0.25f};
+    int32_t ids[4];
+    float w[4];
+    moe::top_k(p.data(), int32_t(p.size()), 4, ids, w);
+    EXPECT_EQ(ids[0], 1);
+    EXPECT_EQ(ids[1], 2);
+    EXPECT_EQ(ids[2], 4);
+    EXPECT_EQ(ids[3], 5);
+    EXPECT_EQ(w[3], 0.25f);
+}
+
+TEST(Router, TopKAllEqualPicksFirstIndices) {
+    const std::vector<float> p(8, 0.125f);
+    int32_t ids[3];
+    float w[3];
+    moe::top_k(p.data(), 8, 3, ids, w);
+    EXPECT_EQ(ids[0], 0);
+    EXPECT_EQ(ids[1], 1);
+    EXPECT_EQ(ids[2], 2);
+}
+
+TEST(Router, RenormalizeDividesBySumClampedAtTinyValue) {
+    float w[2] = {0.2f, 0.6f};
+    moe::renormalize(w, 2);
+    EXPECT_FLOAT_EQ(w[0], 0.25f);
+    EXPECT_FLOAT_EQ(w[1], 0.75f);
+    float tiny[2] = {1e-6f, 1e-6f};
+    moe::renormalize(tiny, 2);
+    EXPECT_FLOAT_EQ(tiny[0], 1e-6f / 6.103515625e-5f);
+}
+
+// Attention of every head at every position against a direct double loop.
+void check_attention(bool f32_cache, double tol) {
+    const int32_t n_head = 4, n_kv = 2, hd = 8, n_ctx = 12, layer = 1;
+    moe::KvCache kv(2, n_ctx, n_kv * hd, n_kv * hd, f32_cache);
+    std::vector<std::vector<float>> keys, values;
+    for (int32_t p = 0; p < n_ctx; ++p) {
+        keys.push_back(random_vector(size_t(n_kv * hd), uint32_t(100 + p)));
+        values.push_back(random_vector(size_t(n_kv * hd), uint32_t(200 + p)));
+        kv.store(layer, p, keys.back().data(), values.back().data());
+    }
+    moe::AttentionShape s{n_head, n_kv, hd, hd, 1.0f / std::sqrt(float(hd))};
+    std::vector<float> scores(static_cast<size_t>(n_ctx)), out(static_cast<size_t>(hd));
+    for (int32_t pos : {0, 5, n_ctx - 1}) {
+        for (int32_t h = 0; h < n_head; ++h) {
+            auto q = random_vector(size_t(hd), uint32_t(300 + pos * 10 + h));
+            moe::attend_head(kv, layer, s, h, q.data(), pos, scores.data(), out.data());
+            const int32_t g = h / (n_head / n_kv);
+            std::vector<double> sc(size_t(pos + 1));
+            double max = -1e300;
+            for (int32_t j = 0; j <= pos; ++j) {
+                double d = 0;
+                for (int32_t i = 0; i < hd; ++i) d += double(q[size_t(i)]) * keys[size_t(j)][size_t(g * hd + i)];
+                sc[size_t(j)] = d / std::sqrt(double(hd));
+                max = std::max(max, sc[size_t(j)]);
+            }
+            double sum = 0;
+            for (double &v : sc) sum += (v = std::exp(v - max));
+            for (int32_t i = 0; i < hd; ++i) {
+                double o = 0;
+                for (int32_t j = 0; j <= pos; ++j) o += sc[size_t(j)] / sum * values[size_t(j)][size_t(g * hd + i)];
+                EXPECT_NEAR(out[size_t(i)], o, tol) << "pos " << pos << " head " << h << " dim " << i;
+            }
+        }
+    }
+}
+
+TEST(Attention, MatchesNaiveLoopWithF32Cache) { check_attention(true, 1e-5); }
+TEST(Attention, MatchesNaiveLoopWithF16Cache) { check_attention(false, 5e-3); }
+
+}  // namespace
