@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "../../capi/context_handle.hpp"
@@ -29,12 +30,22 @@ std::string model_path(const std::string &arch, const std::string &extra = "") {
     for (char &c : file)
         if (!isalnum(static_cast<unsigned char>(c))) c = '_';
     const std::string path = dir + "/" + file + ".gguf";
-    const std::string cmd = "cd '" + moe::test::source_dir() + "/tests' && '" + moe::test::python() +
-                            "' -m tools.make_model --arch " + arch + " --out '" + path +
-                            "' --n-embd 256 --n-head 4 --n-head-kv 2 --n-layer 2 --n-expert 8 --n-expert-used 3"
-                            " --n-ff-expert 256 --n-vocab 300 --n-ctx 64 --seed 7 " +
-                            extra + " > /dev/null";
-    cache[key] = moe::test::run(cmd) == 0 ? path : "";
+    // Shared across the test processes ctest runs in parallel: written under a
+    // unique name and renamed into place, reused when present.
+    if (!std::filesystem::exists(path)) {
+        const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+        const std::string cmd = "cd '" + moe::test::source_dir() + "/tests' && '" + moe::test::python() +
+                                "' -m tools.make_model --arch " + arch + " --out '" + tmp +
+                                "' --n-embd 256 --n-head 4 --n-head-kv 2 --n-layer 2 --n-expert 8 --n-expert-used 3"
+                                " --n-ff-expert 256 --n-vocab 300 --n-ctx 64 --seed 7 " +
+                                extra + " > /dev/null";
+        if (moe::test::run(cmd) != 0) {
+            std::filesystem::remove(tmp);
+            return cache[key] = "";
+        }
+        std::filesystem::rename(tmp, path);
+    }
+    cache[key] = path;
     return cache[key];
 }
 
