@@ -143,22 +143,16 @@ MOESTREAM_API int moestream_model_info_get(const moestream_context *ctx, moestre
         info.n_expert_used = hp.n_expert_used;
         info.n_ff_expert = hp.n_ff_expert;
         info.n_ff_shared = hp.n_ff_shared;
-        const auto &tensors = m.file().tensors();
-        info.n_tensors = int32_t(tensors.size());
+        const moe::ModelBytes &bytes = m.bytes();
+        info.n_tensors = int32_t(bytes.n_tensors);
         info.file_bytes = m.file().total_file_bytes();
-        for (const auto &t : tensors) {
-            info.total_bytes += t.nbytes;
-            const uint32_t id = static_cast<uint32_t>(t.type);
-            if (id < MOESTREAM_MAX_TENSOR_TYPES) ++info.tensor_count_by_type[id];
-        }
-        info.dense_bytes = m.dense_bytes();
-        info.expert_bytes = m.expert_bytes();
-        for (int32_t l = 0; l < hp.n_layer; ++l) {
-            const moe::ExpertLayerLayout &e = m.layer(l).experts;
-            info.expert_bytes_per_expert = std::max<uint64_t>(info.expert_bytes_per_expert, e.bytes_per_expert());
-            info.expert_bytes_per_layer =
-                std::max<uint64_t>(info.expert_bytes_per_layer, e.bytes_per_expert() * uint64_t(e.n_expert));
-        }
+        info.total_bytes = bytes.total;
+        info.dense_bytes = bytes.dense;
+        info.expert_bytes = bytes.expert;
+        info.expert_bytes_per_expert = bytes.expert_per_expert;
+        info.expert_bytes_per_layer = bytes.expert_per_layer;
+        for (size_t t = 0; t < MOESTREAM_MAX_TENSOR_TYPES && t < bytes.count_by_type.size(); ++t)
+            info.tensor_count_by_type[t] = bytes.count_by_type[t];
         moestream_stats s;
         std::memset(&s, 0, sizeof s);
         use->fill_stats(s);

@@ -1,7 +1,5 @@
 #include "model/model.hpp"
 
-#include <string_view>
-
 #include "common/error.hpp"
 #include "model/tensor_binder.hpp"
 
@@ -45,12 +43,7 @@ void Model::bind_all() {
     weights_.layers.resize(size_t(hp_.n_layer));
     for (int32_t l = 0; l < hp_.n_layer; ++l) arch_->bind_layer(b, hp_, l, weights_.layers[size_t(l)]);
 
-    // Byte accounting: routed expert tensors versus everything else.
-    for (const gguf::TensorInfo &t : f.tensors()) {
-        const std::string_view n = t.name;
-        const bool routed = n.find("_exps.") != std::string_view::npos;
-        (routed ? expert_bytes_ : dense_bytes_) += t.nbytes;
-    }
+    bytes_ = account_bytes(f);
 }
 
 std::vector<ExpertLayerLayout> Model::expert_layouts() const {

@@ -12,6 +12,7 @@
 #include "gguf/gguf_file.hpp"
 #include "model/architecture.hpp"
 #include "model/hparams.hpp"
+#include "model/tensor_roles.hpp"
 #include "model/weights.hpp"
 
 namespace moe {
@@ -31,8 +32,10 @@ public:
     const LayerWeights &layer(int32_t i) const { return weights_.layers[size_t(i)]; }
     std::vector<ExpertLayerLayout> expert_layouts() const;
 
-    uint64_t expert_bytes() const { return expert_bytes_; }  // routed experts, all layers
-    uint64_t dense_bytes() const { return dense_bytes_; }    // every other tensor
+    // Byte accounting shared with `inspect` (tensor_roles.hpp).
+    const ModelBytes &bytes() const { return bytes_; }
+    uint64_t expert_bytes() const { return bytes_.expert; }  // routed experts, all layers
+    uint64_t dense_bytes() const { return bytes_.dense; }    // every other tensor
 
 private:
     Model() = default;
@@ -43,8 +46,7 @@ private:
     const Architecture *arch_ = nullptr;
     ArchTraits traits_;
     ModelWeights weights_;
-    uint64_t expert_bytes_ = 0;
-    uint64_t dense_bytes_ = 0;
+    ModelBytes bytes_;
 };
 
 }  // namespace moe
