@@ -206,7 +206,10 @@ class Context:
     def __repr__(self):
         if self.closed:
             return "<moestream.Context closed>"
-        return f"<moestream.Context {self.architecture} n_vocab={self.n_vocab} n_past={self.n_past}>"
+        try:
+            return f"<moestream.Context {self.architecture} n_vocab={self.n_vocab} n_past={self.n_past}>"
+        except Error:
+            return "<moestream.Context>"
 
 
 _LEVEL_NAMES = {v: k for k, v in cv.LOG_LEVELS.items()}

@@ -64,5 +64,5 @@ class Sampler:
             pass
 
     def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        args = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.params.items())
         return f"<moestream.Sampler {args}{' closed' if not self._handle else ''}>"
