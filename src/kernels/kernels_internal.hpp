@@ -32,6 +32,11 @@ void fill_scalar_kernels(KernelTable &table);
 void fill_avx2_kernels(KernelTable &table);
 void fill_avx512_kernels(KernelTable &table);
 
+// Per-thread scratch memory of at least `bytes` (64-byte aligned), kept for
+// reuse: it only allocates when a call needs more than any before it on the
+// same thread. Defined in a baseline file so no ISA-specific code is shared.
+void *kernel_scratch(size_t bytes);
+
 // Exact mode (f32 activations, weights dequantised a block at a time).
 float dot_exact(GgmlType weight, int64_t n, const void *w_row, const float *act);
 

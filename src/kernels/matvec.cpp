@@ -1,5 +1,7 @@
 // Public entry points: argument checks, exact mode, and the generic row and
 // token loops used when an ISA has no specialised matvec/matmat.
+#include <new>
+
 #include "common/error.hpp"
 #include "kernels/dispatch.hpp"
 
@@ -71,4 +73,25 @@ void matmat_rows(GgmlType weight, int64_t n, const uint8_t *w, size_t row_bytes,
         for (int32_t t = 0; t < n_tokens; ++t) y[t * y_stride + r] = k.dot(n, w + r * row_bytes, a + t * act_stride);
 }
 
+namespace detail {
+
+void *kernel_scratch(size_t bytes) {
+    struct Scratch {
+        void *data = nullptr;
+        size_t size = 0;
+        ~Scratch() { ::operator delete(data, std::align_val_t{64}); }
+    };
+    thread_local Scratch s;
+    if (bytes > s.size) {
+        ::operator delete(s.data, std::align_val_t{64});
+        s.data = nullptr;
+        s.size = 0;
+        const size_t grown = bytes < 4096 ? 4096 : bytes + bytes / 2;
+        s.data = ::operator new(grown, std::align_val_t{64});
+        s.size = grown;
+    }
+    return s.data;
+}
+
+}  // namespace detail
 }  // namespace moe::kernels
