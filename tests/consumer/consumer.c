@@ -17,10 +17,6 @@ int main(void) {
         fprintf(stderr, "header %s but library %s\n", MOESTREAM_VERSION_STRING, moestream_version_string());
         return 1;
     }
-#ifdef CONSUMER_WITHOUT_OPEN /* library built before moestream_open existed */
-    (void)missing; (void)params; (void)ctx; (void)status;
-    return 0;
-#endif
     moestream_params_init(&params);
     params.model_path = missing;
     status = moestream_open(&params, &ctx);
