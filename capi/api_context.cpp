@@ -33,6 +33,30 @@ moe::ContextParams to_context_params(const moestream_params &p) {
 
 void copy_string(char *dst, size_t cap, const std::string &s) { std::snprintf(dst, cap, "%s", s.c_str()); }
 
+void log_opened(const moe::Context &ctx, const moe::Log &log, const char *path) {
+    if (!log.enabled(MOESTREAM_LOG_INFO)) return;
+    const moe::HParams &hp = ctx.model().hparams();
+    moestream_stats s;
+    std::memset(&s, 0, sizeof s);
+    ctx.fill_stats(s);
+    log.write(MOESTREAM_LOG_INFO, "opened %s: %s, %d layers, %d experts (%d used), n_ctx %d, io %s (%s)", path,
+              hp.arch.c_str(), hp.n_layer, hp.n_expert, hp.n_expert_used, ctx.n_ctx(),
+              moestream_io_mode_name(s.io_mode), s.io_mode_reason);
+}
+
+void log_closing(const moe::Context &ctx, const moe::Log &log) {
+    if (!log.enabled(MOESTREAM_LOG_INFO)) return;
+    moestream_stats s;
+    std::memset(&s, 0, sizeof s);
+    ctx.fill_stats(s);
+    log.write(MOESTREAM_LOG_INFO,
+              "closing: %llu tokens in %llu steps, expert cache %llu hits / %llu misses, %llu bytes read on demand, "
+              "%llu prefetched",
+              (unsigned long long)s.tokens, (unsigned long long)s.steps, (unsigned long long)s.cache_hits,
+              (unsigned long long)s.cache_misses, (unsigned long long)s.bytes_read_demand,
+              (unsigned long long)s.bytes_read_prefetch);
+}
+
 }  // namespace
 
 extern "C" {
@@ -49,20 +73,29 @@ MOESTREAM_API void moestream_params_init(moestream_params *params) {
 
 MOESTREAM_API int moestream_open(const moestream_params *params, moestream_context **out) {
     if (out) *out = nullptr;
-    return guarded("moestream_open", [&] {
+    moe::Log log;
+    const int status = guarded("moestream_open", [&] {
         moe::capi::require(out, "out");
         moe::capi::require(params, "params");
         moe::capi::require_struct_size(params->struct_size, sizeof(moestream_params), sizeof(moestream_params),
                                        "moestream_params");
+        log = moe::Log(params->log_fn, params->log_user_data, params->log_level);
         auto handle = std::make_unique<moestream_context>();
+        handle->log = log;
         handle->ctx = std::make_unique<moe::Context>(to_context_params(*params));
+        log_opened(*handle->ctx, log, params->model_path);
         *out = handle.release();
     });
+    if (status != MOESTREAM_OK) log.write(MOESTREAM_LOG_ERROR, "%s", moe::capi::last_error_text());
+    return status;
 }
 
 MOESTREAM_API void moestream_close(moestream_context *ctx) {
     // Destruction cannot fail visibly; the firewall keeps any exception inside.
-    guarded("moestream_close", [&] { delete ctx; });
+    guarded("moestream_close", [&] {
+        if (ctx && ctx->ctx) log_closing(*ctx->ctx, ctx->log);
+        delete ctx;
+    });
 }
 
 MOESTREAM_API int moestream_step(moestream_context *ctx, const int32_t *tokens, int32_t n_tokens,

@@ -6,10 +6,12 @@
 #include <memory>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "runtime/context.hpp"
 
 struct moestream_context {
     std::unique_ptr<moe::Context> ctx;
+    moe::Log log;  // the caller's moestream_params.log_fn
     // Set while a call is inside the context; a second thread finds it set and gets BUSY.
     std::atomic<bool> busy{false};
 };

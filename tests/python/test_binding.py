@@ -530,3 +530,29 @@ def test_readme_python_quick_start_runs(lib, source_dir, tmp_path):
         pytest.skip(f"not supported yet: {r.stderr.strip().splitlines()[-1]}")
     assert r.returncode == 0, r.stderr
     assert "True" in r.stdout  # the missing-file error is an IO error
+
+
+def test_log_callback(lib, model_path, tmp_path):
+    require(lib, *CONTEXT_FUNCTIONS)
+    seen = []
+    log = lambda level, message: seen.append((level, message))  # noqa: E731
+    c = skip_if_unsupported(moestream.Context, model_path, n_threads=1, n_ctx=32, profile_path="", log=log,
+                            log_level="info")
+    c.step([1, 2])
+    c.close()
+    assert any(level == "info" and message.startswith(f"opened {model_path}") for level, message in seen), seen
+    assert any(level == "info" and "closing: 2 tokens in 1 steps" in message for level, message in seen), seen
+
+    seen.clear()
+    moestream.Context(model_path, n_threads=1, n_ctx=32, profile_path="", log=log).close()
+    assert not [s for s in seen if s[0] == "info"]  # default level is warn
+
+    missing = tmp_path / "missing.gguf"
+    with pytest.raises(moestream.Error):
+        moestream.Context(missing, log=log)
+    assert any(level == "error" and str(missing) in message for level, message in seen), seen
+
+    def broken(level, message):
+        raise RuntimeError("a failing log callback must not break the library")
+
+    moestream.Context(model_path, n_threads=1, n_ctx=32, profile_path="", log=broken, log_level="debug").close()
