@@ -384,6 +384,22 @@ MOESTREAM_API int moestream_trace_replay(const moestream_replay_params *params, 
 /* Name of a cache policy ("lru", "lfu-decay", "pinned-hot", "belady", "auto"); "?" if unknown. */
 MOESTREAM_API const char *moestream_cache_policy_name(int cache_policy);
 
+/* ------------------------------------------------------------------------ */
+/* Packed expert file                                                       */
+
+/* Writes a packed expert file for a model: every routed expert (gate, up and
+ * down of one layer) as one 4 KiB-aligned extent with a checksummed header,
+ * tied to the model by a fingerprint of its GGUF header. out_path NULL =
+ * MODEL_PATH.moepack. Written through a temporary file renamed at the end. */
+MOESTREAM_API int moestream_pack(const char *model_path, const char *out_path);
+/* Reads every extent of a packed file and checks its header and checksum.
+ * Writes the counts (either pointer may be NULL); returns MOESTREAM_OK when
+ * every expert is intact, MOESTREAM_ERR_BAD_FORMAT naming the first damaged
+ * one otherwise. When model_path is not NULL, also checks the file belongs
+ * to that model. */
+MOESTREAM_API int moestream_pack_verify(const char *packed_path, const char *model_path, uint64_t *experts_checked,
+                                        uint64_t *bad_experts);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,11 +9,13 @@ int cmd_trace(const Args &args);
 int cmd_logits(const Args &args);
 int cmd_perplexity(const Args &args);
 int cmd_run(const Args &args);
+int cmd_pack(const Args &args);
 
 const std::vector<Command> &commands() {
     static const std::vector<Command> list = {
         {"version", "print the library version", cmd_version},
         {"inspect", "show a model's architecture, sizes and the I/O mode a budget would pick", cmd_inspect},
+        {"pack", "write or verify the packed expert file beside a model", cmd_pack},
         {"generate", "write a random-weight model of a real architecture's shape", cmd_generate},
         {"trace", "synthesise, inspect, replay and record expert routing traces", cmd_trace},
         {"logits", "write the logits of a token sequence (raw float32)", cmd_logits},
