@@ -253,6 +253,8 @@ FUNCTIONS = [
     ("moestream_replay_result_init", None, [_P(ReplayResult)]),
     ("moestream_trace_replay", _STATUS, [_P(ReplayParams), _P(ReplayResult)]),
     ("moestream_cache_policy_name", ctypes.c_char_p, [ctypes.c_int]),
+    ("moestream_pack", _STATUS, [ctypes.c_char_p, ctypes.c_char_p]),
+    ("moestream_pack_verify", _STATUS, [ctypes.c_char_p, ctypes.c_char_p, _P(ctypes.c_uint64), _P(ctypes.c_uint64)]),
 ]
 
 
