@@ -1,7 +1,8 @@
 """The engine's logits against the float64 reference for every architecture, several quant
 mixes and shapes (top-k 1/2/8, GQA ratios 1/4/8, an expert count that is not a power of two,
 head_dim != n_embd/n_head, tied output), after 1 and after 40 tokens, in normal and --exact
-mode, and with different --batch sizes. Criteria: see engine_check.py.
+mode, and with different --batch sizes; after one token also against the reference with the
+engine's activation rounding emulated. Criteria: see engine_check.py.
 
 Skips (with the reason) while `moestream logits` does not exist."""
 import numpy as np
@@ -48,6 +49,8 @@ class _Case:
         rng = np.random.default_rng(spec.seed)
         self.tokens = [int(t) for t in rng.integers(0, spec.n_vocab, N_TOKENS)]
         self.ref = Reference(path).run(self.tokens)   # logits of every position
+        # the same with the engine's activation rounding (Q8_0/Q8_1/Q8_K/F16/BF16) and F16 KV cache
+        self.emu = Reference(path, act_quant=True, kv_f16=True).run(self.tokens).logits
         self.n_vocab = spec.n_vocab
         self._engine_out = {}
 
@@ -92,7 +95,9 @@ def test_logits_match_reference(engine, cases, arch, mix, shape):
     for n in (1, N_TOKENS):
         first, rows = c.engine_positions(engine, n)
         for i, row in enumerate(rows):   # the last position, or every one if the engine writes them
-            ec.compare_normal(c.ref.logits[first + i], row, f"{c.path.name} after {first + i + 1} token(s)")
+            ec.compare_normal(c.ref.logits[first + i], row, f"{c.path.name} after {first + i + 1} token(s)",
+                              emu=c.emu[first + i])
+    ec.compare_to_emulation(c.emu[0], c.engine(engine, 1), f"{c.path.name} after 1 token")
 
 
 @pytest.mark.parametrize("arch,mix,shape", MATRIX, ids=IDS)

@@ -43,7 +43,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from reference import dequant  # noqa: E402
+from reference import actquant, dequant  # noqa: E402
 from reference.gguf_reader import GGUFReader  # noqa: E402
 
 ARCHS = ("qwen3moe", "llama", "olmoe", "qwen2moe")
@@ -176,10 +176,15 @@ def rope(x: np.ndarray, positions: np.ndarray, n_rot: int, base: float, neox: bo
 
 
 class Reference:
-    def __init__(self, model_path):
+    """act_quant: round every matmul's input the way a llama.cpp-style CPU engine does
+    (reference/actquant.py) and kv_f16: store K/V rounded to f16. Both off: the exact model."""
+
+    def __init__(self, model_path, act_quant: bool = False, kv_f16: bool = False):
         self.path = str(model_path)
         self.reader = GGUFReader(self.path)
         self.hp = HParams.from_reader(self.reader)
+        self.act_quant = act_quant
+        self.kv_f16 = kv_f16
         self._cache: dict = {}
         self._check_shapes()
 
@@ -250,8 +255,36 @@ class Reference:
         return State(k=[np.zeros((0, hp.n_head_kv, hp.head_dim_k)) for _ in range(hp.n_layer)],
                      v=[np.zeros((0, hp.n_head_kv, hp.head_dim_v)) for _ in range(hp.n_layer)])
 
+    def _act(self, x, weight_name):
+        """The matmul input as the engine sees it for this weight (identity unless act_quant)."""
+        if not self.act_quant:
+            return x
+        return actquant.activation_values(x, self.reader.tensors[weight_name].type)
+
+    def _block_mins(self, name, e=None):
+        """Per-block min m [rows, K/32] of a Q4_1/Q5_1 weight (expert e of a 3-D tensor)."""
+        key = (name, e, "mins")
+        if key not in self._cache:
+            info = self.reader.tensors[name]
+            raw = np.asarray(self.reader.raw(name))
+            if e is not None:
+                per = dequant.nbytes(info.type, info.ne[0] * info.ne[1])
+                raw = raw[e * per:(e + 1) * per]
+            bb = dequant.TYPES[info.type][2]
+            self._cache[key] = np.ascontiguousarray(raw.reshape(-1, bb)[:, 2:4]).view("<f2").astype(
+                np.float64).reshape(info.ne[1], info.ne[0] // 32)
+        return self._cache[key]
+
+    def _matmul(self, x, name, e=None):
+        """x @ W^T for weight `name` (expert e), with the engine's activation rounding if act_quant."""
+        wt = self.w(name) if e is None else self.expert(name, e)
+        y = self._act(x, name) @ wt.T
+        if self.act_quant and self.reader.tensors[name].type in (dequant.Q4_1, dequant.Q5_1):
+            y = y + actquant.q8_1_sum_correction(x) @ self._block_mins(name, e).T
+        return y
+
     def _linear(self, name, x, bias=None):
-        y = x @ self.w(name).T
+        y = self._matmul(x, name)
         if bias is not None and self.has(bias):
             y = y + self.w(bias)
         return y
@@ -277,6 +310,8 @@ class Reference:
         neox = hp.arch in NEOX_ARCHS
         q = rope(q, positions, hp.n_rot, hp.rope_base, neox, ff)
         k = rope(k, positions, hp.n_rot, hp.rope_base, neox, ff)
+        if self.kv_f16:
+            k, v = actquant.f16_round(k), actquant.f16_round(v)
         state.k[il] = np.concatenate([state.k[il], k], axis=0)
         state.v[il] = np.concatenate([state.v[il], v], axis=0)
         K, V = state.k[il], state.v[il]                          # [T, n_kv, hd]
@@ -294,7 +329,7 @@ class Reference:
         hp = self.hp
         p = f"blk.{il}."
         n = m.shape[0]
-        r = m @ self.w(p + "ffn_gate_inp.weight").T                          # [n, n_expert]
+        r = self._act(m, p + "ffn_gate_inp.weight") @ self.w(p + "ffn_gate_inp.weight").T   # [n, n_expert]
         probs = softmax(r, axis=-1)
         order = np.argsort(-probs, axis=-1, kind="stable")
         top = order[:, :hp.n_expert_used]
@@ -309,14 +344,14 @@ class Reference:
         for e in np.unique(top):
             rows, slots = np.nonzero(top == e)
             xe = m[rows]
-            g = xe @ self.expert(p + "ffn_gate_exps.weight", e).T
-            u = xe @ self.expert(p + "ffn_up_exps.weight", e).T
-            y = (silu(g) * u) @ self.expert(p + "ffn_down_exps.weight", e).T
+            g = self._matmul(xe, p + "ffn_gate_exps.weight", e)
+            u = self._matmul(xe, p + "ffn_up_exps.weight", e)
+            y = self._matmul(silu(g) * u, p + "ffn_down_exps.weight", e)
             out[rows] += y * w[rows, slots][:, None]   # a token selects an expert at most once
         if hp.arch == "qwen2moe":
-            gate = m @ self.w(p + "ffn_gate_inp_shexp.weight")                # [n]
-            sh = (silu(m @ self.w(p + "ffn_gate_shexp.weight").T) * (m @ self.w(p + "ffn_up_shexp.weight").T)) \
-                @ self.w(p + "ffn_down_shexp.weight").T
+            gate = self._act(m, p + "ffn_gate_inp_shexp.weight") @ self.w(p + "ffn_gate_inp_shexp.weight")  # [n]
+            hs = silu(self._linear(p + "ffn_gate_shexp.weight", m)) * self._linear(p + "ffn_up_shexp.weight", m)
+            sh = self._linear(p + "ffn_down_shexp.weight", hs)
             out = out + sh * (1.0 / (1.0 + np.exp(-gate)))[:, None]
         return out
 
@@ -339,8 +374,8 @@ class Reference:
                 hidden.append(x.copy())
         state.n_past += tokens.size
         h = rms_norm(x, self.w("output_norm.weight"), hp.rms_eps)
-        wout = self.w("output.weight") if self.has("output.weight") else self.w("token_embd.weight")
-        logits = h @ wout.T
+        out_name = "output.weight" if self.has("output.weight") else "token_embd.weight"
+        logits = self._matmul(h, out_name)
         return RunResult(logits=logits,
                          experts=np.stack([t for t, _, _, _ in routing], axis=1),
                          weights=np.stack([w for _, w, _, _ in routing], axis=1),
