@@ -121,6 +121,7 @@ int register_all() {
                 ->Arg(1)
                 ->Arg(2)
                 ->UseRealTime()
+                ->MeasureProcessCPUTime()
                 ->Unit(benchmark::kMillisecond);
         }
     return 0;

@@ -6,7 +6,9 @@
 // activations). Weights are made unsigned by an offset (Q4_0 +8, Q5_0 +16,
 // Q8_0 +128) whose contribution offset * sum(activation block) is subtracted;
 // those sums and the activation scales are prepared once per activation row
-// and shared by every weight row. K-quants use 512-bit multiply-adds.
+// and shared by every weight row. Q4_0/Q4_1 take four blocks per 512-bit
+// register against a rearranged copy of the activation row. K-quants use
+// 512-bit multiply-adds.
 
 // GCC 12's AVX-512 headers start some intrinsics from a deliberately
 // undefined register value and then warn about it.
@@ -26,23 +28,18 @@ namespace {
 
 using namespace avx2;
 
-// Eight fp16 fields `stride` bytes apart (4 readable bytes at each) -> f32.
-inline __m256 gather8_half(const uint8_t *p, int32_t stride) {
-    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
-    const __m256i words = _mm256_i32gather_epi32(reinterpret_cast<const int *>(p), idx, 1);
-    return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(words));
-}
-
 // --- legacy blocks ------------------------------------------------------------
 
 struct Q4_0U {
-    static constexpr size_t kBytes = q4_0::bytes, kD = q4_0::d;
+    static constexpr size_t kBytes = q4_0::bytes, kD = q4_0::d, kQs = q4_0::qs;
     static constexpr int32_t kOffset = 8;
+    static constexpr bool kSplit = true;
     static __m256i uints(const uint8_t *b) { return nibbles32(b + q4_0::qs); }
 };
 struct Q5_0U {
     static constexpr size_t kBytes = q5_0::bytes, kD = q5_0::d;
     static constexpr int32_t kOffset = 16;
+    static constexpr bool kSplit = false;
     static __m256i uints(const uint8_t *b) {
         return _mm256_or_si256(nibbles32(b + q5_0::qs), high_bits32(b + q5_0::qh, 0x10));
     }
@@ -50,17 +47,20 @@ struct Q5_0U {
 struct Q8_0U {
     static constexpr size_t kBytes = q8_0::bytes, kD = q8_0::d;
     static constexpr int32_t kOffset = 128;
+    static constexpr bool kSplit = false;
     static __m256i uints(const uint8_t *b) {
         return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + q8_0::qs)),
                                 _mm256_set1_epi8(static_cast<char>(0x80)));
     }
 };
 struct Q4_1U {
-    static constexpr size_t kBytes = q4_1::bytes, kD = q4_1::d, kM = q4_1::m;
+    static constexpr size_t kBytes = q4_1::bytes, kD = q4_1::d, kM = q4_1::m, kQs = q4_1::qs;
+    static constexpr bool kSplit = true;
     static __m256i uints(const uint8_t *b) { return nibbles32(b + q4_1::qs); }
 };
 struct Q5_1U {
     static constexpr size_t kBytes = q5_1::bytes, kD = q5_1::d, kM = q5_1::m;
+    static constexpr bool kSplit = false;
     static __m256i uints(const uint8_t *b) {
         return _mm256_or_si256(nibbles32(b + q5_1::qs), high_bits32(b + q5_1::qh, 0x10));
     }
@@ -71,23 +71,64 @@ inline __m256i vnni(__m256i u, const uint8_t *a) {
                                _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a)));
 }
 
+// Nibble formats (Q4_0, Q4_1) take four blocks per 512-bit register: the
+// activation row is rearranged once so that, per group of 4 blocks, the first
+// halves (elements 0..15, met by low nibbles) and the second halves (16..31,
+// high nibbles) are each 64 contiguous bytes.
+inline void split_halves(const uint8_t *act, size_t blk_bytes, size_t qs, int64_t nb, uint8_t *out) {
+    for (int64_t g = 0; g + 4 <= nb; g += 4) {
+        uint8_t *o = out + g * 32;
+        for (int j = 0; j < 4; ++j) {
+            const uint8_t *q = act + (g + j) * blk_bytes + qs;
+            std::memcpy(o + 16 * j, q, 16);
+            std::memcpy(o + 64 + 16 * j, q + 16, 16);
+        }
+    }
+}
+
+// Integer sums of 8 nibble blocks (unsigned weights) against split activations.
+template <typename W>
+inline __m256i sums8_split(const uint8_t *w, const uint8_t *split) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    __m512i x[2];
+    for (int h = 0; h < 2; ++h) {
+        const uint8_t *wb = w + 4 * h * W::kBytes + W::kQs;
+        __m512i q = _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i *>(wb)));
+        q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i *>(wb + W::kBytes)), 1);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i *>(wb + 2 * W::kBytes)), 2);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i *>(wb + 3 * W::kBytes)), 3);
+        const __m512i lo = _mm512_and_si512(q, low4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+        const uint8_t *s = split + 128 * h;
+        __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(s));
+        acc = _mm512_dpbusd_epi32(acc, hi, _mm512_loadu_si512(s + 64));
+        // Each 128-bit lane holds one block: total it into every element.
+        acc = _mm512_add_epi32(acc, _mm512_shuffle_epi32(acc, static_cast<_MM_PERM_ENUM>(0xB1)));
+        x[h] = _mm512_add_epi32(acc, _mm512_shuffle_epi32(acc, static_cast<_MM_PERM_ENUM>(0x4E)));
+    }
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castsi512_si256(_mm512_permutex2var_epi32(x[0], idx, x[1]));
+}
+
 // One activation row prepared for the Q8_0 family: f32 scales and
 // offset * sum(q) per block.
 struct PrepQ8_0 {
     const uint8_t *act;
     const float *d;
     const int32_t *corr;
+    const uint8_t *split;  // nibble formats only
 };
 
 template <typename W>
-PrepQ8_0 prep_q8_0(const uint8_t *act, int64_t nb, float *d, int32_t *corr) {
+PrepQ8_0 prep_q8_0(const uint8_t *act, int64_t nb, float *d, int32_t *corr, uint8_t *split) {
     const __m256i ones = _mm256_set1_epi8(1);
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t *blk = act + b * q8_0::bytes;
         d[b] = load_half(blk + q8_0::d);
         corr[b] = W::kOffset * hsum_i32(vnni(ones, blk + q8_0::qs));
     }
-    return {act, d, corr};
+    if constexpr (W::kSplit) split_halves(act, q8_0::bytes, q8_0::qs, nb, split);
+    return {act, d, corr, split};
 }
 
 template <typename W>
@@ -96,11 +137,16 @@ float row_q8_0(const uint8_t *w, const PrepQ8_0 &p, int64_t nb) {
     __m256 acc = _mm256_setzero_ps();
     int64_t b = 0;
     for (; b + 8 <= nb; b += 8, w += 8 * W::kBytes, a += 8 * q8_0::bytes) {
-        __m256i s[8];
-        for (int j = 0; j < 8; ++j) s[j] = vnni(W::uints(w + j * W::kBytes), a + j * q8_0::bytes + q8_0::qs);
-        const __m256i sumi =
-            _mm256_sub_epi32(transpose_sum8(s), _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p.corr + b)));
-        const __m256 d = _mm256_mul_ps(gather8_half(w + W::kD, W::kBytes), _mm256_loadu_ps(p.d + b));
+        __m256i raw;
+        if constexpr (W::kSplit) {
+            raw = sums8_split<W>(w, p.split + b * 32);
+        } else {
+            __m256i s[8];
+            for (int j = 0; j < 8; ++j) s[j] = vnni(W::uints(w + j * W::kBytes), a + j * q8_0::bytes + q8_0::qs);
+            raw = transpose_sum8(s);
+        }
+        const __m256i sumi = _mm256_sub_epi32(raw, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p.corr + b)));
+        const __m256 d = _mm256_mul_ps(load8_half(w + W::kD, W::kBytes), _mm256_loadu_ps(p.d + b));
         acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), d));
     }
     alignas(32) float lanes[8];
@@ -116,14 +162,17 @@ struct PrepQ8_1 {
     const uint8_t *act;
     const float *d;
     const float *s;
+    const uint8_t *split;  // nibble formats only
 };
 
-inline PrepQ8_1 prep_q8_1(const uint8_t *act, int64_t nb, float *d, float *s) {
+template <typename W>
+PrepQ8_1 prep_q8_1(const uint8_t *act, int64_t nb, float *d, float *s, uint8_t *split) {
     for (int64_t b = 0; b < nb; ++b) {
         d[b] = load_half(act + b * q8_1::bytes + q8_1::d);
         s[b] = load_half(act + b * q8_1::bytes + q8_1::s);
     }
-    return {act, d, s};
+    if constexpr (W::kSplit) split_halves(act, q8_1::bytes, q8_1::qs, nb, split);
+    return {act, d, s, split};
 }
 
 template <typename W>
@@ -132,11 +181,17 @@ float row_q8_1(const uint8_t *w, const PrepQ8_1 &p, int64_t nb) {
     __m256 acc = _mm256_setzero_ps();
     int64_t b = 0;
     for (; b + 8 <= nb; b += 8, w += 8 * W::kBytes, a += 8 * q8_1::bytes) {
-        __m256i s[8];
-        for (int j = 0; j < 8; ++j) s[j] = vnni(W::uints(w + j * W::kBytes), a + j * q8_1::bytes + q8_1::qs);
-        const __m256 sums = _mm256_cvtepi32_ps(transpose_sum8(s));
-        const __m256 d = _mm256_mul_ps(gather8_half(w + W::kD, W::kBytes), _mm256_loadu_ps(p.d + b));
-        const __m256 ms = _mm256_mul_ps(gather8_half(w + W::kM, W::kBytes), _mm256_loadu_ps(p.s + b));
+        __m256i raw;
+        if constexpr (W::kSplit) {
+            raw = sums8_split<W>(w, p.split + b * 32);
+        } else {
+            __m256i s[8];
+            for (int j = 0; j < 8; ++j) s[j] = vnni(W::uints(w + j * W::kBytes), a + j * q8_1::bytes + q8_1::qs);
+            raw = transpose_sum8(s);
+        }
+        const __m256 sums = _mm256_cvtepi32_ps(raw);
+        const __m256 d = _mm256_mul_ps(load8_half(w + W::kD, W::kBytes), _mm256_loadu_ps(p.d + b));
+        const __m256 ms = _mm256_mul_ps(load8_half(w + W::kM, W::kBytes), _mm256_loadu_ps(p.s + b));
         acc = _mm256_add_ps(acc, _mm256_add_ps(_mm256_mul_ps(sums, d), ms));
     }
     alignas(32) float lanes[8];
@@ -155,13 +210,17 @@ struct PreparedKernels {
     static void matmat(int64_t n, const uint8_t *w, size_t row_bytes, const void *act, size_t act_stride,
                        int32_t n_tokens, float *y, size_t y_stride, int64_t r0, int64_t r1) {
         const int64_t nb = n / 32;
-        auto *scratch = static_cast<uint8_t *>(
-            kernel_scratch(static_cast<size_t>(n_tokens) * (sizeof(Prep) + 2 * 4 * static_cast<size_t>(nb + 8))));
+        // Per token: two float/int arrays of nb (+ padding) and nb * 32 split bytes.
+        const size_t fields = 2 * 4 * static_cast<size_t>(nb + 16);
+        const size_t per_token = (fields + 32 * static_cast<size_t>(nb) + 63) / 64 * 64;
+        const size_t head = (static_cast<size_t>(n_tokens) * sizeof(Prep) + 63) / 64 * 64;
+        auto *scratch = static_cast<uint8_t *>(kernel_scratch(head + static_cast<size_t>(n_tokens) * per_token));
         Prep *preps = reinterpret_cast<Prep *>(scratch);
-        float *fields = reinterpret_cast<float *>(scratch + static_cast<size_t>(n_tokens) * sizeof(Prep));
         for (int32_t t = 0; t < n_tokens; ++t) {
-            float *f0 = fields + static_cast<size_t>(t) * 2 * static_cast<size_t>(nb + 8);
-            preps[t] = PrepFn::run(static_cast<const uint8_t *>(act) + t * act_stride, nb, f0, f0 + nb + 8);
+            uint8_t *space = scratch + head + static_cast<size_t>(t) * per_token;
+            float *f0 = reinterpret_cast<float *>(space);
+            preps[t] = PrepFn::run(static_cast<const uint8_t *>(act) + t * act_stride, nb, f0, f0 + nb + 16,
+                                   space + fields);
         }
         for (int64_t r = r0; r < r1; ++r)
             for (int32_t t = 0; t < n_tokens; ++t) y[t * y_stride + r] = RowFn::run(w + r * row_bytes, preps[t], nb);
@@ -180,16 +239,19 @@ struct PreparedKernels {
 
 template <typename W>
 struct PrepQ8_0Fn {
-    static PrepQ8_0 run(const uint8_t *act, int64_t nb, float *d, float *corr) {
-        return prep_q8_0<W>(act, nb, d, reinterpret_cast<int32_t *>(corr));
+    static PrepQ8_0 run(const uint8_t *act, int64_t nb, float *d, float *corr, uint8_t *split) {
+        return prep_q8_0<W>(act, nb, d, reinterpret_cast<int32_t *>(corr), split);
     }
 };
 template <typename W>
 struct RowQ8_0Fn {
     static float run(const uint8_t *w, const PrepQ8_0 &p, int64_t nb) { return row_q8_0<W>(w, p, nb); }
 };
+template <typename W>
 struct PrepQ8_1Fn {
-    static PrepQ8_1 run(const uint8_t *act, int64_t nb, float *d, float *s) { return prep_q8_1(act, nb, d, s); }
+    static PrepQ8_1 run(const uint8_t *act, int64_t nb, float *d, float *s, uint8_t *split) {
+        return prep_q8_1<W>(act, nb, d, s, split);
+    }
 };
 template <typename W>
 struct RowQ8_1Fn {
@@ -199,7 +261,7 @@ struct RowQ8_1Fn {
 template <typename W>
 using Q8_0Kernels = PreparedKernels<PrepQ8_0, PrepQ8_0Fn<W>, RowQ8_0Fn<W>>;
 template <typename W>
-using Q8_1Kernels = PreparedKernels<PrepQ8_1, PrepQ8_1Fn, RowQ8_1Fn<W>>;
+using Q8_1Kernels = PreparedKernels<PrepQ8_1, PrepQ8_1Fn<W>, RowQ8_1Fn<W>>;
 
 // --- K-quants (512-bit) ---------------------------------------------------------
 
