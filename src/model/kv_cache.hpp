@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace moe {
@@ -22,6 +23,15 @@ public:
     void axpy_v(int32_t layer, int32_t pos, int32_t offset, int32_t n, float a, float *out) const;
 
     bool is_f32() const { return f32_; }
+    size_t element_bytes() const { return f32_ ? 4 : 2; }
+    int32_t k_dim() const { return k_dim_; }
+    int32_t v_dim() const { return v_dim_; }
+    // Positions [0, n_pos) of one layer's keys / values as raw cache elements,
+    // position after position (kv_cache_bytes.cpp; for saving and restoring state).
+    std::span<uint8_t> k_bytes(int32_t layer, int32_t n_pos);
+    std::span<uint8_t> v_bytes(int32_t layer, int32_t n_pos);
+    std::span<const uint8_t> k_bytes(int32_t layer, int32_t n_pos) const;
+    std::span<const uint8_t> v_bytes(int32_t layer, int32_t n_pos) const;
     size_t bytes() const { return f32_ ? (k32_.size() + v32_.size()) * 4 : (k16_.size() + v16_.size()) * 2; }
     int32_t n_ctx() const { return n_ctx_; }
 

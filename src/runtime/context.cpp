@@ -42,6 +42,7 @@ Context::Context(const ContextParams &params)
     if (params_.prefetch < MOESTREAM_PREFETCH_AUTO || params_.prefetch > MOESTREAM_PREFETCH_BOTH)
         fail(Status::invalid_argument, "prefetch %d is not a moestream_prefetch_mode", params_.prefetch);
     n_ctx_ = choose_n_ctx(params_, model_->hparams());
+    tokens_.assign(size_t(n_ctx_), 0);
     source_ = select_expert_source(*model_, params_, stats_);
     ForwardOptions fo;
     fo.n_ctx = n_ctx_;
@@ -84,6 +85,7 @@ void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out) {
         done += n;
     }
     // Only now does the context take the tokens: a throw above leaves n_past as it was.
+    std::copy(tokens, tokens + n_tokens, tokens_.begin() + n_past_);
     n_past_ += n_tokens;
     const uint64_t elapsed = now_ns() - t0;
     const uint64_t waited = forward_->expert_wait_ns() - wait0;

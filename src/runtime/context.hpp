@@ -10,6 +10,7 @@
 #include "experts/expert_source.hpp"
 #include "model/model.hpp"
 #include "runtime/forward_pass.hpp"
+#include "runtime/state_file.hpp"
 #include "runtime/stats.hpp"
 #include "runtime/thread_pool.hpp"
 
@@ -54,6 +55,14 @@ public:
     void step(const int32_t *tokens, int32_t n_tokens, float *logits_out);
     void reset();
 
+    // Tokens, positions and KV cache to / from a state file
+    // (docs/state-format.md; context_state.cpp). Both wait for expert reads in
+    // flight first. A failed load leaves the context unchanged; a failed save
+    // leaves any previous file at path intact.
+    void save_state(const std::string &path);
+    void load_state(const std::string &path);
+    state::StateShape state_shape() const;
+
     const Model &model() const { return *model_; }
     int32_t n_ctx() const { return n_ctx_; }
     int32_t n_past() const { return n_past_; }
@@ -73,6 +82,7 @@ private:
     ExpertSourceChoice source_;
     std::unique_ptr<ForwardPass> forward_;
     int32_t n_past_ = 0;
+    std::vector<int32_t> tokens_;  // the n_past_ tokens in the context (n_ctx_ entries)
     uint64_t wait_ns_at_reset_ = 0;
 };
 

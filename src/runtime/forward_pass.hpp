@@ -36,6 +36,7 @@ public:
 
     const ForwardOptions &options() const { return opt_; }
     const KvCache &kv() const { return kv_; }
+    KvCache &kv() { return kv_; }
     size_t scratch_bytes() const;
     // Nanoseconds spent blocked in ExpertSource::next_ready since construction.
     uint64_t expert_wait_ns() const { return expert_wait_ns_; }

@@ -229,8 +229,18 @@ void check_shape_field(const std::string &label, const char *field, uint64_t fil
 
 }  // namespace
 
-uint64_t model_fingerprint(const uint8_t *header, uint64_t size) {
-    return XXH3_64bits(header, static_cast<size_t>(size));
+uint64_t model_fingerprint(const gguf::GgufFile &file) {
+    XXH3_state_t *st = XXH3_createState();
+    if (!st) throw std::bad_alloc();
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, file.header_bytes(), static_cast<size_t>(file.header_size()));
+    for (const gguf::TensorInfo &t : file.tensors()) {
+        const uint64_t n = t.nbytes < kFingerprintSampleBytes ? t.nbytes : kFingerprintSampleBytes;
+        if (t.data && n) XXH3_64bits_update(st, t.data, static_cast<size_t>(n));
+    }
+    const uint64_t sum = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return sum;
 }
 
 uint64_t SectionData::size() const {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/ggml_types.hpp"
+#include "gguf/gguf_file.hpp"
 
 namespace moe::state {
 
@@ -49,8 +50,12 @@ struct StateShape {
     std::vector<uint64_t> v_row_bytes;
 };
 
-// XXH3-64 over the GGUF header + metadata + tensor table.
-uint64_t model_fingerprint(const uint8_t *header, uint64_t size);
+// XXH3-64 over the GGUF header + metadata + tensor table of the first shard,
+// then the first kFingerprintSampleBytes of every tensor's data, so that two
+// files with the same layout but different weights (fine-tunes, reseeded
+// generated models) differ.
+inline constexpr uint64_t kFingerprintSampleBytes = 64;
+uint64_t model_fingerprint(const gguf::GgufFile &file);
 
 // One section to write: its bytes are the concatenation of `parts` (so a
 // context can save strided storage without copying it first).

@@ -1,0 +1,89 @@
+// Context::save_state / load_state: the context's side of the state file
+// (docs/state-format.md). Everything is validated by the reader before any
+// member changes, and the copy into place cannot fail, so a failed load
+// leaves the context as it was.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "common/error.hpp"
+#include "runtime/context.hpp"
+#include "runtime/state_file.hpp"
+
+namespace moe {
+namespace {
+
+// Layout 1: a token's row holds n_head_kv heads one after another, each head's
+// elements consecutive (KvCache stores exactly that per position).
+constexpr uint32_t kKvLayoutHeadMajorRows = 1;
+
+template <typename T>
+std::span<const uint8_t> as_bytes(const std::vector<T> &v, size_t n) {
+    return {reinterpret_cast<const uint8_t *>(v.data()), n * sizeof(T)};
+}
+
+}  // namespace
+
+state::StateShape Context::state_shape() const {
+    const HParams &hp = model_->hparams();
+    const KvCache &kv = forward_->kv();
+    state::StateShape s;
+    s.fingerprint = state::model_fingerprint(model_->file());
+    s.n_layer = uint32_t(hp.n_layer);
+    s.n_head_kv = uint32_t(hp.n_head_kv);
+    s.head_dim_k = uint32_t(hp.head_dim_k);
+    s.head_dim_v = uint32_t(hp.head_dim_v);
+    s.n_ctx = uint32_t(n_ctx_);
+    s.kv_type = kv.is_f32() ? GgmlType::F32 : GgmlType::F16;
+    s.n_vocab = uint32_t(hp.n_vocab);
+    s.kv_layout = kKvLayoutHeadMajorRows;
+    s.k_row_bytes.assign(size_t(hp.n_layer), uint64_t(kv.k_dim()) * kv.element_bytes());
+    s.v_row_bytes.assign(size_t(hp.n_layer), uint64_t(kv.v_dim()) * kv.element_bytes());
+    return s;
+}
+
+void Context::save_state(const std::string &path) {
+    // Reads in flight must not land while the state is captured.
+    source_.source->drain();
+    const state::StateShape shape = state_shape();
+    std::vector<int32_t> positions(static_cast<size_t>(n_past_));
+    std::iota(positions.begin(), positions.end(), 0);
+
+    state::StateContents contents;
+    contents.n_past = uint32_t(n_past_);
+    contents.sections.push_back({state::SectionType::tokens, 0, {as_bytes(tokens_, size_t(n_past_))}});
+    contents.sections.push_back({state::SectionType::positions, 0, {as_bytes(positions, positions.size())}});
+    const KvCache &kv = forward_->kv();
+    for (uint32_t l = 0; l < shape.n_layer; ++l) {
+        contents.sections.push_back({state::SectionType::kv_k, l, {kv.k_bytes(int32_t(l), n_past_)}});
+        if (shape.v_row_bytes[l] != 0)
+            contents.sections.push_back({state::SectionType::kv_v, l, {kv.v_bytes(int32_t(l), n_past_)}});
+    }
+    state::write_state_file(path, shape, contents);
+}
+
+void Context::load_state(const std::string &path) {
+    source_.source->drain();
+    const state::StateShape shape = state_shape();
+    const state::LoadedState loaded = state::read_state_file(path, shape);
+    // This context keeps no position table: positions must be 0..n_past-1.
+    for (uint32_t t = 0; t < loaded.n_past; ++t)
+        if (loaded.positions[t] != int32_t(t))
+            fail(Status::bad_format, "%s: token %u is at position %d; this context needs positions 0..%u",
+                 path.c_str(), t, loaded.positions[t], loaded.n_past - 1);
+
+    // Every check has passed: nothing below can fail.
+    KvCache &kv = forward_->kv();
+    for (uint32_t l = 0; l < shape.n_layer; ++l) {
+        const auto k = kv.k_bytes(int32_t(l), int32_t(loaded.n_past));
+        if (!k.empty()) std::memcpy(k.data(), loaded.k[l].data(), k.size());
+        if (shape.v_row_bytes[l] != 0) {
+            const auto v = kv.v_bytes(int32_t(l), int32_t(loaded.n_past));
+            if (!v.empty()) std::memcpy(v.data(), loaded.v[l].data(), v.size());
+        }
+    }
+    std::copy(loaded.tokens.begin(), loaded.tokens.end(), tokens_.begin());
+    n_past_ = int32_t(loaded.n_past);
+}
+
+}  // namespace moe
