@@ -42,6 +42,21 @@ int main(void) {
     moestream_sampler_free(sampler);
     moestream_sampler_free(NULL);
 
+    {
+        moestream_params params;
+        moestream_context *ctx = NULL;
+        moestream_params_init(&params);
+        CHECK(params.struct_size == sizeof params);
+        params.model_path = "/nonexistent/abi-check.gguf";
+        status = moestream_open(&params, &ctx);
+        CHECK(status == MOESTREAM_ERR_IO && ctx == NULL);
+        CHECK(strstr(moestream_last_error(), "/nonexistent/abi-check.gguf") != NULL);
+        params.struct_size = 1;
+        CHECK(moestream_open(&params, &ctx) == MOESTREAM_ERR_INVALID_ARGUMENT);
+        CHECK(moestream_n_vocab(NULL) == -1);
+        moestream_close(NULL);
+    }
+
     if (failures) return 1;
     printf("moestream %s: C99 header and runtime agree\n", moestream_version_string());
     return 0;
