@@ -92,47 +92,64 @@ int32_t Sampler::sample_filtered(std::span<const float> logits, float max_logit)
 
     if (scratch_.size() < logits.size()) scratch_.resize(logits.size());
     size_t n = 0;
+    double total = 0.0;
     for (size_t i = 0; i < logits.size(); ++i) {
         const float v = logits[i];
-        if (v > -std::numeric_limits<float>::infinity() && static_cast<double>(v) >= threshold)
-            scratch_[n++] = Candidate{v, static_cast<int32_t>(i)};
+        if (v > -std::numeric_limits<float>::infinity() && static_cast<double>(v) >= threshold) {
+            const auto w = static_cast<float>(std::exp((static_cast<double>(v) - max_logit) / temperature));
+            scratch_[n++] = Candidate{v, w, static_cast<int32_t>(i)};
+            total += w;
+        }
     }
     // v == max_logit always passes, so n >= 1.
-    auto first = scratch_.begin();
+    const auto first = scratch_.begin();
     const auto more_likely = [](const Candidate &a, const Candidate &b) {
         return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
     };
-    const bool use_top_k = params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n;
-    const bool use_top_p = params_.top_p < 1.0f;
-    if (use_top_k) {
-        std::nth_element(first, first + params_.top_k, first + static_cast<ptrdiff_t>(n), more_likely);
-        n = static_cast<size_t>(params_.top_k);
-    }
-    if (use_top_k || use_top_p) std::sort(first, first + static_cast<ptrdiff_t>(n), more_likely);
+    // After this the first m candidates are the m most likely, in order.
+    const auto order_prefix = [&](size_t m) {
+        const auto mid = first + static_cast<ptrdiff_t>(m);
+        if (m < n) std::nth_element(first, mid, first + static_cast<ptrdiff_t>(n), more_likely);
+        std::sort(first, mid, more_likely);
+    };
+    const auto sum_prefix = [&](size_t m) {
+        double sum = 0.0;
+        for (size_t i = 0; i < m; ++i) sum += scratch_[i].weight;
+        return sum;
+    };
 
-    // Weights replace logits in place (order preserved): exp((l - max) / T) in (0, 1].
-    double total = 0.0;
-    for (size_t i = 0; i < n; ++i) {
-        const double w = std::exp((static_cast<double>(scratch_[i].logit) - max_logit) / temperature);
-        scratch_[i].logit = static_cast<float>(w);
-        total += static_cast<float>(w);
+    if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
+        order_prefix(static_cast<size_t>(params_.top_k));
+        n = static_cast<size_t>(params_.top_k);
+        total = sum_prefix(n);
     }
-    if (use_top_p) {
+    if (params_.top_p < 1.0f) {
+        // The smallest most-likely prefix with mass >= top_p. Only a prefix is
+        // ever sorted, grown until it holds that mass (usually a few hundred
+        // candidates even for a vocabulary of 150k).
         const double keep = params_.top_p * total;
-        double mass = 0.0;
-        size_t kept = 0;
-        while (kept < n && mass < keep) mass += scratch_[kept++].logit;
-        n = kept;
-        total = mass;
+        size_t ordered = std::min<size_t>(n, 256);
+        for (;;) {
+            order_prefix(ordered);
+            double mass = 0.0;
+            size_t kept = 0;
+            while (kept < ordered && mass < keep) mass += scratch_[kept++].weight;
+            if (mass >= keep || ordered == n) {
+                n = kept;
+                total = mass;
+                break;
+            }
+            ordered = std::min(n, ordered * 4);
+        }
     }
 
     const double target = rng_.next_unit() * total;
     double cumulative = 0.0;
     for (size_t i = 0; i < n; ++i) {
-        cumulative += scratch_[i].logit;
+        cumulative += scratch_[i].weight;
         if (target < cumulative) return scratch_[i].id;
     }
-    return scratch_[0].id;  // unreachable: target < total == final cumulative
+    return scratch_[0].id;  // unreachable: target < total == the same sum in the same order
 }
 
 void Sampler::save_state(std::span<uint8_t, kStateBytes> out) const {

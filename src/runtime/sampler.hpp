@@ -79,6 +79,7 @@ public:
 private:
     struct Candidate {
         float logit;
+        float weight;  // exp((logit - max) / temperature), in (0, 1]
         int32_t id;
     };
 

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -219,4 +220,39 @@ TEST(Sampler, StateBytesAreLittleEndianWords) {
     s.save_state(state);
     EXPECT_EQ(state[0], 0xaf);  // low byte of 0xe220a8397b1dcdaf
     EXPECT_EQ(state[7], 0xe2);
+}
+
+TEST(Sampler, TopPOnALargeFlatVocabularyKeepsTheWholeNucleus) {
+    // A nucleus of thousands of tokens: the sampler must grow its sorted
+    // prefix past its first guess rather than truncate it.
+    const size_t n_vocab = 4000;
+    std::vector<float> logits(n_vocab);
+    for (size_t i = 0; i < n_vocab; ++i) logits[i] = static_cast<float>(std::sin(i * 12.9898) * 0.5);
+    auto p = unfiltered(1.0f, 21);
+    p.top_p = 0.9f;
+    moe::Sampler s(p);
+
+    // Reference nucleus: full sort, smallest prefix with mass >= 0.9 (+1 for rounding at the edge).
+    std::vector<int32_t> order(n_vocab);
+    for (size_t i = 0; i < n_vocab; ++i) order[i] = static_cast<int32_t>(i);
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    double total = 0.0;
+    for (float l : logits) total += std::exp(static_cast<double>(l) - logits[order[0]]);
+    std::vector<int> rank(n_vocab);
+    double mass = 0.0;
+    size_t nucleus = 0;
+    for (; nucleus < n_vocab && mass < 0.9 * total; ++nucleus)
+        mass += std::exp(static_cast<double>(logits[order[nucleus]]) - logits[order[0]]);
+    for (size_t r = 0; r < n_vocab; ++r) rank[static_cast<size_t>(order[r])] = static_cast<int>(r);
+    ASSERT_GT(nucleus, 1000u);
+
+    int max_rank = 0;
+    for (int i = 0; i < 3000; ++i) {
+        const int r = rank[static_cast<size_t>(s.sample(logits))];
+        ASSERT_LE(r, static_cast<int>(nucleus)) << "sampled outside the nucleus";
+        max_rank = std::max(max_rank, r);
+    }
+    EXPECT_GT(max_rank, static_cast<int>(nucleus * 9 / 10));
 }
