@@ -10,7 +10,7 @@
 namespace {
 
 // The policy the engine uses when asked for MOESTREAM_CACHE_AUTO.
-constexpr moe::CachePolicyKind kDefaultPolicy = moe::CachePolicyKind::pinned_hot;
+constexpr moe::CachePolicyKind kDefaultPolicy = moe::CachePolicyKind::reuse_aware;
 
 }  // namespace
 
@@ -98,6 +98,7 @@ MOESTREAM_API const char *moestream_cache_policy_name(int policy) {
     case MOESTREAM_CACHE_LRU: return "lru";
     case MOESTREAM_CACHE_LFU_DECAY: return "lfu-decay";
     case MOESTREAM_CACHE_PINNED_HOT: return "pinned-hot";
+    case MOESTREAM_CACHE_REUSE_AWARE: return "reuse-aware";
     case MOESTREAM_REPLAY_BELADY: return "belady";
     default: return "?";
     }
@@ -127,6 +128,7 @@ MOESTREAM_API int moestream_trace_replay(const moestream_replay_params *p, moest
             case MOESTREAM_CACHE_LRU: kind = moe::CachePolicyKind::lru; break;
             case MOESTREAM_CACHE_LFU_DECAY: kind = moe::CachePolicyKind::lfu_decay; break;
             case MOESTREAM_CACHE_PINNED_HOT: kind = moe::CachePolicyKind::pinned_hot; break;
+            case MOESTREAM_CACHE_REUSE_AWARE: kind = moe::CachePolicyKind::reuse_aware; break;
             default: moe::fail(moe::Status::invalid_argument, "unknown cache policy %d", policy);
             }
             policy = static_cast<int32_t>(kind);

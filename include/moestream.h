@@ -92,7 +92,8 @@ typedef enum moestream_cache_policy {
     MOESTREAM_CACHE_AUTO = 0,
     MOESTREAM_CACHE_LRU = 1,
     MOESTREAM_CACHE_LFU_DECAY = 2, /* frequency-weighted LRU with decay */
-    MOESTREAM_CACHE_PINNED_HOT = 3 /* learned hot set pinned + LFU for the rest */
+    MOESTREAM_CACHE_PINNED_HOT = 3, /* learned hot set pinned + LFU for the rest */
+    MOESTREAM_CACHE_REUSE_AWARE = 4 /* keeps last token's experts by measured reuse, others by routing rate */
 } moestream_cache_policy;
 
 typedef enum moestream_log_level {

@@ -5,7 +5,7 @@ import os
 from . import _convert as cv
 from . import _ffi
 
-POLICIES = {"auto": 0, "lru": 1, "lfu-decay": 2, "pinned-hot": 3, "belady": 100}
+POLICIES = {"auto": 0, "lru": 1, "lfu-decay": 2, "pinned-hot": 3, "reuse-aware": 4, "belady": 100}
 
 
 def trace_synth(path, *, heat=None, n_tokens=1000, reuse=0.4, skew=None, n_layer=0, n_expert=0, n_expert_used=0,

@@ -18,7 +18,7 @@ const char *kUsage =
     "usage: moestream trace synth [--heat FILE.json] [-n TOKENS] [--reuse 0.4] [--skew 0.7]\n"
     "                             [--layers N --experts N] [--top-k K] [--expert-bytes SIZE] [--seed N] -o TRACE\n"
     "       moestream trace info TRACE [--json]\n"
-    "       moestream trace replay TRACE [--budget 25%|50%|75%|SIZE[,...]] [--policy lru|lfu-decay|pinned-hot|auto|all]\n"
+    "       moestream trace replay TRACE [--budget 25%|50%|75%|SIZE[,...]] [--policy lru|lfu-decay|pinned-hot|reuse-aware|auto|all]\n"
     "                             [--warmup 0.5] [--json]\n"
     "       moestream trace record -m MODEL [--tokens N] [--prompt N] [--memory-budget SIZE] [--seed N] -o TRACE\n"
     "Trace format: docs/trace-format.md. Budgets in %% are shares of all expert bytes.\n";
@@ -131,10 +131,13 @@ int replay(const Args &args) {
     }
     std::vector<int32_t> policies;
     for (const std::string &name : split_list(a.get_or("--policy", "all"))) {
-        if (name == "all") policies.insert(policies.end(), {MOESTREAM_CACHE_LRU, MOESTREAM_CACHE_LFU_DECAY, MOESTREAM_CACHE_PINNED_HOT});
+        if (name == "all")
+            policies.insert(policies.end(), {MOESTREAM_CACHE_LRU, MOESTREAM_CACHE_LFU_DECAY, MOESTREAM_CACHE_PINNED_HOT,
+                                             MOESTREAM_CACHE_REUSE_AWARE});
         else if (name == "lru") policies.push_back(MOESTREAM_CACHE_LRU);
         else if (name == "lfu" || name == "lfu-decay") policies.push_back(MOESTREAM_CACHE_LFU_DECAY);
         else if (name == "pinned" || name == "pinned-hot") policies.push_back(MOESTREAM_CACHE_PINNED_HOT);
+        else if (name == "reuse" || name == "reuse-aware") policies.push_back(MOESTREAM_CACHE_REUSE_AWARE);
         else if (name == "auto" || name == "default") policies.push_back(MOESTREAM_CACHE_AUTO);
         else return usage_error("unknown policy '" + name + "'");
     }

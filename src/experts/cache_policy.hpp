@@ -23,10 +23,10 @@
 
 namespace moe {
 
-enum class CachePolicyKind : int32_t { lru = 1, lfu_decay = 2, pinned_hot = 3 };
+enum class CachePolicyKind : int32_t { lru = 1, lfu_decay = 2, pinned_hot = 3, reuse_aware = 4 };
 
 const char *cache_policy_name(CachePolicyKind kind);
-// Parses "lru", "lfu", "lfu-decay", "pinned", "pinned-hot"; throws invalid_argument otherwise.
+// Parses "lru", "lfu", "lfu-decay", "pinned", "pinned-hot", "reuse", "reuse-aware"; throws invalid_argument otherwise.
 CachePolicyKind parse_cache_policy(const std::string &name);
 
 class CachePolicy {

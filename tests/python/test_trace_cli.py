@@ -20,7 +20,7 @@ def test_synth_info_replay_cli(cli_path, tmp_path):
     assert abs(info["reuse"] - 0.3) < 0.03
     rep = json.loads(run(cli_path, "trace", "replay", trace, "--budget", "25%,100%", "--policy", "all", "--json"))
     runs = rep["runs"]
-    assert {r["policy"] for r in runs} == {"lru", "lfu-decay", "pinned-hot", "belady"}
+    assert {r["policy"] for r in runs} == {"lru", "lfu-decay", "pinned-hot", "reuse-aware", "belady"}
     for r in runs:
         belady = next(b for b in runs if b["policy"] == "belady" and b["budget"] == r["budget"])
         assert r["hits"] <= belady["hits"]
