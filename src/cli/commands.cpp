@@ -6,6 +6,8 @@ int cmd_version(const Args &args);
 int cmd_generate(const Args &args);
 int cmd_inspect(const Args &args);
 int cmd_trace(const Args &args);
+int cmd_bench(const Args &args);
+int cmd_demo(const Args &args);
 int cmd_logits(const Args &args);
 int cmd_perplexity(const Args &args);
 int cmd_run(const Args &args);
@@ -17,6 +19,8 @@ const std::vector<Command> &commands() {
         {"inspect", "show a model's architecture, sizes and the I/O mode a budget would pick", cmd_inspect},
         {"pack", "write or verify the packed expert file beside a model", cmd_pack},
         {"generate", "write a random-weight model of a real architecture's shape", cmd_generate},
+        {"demo", "generate a model larger than the budget and stream it (direct vs mmap)", cmd_demo},
+        {"bench", "measure decode/prefill speed, bytes read, hit rate and peak RSS (--sweep, --disk)", cmd_bench},
         {"trace", "synthesise, inspect, replay and record expert routing traces", cmd_trace},
         {"logits", "write the logits of a token sequence (raw float32)", cmd_logits},
         {"perplexity", "perplexity of a token id file", cmd_perplexity},

@@ -1,0 +1,297 @@
+#include "bench_core.hpp"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "cgroup_limit.hpp"
+#include "cli_util.hpp"
+
+namespace cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+uint64_t peak_rss_bytes() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+    return 0;
+}
+
+// Bytes this process caused to be read from storage (page-cache misses,
+// readahead and direct reads alike).
+uint64_t process_read_bytes() {
+    std::ifstream f("/proc/self/io");
+    std::string key;
+    uint64_t value = 0;
+    while (f >> key >> value)
+        if (key == "read_bytes:") return value;
+    return 0;
+}
+
+void set_error(BenchResult &r, const char *what, int status) {
+    std::snprintf(r.error, sizeof r.error, "%s: %s: %s", what, moestream_status_string(status), moestream_last_error());
+}
+
+int32_t argmax(const std::vector<float> &v) {
+    return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// The measurement itself, in the child.
+void measure(const BenchConfig &c, BenchResult &r) {
+    moestream_params p;
+    moestream_params_init(&p);
+    p.model_path = c.model.c_str();
+    p.memory_budget = c.budget;
+    p.io_mode = c.io_mode;
+    p.prefetch = c.prefetch;
+    p.cache_policy = c.cache_policy;
+    p.n_threads = c.n_threads;
+    p.profile_path = "";  // measurements must not depend on an earlier run's profile
+    const auto t_open = Clock::now();
+    moestream_context *ctx = nullptr;
+    int st = moestream_open(&p, &ctx);
+    if (st != MOESTREAM_OK) return set_error(r, "moestream_open", st);
+    std::unique_ptr<moestream_context, void (*)(moestream_context *)> guard(ctx, moestream_close);
+    r.open_s = since(t_open);
+    const int32_t n_vocab = moestream_n_vocab(ctx);
+    std::vector<float> logits(static_cast<size_t>(n_vocab));
+    std::mt19937_64 rng(c.seed);
+    std::vector<int32_t> prompt(static_cast<size_t>(std::max(1, c.prompt)));
+    for (int32_t &t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(std::min(n_vocab, 256 + 676)));
+
+    const auto t_prefill = Clock::now();
+    st = moestream_step(ctx, prompt.data(), static_cast<int32_t>(prompt.size()), logits.data());
+    if (st != MOESTREAM_OK) return set_error(r, "moestream_step (prompt)", st);
+    r.prefill_s = since(t_prefill);
+    r.ttft_s = r.prefill_s;  // the first generated token is known once the prompt's logits are
+    r.prompt_tokens = static_cast<int32_t>(prompt.size());
+
+    moestream_stats s0, s1;
+    moestream_stats_init(&s0);
+    moestream_stats_init(&s1);
+    moestream_stats_get(ctx, &s0);
+    const uint64_t io0 = process_read_bytes();
+    const bool tty = ::isatty(2);
+    const auto t_decode = Clock::now();
+    const int32_t limit = std::min(c.n_tokens, moestream_n_ctx(ctx) - r.prompt_tokens);
+    for (int32_t i = 0; i < limit; ++i) {
+        int32_t next = argmax(logits);
+        st = moestream_step(ctx, &next, 1, logits.data());
+        if (st != MOESTREAM_OK) return set_error(r, "moestream_step (decode)", st);
+        ++r.decode_tokens;
+        const double elapsed = since(t_decode);
+        if (c.live && (tty || r.decode_tokens % 8 == 0 || r.decode_tokens == limit)) {
+            moestream_stats_get(ctx, &s1);
+            const uint64_t hits = s1.cache_hits - s0.cache_hits, misses = s1.cache_misses - s0.cache_misses;
+            const uint64_t bytes = std::max(s1.bytes_read_demand + s1.bytes_read_prefetch - s0.bytes_read_demand -
+                                                s0.bytes_read_prefetch,
+                                            process_read_bytes() - io0);
+            char hit[32] = "  -";
+            if (s1.io_mode != MOESTREAM_IO_MMAP && hits + misses)
+                std::snprintf(hit, sizeof hit, "%5.1f%%", 100.0 * double(hits) / double(hits + misses));
+            std::fprintf(stderr, "%s  token %3d/%d  %6.2f tok/s  hit rate %s  read %s   %s", tty ? "\r" : "",
+                         r.decode_tokens, limit, r.decode_tokens / elapsed, hit, format_bytes(bytes).c_str(),
+                         tty ? "" : "\n");
+        }
+        if (c.max_seconds > 0 && elapsed > c.max_seconds) break;
+    }
+    r.decode_s = since(t_decode);
+    if (c.live && tty) std::fprintf(stderr, "\n");
+    moestream_stats_get(ctx, &s1);
+    r.engine_bytes_read = s1.bytes_read_demand + s1.bytes_read_prefetch - s0.bytes_read_demand - s0.bytes_read_prefetch;
+    r.device_bytes_read = process_read_bytes() - io0;
+    // mmap reads happen in page faults the engine does not see: count what the kernel read for us.
+    r.decode_bytes_read = std::max(r.engine_bytes_read, r.device_bytes_read);
+    r.decode_hits = s1.cache_hits - s0.cache_hits;
+    r.decode_misses = s1.cache_misses - s0.cache_misses;
+    r.decode_io_wait_ns = s1.io_wait_ns - s0.io_wait_ns;
+    r.decode_step_ns = s1.step_ns - s0.step_ns;
+    r.total_bytes_read = s1.bytes_read_demand + s1.bytes_read_prefetch;
+    r.expert_cache_bytes = s1.expert_cache_bytes;
+    r.io_mode = s1.io_mode;
+    std::snprintf(r.io_mode_reason, sizeof r.io_mode_reason, "%s", s1.io_mode_reason);
+    r.peak_rss = peak_rss_bytes();
+    r.ok = true;
+}
+
+bool read_all(int fd, void *data, size_t size) {
+    auto *p = static_cast<uint8_t *>(data);
+    while (size > 0) {
+        const ssize_t n = ::read(fd, p, size);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        p += n;
+        size -= size_t(n);
+    }
+    return true;
+}
+
+void write_all(int fd, const void *data, size_t size) {
+    const auto *p = static_cast<const uint8_t *>(data);
+    while (size > 0) {
+        const ssize_t n = ::write(fd, p, size);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        p += n;
+        size -= size_t(n);
+    }
+}
+
+}  // namespace
+
+uint64_t cgroup_limit_for(uint64_t budget) { return budget + std::max<uint64_t>(budget / 20, 64ull << 20); }
+
+bool drop_page_cache(const std::string &path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ::fdatasync(fd);  // dirty pages (a freshly generated model) cannot be dropped
+    const bool ok = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
+    ::close(fd);
+    return ok;
+}
+
+BenchResult run_bench(const BenchConfig &c) {
+    BenchResult result;
+    std::unique_ptr<MemoryCgroup> cgroup;
+    std::string why;
+    if (c.cgroup) {
+        if (c.budget == 0) why = "no budget to hold the run to";
+        else cgroup = MemoryCgroup::create(cgroup_limit_for(c.budget), why);
+    }
+    if (c.cold) drop_page_cache(c.model);
+    int fds[2];
+    if (::pipe(fds) != 0) {
+        std::snprintf(result.error, sizeof result.error, "pipe: %s", std::strerror(errno));
+        return result;
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        std::snprintf(result.error, sizeof result.error, "fork: %s", std::strerror(errno));
+        ::close(fds[0]);
+        ::close(fds[1]);
+        return result;
+    }
+    if (pid == 0) {
+        ::close(fds[0]);
+        BenchResult r;
+        std::string add_why;
+        if (cgroup && cgroup->add(0, add_why)) {
+            r.cgroup_used = true;
+            std::snprintf(r.cgroup_note, sizeof r.cgroup_note, "held to %s by cgroup %s",
+                          format_bytes(cgroup_limit_for(c.budget)).c_str(), cgroup->version());
+        } else {
+            std::snprintf(r.cgroup_note, sizeof r.cgroup_note, "unconstrained%s%s", c.cgroup ? ": " : "",
+                          c.cgroup ? (cgroup ? add_why.c_str() : why.c_str()) : "");
+        }
+        measure(c, r);
+        write_all(fds[1], &r, sizeof r);
+        ::close(fds[1]);
+        std::fflush(stderr);
+        ::_exit(0);
+    }
+    ::close(fds[1]);
+    const bool got = read_all(fds[0], &result, sizeof result);
+    ::close(fds[0]);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!got) {
+        result = BenchResult{};
+        if (WIFSIGNALED(status))
+            std::snprintf(result.error, sizeof result.error, "run killed by signal %d%s", WTERMSIG(status),
+                          cgroup && WTERMSIG(status) == SIGKILL ? " (out of memory in the cgroup)" : "");
+        else
+            std::snprintf(result.error, sizeof result.error, "run exited with status %d", WEXITSTATUS(status));
+    }
+    if (cgroup) result.cgroup_peak = cgroup->peak_bytes();
+    return result;
+}
+
+double measure_disk_bandwidth(const std::string &path, uint64_t request_bytes, int depth, double seconds,
+                              std::string &why) {
+    constexpr uint64_t kAlign = 4096;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0) {
+        why = path + ": O_DIRECT open failed: " + std::strerror(errno);
+        return 0;
+    }
+    const off_t size = ::lseek(fd, 0, SEEK_END);
+    request_bytes = std::max<uint64_t>(kAlign, (request_bytes + kAlign - 1) / kAlign * kAlign);
+    if (size < static_cast<off_t>(request_bytes * 2)) {
+        ::close(fd);
+        why = path + ": file too small to measure";
+        return 0;
+    }
+    std::atomic<uint64_t> bytes{0};
+    std::atomic<bool> failed{false};
+    const auto start = Clock::now();
+    auto worker = [&](int id) {
+        void *buf = nullptr;
+        if (::posix_memalign(&buf, kAlign, request_bytes) != 0) return failed.store(true);
+        std::mt19937_64 rng(1234 + id);
+        const uint64_t slots = (static_cast<uint64_t>(size) - request_bytes) / kAlign;
+        while (since(start) < seconds) {
+            const off_t off = static_cast<off_t>((rng() % slots) * kAlign);
+            const ssize_t n = ::pread(fd, buf, request_bytes, off);
+            if (n <= 0) {
+                failed.store(true);
+                break;
+            }
+            bytes += static_cast<uint64_t>(n);
+        }
+        std::free(buf);
+    };
+    std::vector<std::thread> threads;
+    for (int i = 0; i < std::max(1, depth); ++i) threads.emplace_back(worker, i);
+    for (std::thread &t : threads) t.join();
+    const double elapsed = since(start);
+    ::close(fd);
+    if (failed.load() && bytes.load() == 0) {
+        why = path + ": O_DIRECT reads failed";
+        return 0;
+    }
+    return elapsed > 0 ? double(bytes.load()) / elapsed : 0;
+}
+
+std::string bench_result_json(const BenchConfig &c, const BenchResult &r) {
+    char buf[2048];
+    std::snprintf(
+        buf, sizeof buf,
+        "{\"ok\": %s, \"error\": %s, \"io_mode_requested\": \"%s\", \"io_mode\": \"%s\", \"io_mode_reason\": %s, "
+        "\"budget_bytes\": %llu, \"prefetch\": %d, \"cache_policy\": \"%s\", \"prompt_tokens\": %d, "
+        "\"decode_tokens\": %d, \"open_s\": %.4f, \"prefill_s\": %.4f, \"prefill_tok_s\": %.4f, \"ttft_s\": %.4f, "
+        "\"decode_s\": %.4f, \"decode_tok_s\": %.4f, \"bytes_read_per_token\": %.1f, \"read_bw_bytes_s\": %.1f, "
+        "\"engine_bytes_read\": %llu, \"device_bytes_read\": %llu, \"hit_rate\": %.6f, \"io_wait_share\": %.6f, \"expert_cache_bytes\": %llu, \"peak_rss_bytes\": %llu, "
+        "\"cold\": %s, \"cgroup\": %s, \"cgroup_note\": %s, \"cgroup_peak_bytes\": %llu}",
+        r.ok ? "true" : "false", json_string(r.error).c_str(), moestream_io_mode_name(c.io_mode),
+        r.ok ? moestream_io_mode_name(r.io_mode) : "", json_string(r.io_mode_reason).c_str(),
+        static_cast<unsigned long long>(c.budget), c.prefetch, moestream_cache_policy_name(c.cache_policy),
+        r.prompt_tokens, r.decode_tokens, r.open_s, r.prefill_s, r.prefill_tok_s(), r.ttft_s, r.decode_s,
+        r.decode_tok_s(), r.bytes_per_token(), r.read_bw(), static_cast<unsigned long long>(r.engine_bytes_read),
+        static_cast<unsigned long long>(r.device_bytes_read), r.hit_rate(), r.io_wait_share(),
+        static_cast<unsigned long long>(r.expert_cache_bytes), static_cast<unsigned long long>(r.peak_rss),
+        c.cold ? "true" : "false", r.cgroup_used ? "true" : "false", json_string(r.cgroup_note).c_str(),
+        static_cast<unsigned long long>(r.cgroup_peak));
+    return buf;
+}
+
+}  // namespace cli

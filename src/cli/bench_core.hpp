@@ -1,0 +1,82 @@
+// Measurement runs shared by 'moestream bench' and 'moestream demo': each run
+// opens the model in a child process (its own peak RSS, optionally inside a
+// memory cgroup), processes a prompt, decodes greedily and reports what
+// moestream_stats saw.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "moestream.h"
+
+namespace cli {
+
+struct BenchConfig {
+    std::string model;
+    uint64_t budget = 0;         // bytes; 0 = automatic
+    int32_t io_mode = MOESTREAM_IO_AUTO;
+    int32_t prefetch = MOESTREAM_PREFETCH_AUTO;
+    int32_t cache_policy = MOESTREAM_CACHE_AUTO;
+    int32_t n_threads = 0;
+    int32_t n_tokens = 64;       // decode steps
+    int32_t prompt = 16;         // prompt tokens, processed in one step
+    uint64_t seed = 1;
+    double max_seconds = 0;      // stop decoding after this long (0 = no limit)
+    bool cold = true;            // drop the model's pages from the page cache first
+    bool cgroup = false;         // hold the child to `budget` with a memory cgroup
+    bool live = false;           // print a progress line per decoded token (stderr)
+};
+
+struct BenchResult {
+    bool ok = false;
+    char error[512] = {};
+    int32_t io_mode = 0;
+    char io_mode_reason[160] = {};
+    int32_t prompt_tokens = 0;
+    int32_t decode_tokens = 0;
+    double open_s = 0, prefill_s = 0, ttft_s = 0, decode_s = 0;
+    uint64_t decode_bytes_read = 0;   // max of the two below, during decode
+    uint64_t engine_bytes_read = 0;   // expert bytes the engine read (demand + prefetch)
+    uint64_t device_bytes_read = 0;   // /proc/self/io read_bytes: includes mmap page faults
+    uint64_t decode_hits = 0, decode_misses = 0;
+    uint64_t decode_io_wait_ns = 0, decode_step_ns = 0;
+    uint64_t total_bytes_read = 0;
+    uint64_t expert_cache_bytes = 0;
+    uint64_t peak_rss = 0;            // VmHWM of the child
+    bool cgroup_used = false;
+    char cgroup_note[200] = {};
+    uint64_t cgroup_peak = 0;
+
+    double decode_tok_s() const { return decode_s > 0 ? decode_tokens / decode_s : 0; }
+    double prefill_tok_s() const { return prefill_s > 0 ? prompt_tokens / prefill_s : 0; }
+    double bytes_per_token() const { return decode_tokens ? double(decode_bytes_read) / decode_tokens : 0; }
+    double read_bw() const { return decode_s > 0 ? double(decode_bytes_read) / decode_s : 0; }
+    double hit_rate() const {
+        const uint64_t n = decode_hits + decode_misses;
+        return n ? double(decode_hits) / double(n) : 0;
+    }
+    double io_wait_share() const { return decode_step_ns ? double(decode_io_wait_ns) / double(decode_step_ns) : 0; }
+};
+
+// The memory a cgroup allows a run with this budget: the budget plus the
+// overhead the engine's promise allows (5% or 64 MiB, whichever is larger),
+// so both I/O modes get the same memory.
+uint64_t cgroup_limit_for(uint64_t budget);
+
+// Runs one measurement in a child process and waits for it.
+BenchResult run_bench(const BenchConfig &config);
+
+// Reads of `request_bytes` at random aligned offsets of the file with
+// O_DIRECT, `depth` at a time, for about `seconds`: the device bandwidth the
+// engine's expert reads can get. Returns bytes/s (0 with `why` on failure).
+double measure_disk_bandwidth(const std::string &path, uint64_t request_bytes, int depth, double seconds,
+                              std::string &why);
+
+// Writes back and drops the file's pages from the page cache (cold start).
+bool drop_page_cache(const std::string &path);
+
+// One JSON object for a run (no trailing newline).
+std::string bench_result_json(const BenchConfig &config, const BenchResult &r);
+
+}  // namespace cli

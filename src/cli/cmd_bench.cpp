@@ -1,0 +1,211 @@
+// moestream bench: decode/prefill speed, bytes read, hit rate, I/O wait and
+// peak RSS from moestream_stats; --disk measures the device with the engine's
+// request pattern; --sweep repeats across budgets and I/O modes.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_core.hpp"
+#include "cli_util.hpp"
+#include "commands.hpp"
+#include "moestream.h"
+
+namespace cli {
+namespace {
+
+const char *kUsage =
+    "usage: moestream bench -m MODEL [--memory-budget SIZE|N%] [-n 64] [--prompt 16]\n"
+    "                       [--io-mode auto|mmap|direct|pread[,...]] [--prefetch off|previous|lookahead|both|auto]\n"
+    "                       [--policy auto|lru|lfu-decay|pinned-hot|reuse-aware] [--threads N]\n"
+    "                       [--sweep 25%,50%,75%,100%] [--disk] [--warm] [--no-cgroup] [--max-seconds S] [--json]\n"
+    "Budgets in % are shares of the model file. The page cache is dropped for the model before each\n"
+    "run (cold start) unless --warm. mmap runs are held to the budget with a memory cgroup when permitted.\n";
+
+int usage_error(const std::string &what) {
+    std::fprintf(stderr, "moestream bench: %s\n%s", what.c_str(), kUsage);
+    return 2;
+}
+
+bool parse_io_mode(const std::string &s, int32_t &out) {
+    if (s == "auto") out = MOESTREAM_IO_AUTO;
+    else if (s == "mmap") out = MOESTREAM_IO_MMAP;
+    else if (s == "direct") out = MOESTREAM_IO_DIRECT;
+    else if (s == "pread") out = MOESTREAM_IO_PREAD;
+    else return false;
+    return true;
+}
+
+bool parse_prefetch(const std::string &s, int32_t &out) {
+    if (s == "auto") out = MOESTREAM_PREFETCH_AUTO;
+    else if (s == "off") out = MOESTREAM_PREFETCH_OFF;
+    else if (s == "previous" || s == "previous-token") out = MOESTREAM_PREFETCH_PREVIOUS_TOKEN;
+    else if (s == "lookahead") out = MOESTREAM_PREFETCH_LOOKAHEAD;
+    else if (s == "both") out = MOESTREAM_PREFETCH_BOTH;
+    else return false;
+    return true;
+}
+
+bool parse_policy(const std::string &s, int32_t &out) {
+    if (s == "auto") out = MOESTREAM_CACHE_AUTO;
+    else if (s == "lru") out = MOESTREAM_CACHE_LRU;
+    else if (s == "lfu" || s == "lfu-decay") out = MOESTREAM_CACHE_LFU_DECAY;
+    else if (s == "pinned" || s == "pinned-hot") out = MOESTREAM_CACHE_PINNED_HOT;
+    else if (s == "reuse" || s == "reuse-aware") out = MOESTREAM_CACHE_REUSE_AWARE;
+    else return false;
+    return true;
+}
+
+void print_header() {
+    std::printf("%-7s %-10s %9s %9s %9s %8s %11s %10s %7s %7s %10s  %s\n", "mode", "budget", "decode", "prefill",
+                "ttft", "hit", "read/token", "read bw", "io wait", "ceil%", "peak RSS", "memory");
+}
+
+void print_row(const BenchConfig &c, const BenchResult &r, double disk_bw) {
+    if (!r.ok) {
+        std::printf("%-7s %-10s  failed: %s\n", moestream_io_mode_name(c.io_mode), format_bytes(c.budget).c_str(), r.error);
+        return;
+    }
+    const double ceiling = r.bytes_per_token() > 0 && disk_bw > 0 ? disk_bw / r.bytes_per_token() : 0;
+    char ceil_text[16] = "-";
+    if (ceiling > 0) std::snprintf(ceil_text, sizeof ceil_text, "%.0f%%", 100.0 * r.decode_tok_s() / ceiling);
+    std::printf("%-7s %-10s %6.2f t/s %6.1f t/s %8.2fs %7.1f%% %11s %8.0f MB/s %6.1f%% %7s %10s  %s\n",
+                moestream_io_mode_name(r.io_mode), format_bytes(c.budget).c_str(), r.decode_tok_s(), r.prefill_tok_s(),
+                r.ttft_s, 100.0 * r.hit_rate(), format_bytes(uint64_t(r.bytes_per_token())).c_str(), r.read_bw() / 1e6,
+                100.0 * r.io_wait_share(), ceil_text, format_bytes(r.peak_rss).c_str(),
+                r.io_mode == MOESTREAM_IO_MMAP ? r.cgroup_note : "engine budget");
+}
+
+}  // namespace
+
+int cmd_bench(const Args &args) {
+    ParsedArgs a;
+    std::string error;
+    if (!parse_args(args,
+                    {"-m", "--memory-budget", "-n", "--prompt", "--io-mode", "--prefetch", "--policy", "--threads",
+                     "--sweep", "--max-seconds", "--seed"},
+                    {"--disk", "--json", "--warm", "--no-cgroup", "--help"}, a, error,
+                    {{"--model", "-m"}, {"--budget", "--memory-budget"}, {"--tokens", "-n"}, {"-t", "--threads"}}))
+        return usage_error(error);
+    if (a.flags.count("--help")) {
+        std::printf("%s", kUsage);
+        return 0;
+    }
+    auto model = a.get("-m");
+    if (!model) return usage_error("-m MODEL is required");
+    moestream_model_info info;
+    moestream_model_info_init(&info);
+    if (int st = moestream_inspect(model->c_str(), 0, &info); st != MOESTREAM_OK) {
+        std::fprintf(stderr, "moestream bench: %s\n", moestream_last_error());
+        return 1;
+    }
+    BenchConfig base;
+    base.model = *model;
+    base.cold = !a.flags.count("--warm");
+    int64_t v = 0;
+    double d = 0;
+    if (auto s = a.get("-n")) {
+        if (!parse_int(*s, v) || v < 1) return usage_error("-n needs a positive count");
+        base.n_tokens = int32_t(v);
+    }
+    if (auto s = a.get("--prompt")) {
+        if (!parse_int(*s, v) || v < 1) return usage_error("--prompt needs a positive count");
+        base.prompt = int32_t(v);
+    }
+    if (auto s = a.get("--threads")) {
+        if (!parse_int(*s, v) || v < 0) return usage_error("bad --threads");
+        base.n_threads = int32_t(v);
+    }
+    if (auto s = a.get("--seed")) {
+        if (!parse_int(*s, v)) return usage_error("bad --seed");
+        base.seed = uint64_t(v);
+    }
+    if (auto s = a.get("--max-seconds")) {
+        if (!parse_double(*s, d) || d <= 0) return usage_error("bad --max-seconds");
+        base.max_seconds = d;
+    }
+    if (auto s = a.get("--prefetch"); s && !parse_prefetch(*s, base.prefetch)) return usage_error("bad --prefetch");
+    if (auto s = a.get("--policy"); s && !parse_policy(*s, base.cache_policy)) return usage_error("bad --policy");
+
+    std::vector<uint64_t> budgets;
+    if (auto s = a.get("--sweep")) {
+        for (const std::string &b : split_list(*s)) {
+            uint64_t bytes = 0;
+            if (!parse_share_or_size(b, info.file_bytes, bytes)) return usage_error("bad --sweep entry '" + b + "'");
+            budgets.push_back(bytes);
+        }
+    } else {
+        uint64_t bytes = 0;
+        if (auto mb = a.get("--memory-budget"); mb && !parse_share_or_size(*mb, info.file_bytes, bytes))
+            return usage_error("bad --memory-budget");
+        budgets.push_back(bytes);
+    }
+    std::vector<int32_t> modes;
+    const std::string default_modes = a.get("--sweep") ? "direct,mmap" : "auto";
+    for (const std::string &m : split_list(a.get_or("--io-mode", default_modes))) {
+        int32_t mode = 0;
+        if (!parse_io_mode(m, mode)) return usage_error("bad --io-mode '" + m + "'");
+        modes.push_back(mode);
+    }
+    const bool json = a.flags.count("--json");
+
+    double disk_bw = 0;
+    std::string disk_note;
+    if (a.flags.count("--disk")) {
+        drop_page_cache(*model);
+        disk_bw = measure_disk_bandwidth(*model, info.expert_bytes_per_expert, 16, 4.0, disk_note);
+        if (!json) {
+            if (disk_bw > 0)
+                std::printf("disk: %.0f MB/s (O_DIRECT reads of %s at depth 16 on the model file)\n", disk_bw / 1e6,
+                            format_bytes(info.expert_bytes_per_expert).c_str());
+            else
+                std::printf("disk: not measured: %s\n", disk_note.c_str());
+        }
+    }
+    if (!json) {
+        std::printf("model: %s (%s, %s, %d layers, %d experts, top-%d; experts %s)\n", model->c_str(), info.architecture,
+                    format_bytes(info.file_bytes).c_str(), info.n_layer, info.n_expert, info.n_expert_used,
+                    format_bytes(info.expert_bytes).c_str());
+        std::printf("run: prompt %d tokens, decode %d tokens, %s page cache\n", base.prompt, base.n_tokens,
+                    base.cold ? "cold" : "warm");
+        print_header();
+    }
+    std::vector<std::string> runs_json;
+    int failures = 0;
+    for (int32_t mode : modes)
+        for (uint64_t budget : budgets) {
+            BenchConfig c = base;
+            c.io_mode = mode;
+            c.budget = budget;
+            c.cgroup = mode == MOESTREAM_IO_MMAP && budget > 0 && !a.flags.count("--no-cgroup");
+            const BenchResult r = run_bench(c);
+            failures += !r.ok;
+            if (json) {
+                std::string j = bench_result_json(c, r);
+                if (disk_bw > 0 && r.bytes_per_token() > 0) {
+                    char extra[128];
+                    std::snprintf(extra, sizeof extra, ", \"io_ceiling_tok_s\": %.4f}", disk_bw / r.bytes_per_token());
+                    j.pop_back();
+                    j += extra;
+                }
+                runs_json.push_back(j);
+            } else {
+                print_row(c, r, disk_bw);
+                std::fflush(stdout);
+            }
+        }
+    if (json) {
+        std::printf("{\"model\": %s, \"file_bytes\": %llu, \"expert_bytes\": %llu, \"n_layer\": %d, \"n_expert\": %d, "
+                    "\"n_expert_used\": %d, \"prompt\": %d, \"n_tokens\": %d, \"cold\": %s, \"disk_bw_bytes_s\": %.1f, "
+                    "\"runs\": [",
+                    json_string(*model).c_str(), static_cast<unsigned long long>(info.file_bytes),
+                    static_cast<unsigned long long>(info.expert_bytes), info.n_layer, info.n_expert, info.n_expert_used,
+                    base.prompt, base.n_tokens, base.cold ? "true" : "false", disk_bw);
+        for (size_t i = 0; i < runs_json.size(); ++i) std::printf("%s%s", i ? ", " : "", runs_json[i].c_str());
+        std::printf("]}\n");
+    } else if (disk_bw > 0) {
+        std::printf("ceil%% = decode tok/s as a share of the I/O-bound ceiling disk_bw / bytes read per token\n");
+    }
+    return failures ? 1 : 0;
+}
+
+}  // namespace cli
