@@ -6,7 +6,7 @@
 // activations). Weights are made unsigned by an offset (Q4_0 +8, Q5_0 +16,
 // Q8_0 +128) whose contribution offset * sum(activation block) is subtracted;
 // those sums and the activation scales are prepared once per activation row
-// and shared by every weight row. Q4_0/Q4_1 take four blocks per 512-bit
+// and shared by every weight row. Q4_0/Q4_1/Q5_0/Q5_1 take four blocks per 512-bit
 // register against a rearranged copy of the activation row. K-quants use
 // 512-bit multiply-adds.
 
@@ -31,15 +31,15 @@ using namespace avx2;
 // --- legacy blocks ------------------------------------------------------------
 
 struct Q4_0U {
-    static constexpr size_t kBytes = q4_0::bytes, kD = q4_0::d, kQs = q4_0::qs;
+    static constexpr size_t kBytes = q4_0::bytes, kD = q4_0::d, kQs = q4_0::qs, kQh = 0;
     static constexpr int32_t kOffset = 8;
-    static constexpr bool kSplit = true;
+    static constexpr bool kSplit = true, kFive = false;
     static __m256i uints(const uint8_t *b) { return nibbles32(b + q4_0::qs); }
 };
 struct Q5_0U {
-    static constexpr size_t kBytes = q5_0::bytes, kD = q5_0::d;
+    static constexpr size_t kBytes = q5_0::bytes, kD = q5_0::d, kQs = q5_0::qs, kQh = q5_0::qh;
     static constexpr int32_t kOffset = 16;
-    static constexpr bool kSplit = false;
+    static constexpr bool kSplit = true, kFive = true;
     static __m256i uints(const uint8_t *b) {
         return _mm256_or_si256(nibbles32(b + q5_0::qs), high_bits32(b + q5_0::qh, 0x10));
     }
@@ -54,13 +54,13 @@ struct Q8_0U {
     }
 };
 struct Q4_1U {
-    static constexpr size_t kBytes = q4_1::bytes, kD = q4_1::d, kM = q4_1::m, kQs = q4_1::qs;
-    static constexpr bool kSplit = true;
+    static constexpr size_t kBytes = q4_1::bytes, kD = q4_1::d, kM = q4_1::m, kQs = q4_1::qs, kQh = 0;
+    static constexpr bool kSplit = true, kFive = false;
     static __m256i uints(const uint8_t *b) { return nibbles32(b + q4_1::qs); }
 };
 struct Q5_1U {
-    static constexpr size_t kBytes = q5_1::bytes, kD = q5_1::d, kM = q5_1::m;
-    static constexpr bool kSplit = false;
+    static constexpr size_t kBytes = q5_1::bytes, kD = q5_1::d, kM = q5_1::m, kQs = q5_1::qs, kQh = q5_1::qh;
+    static constexpr bool kSplit = true, kFive = true;
     static __m256i uints(const uint8_t *b) {
         return _mm256_or_si256(nibbles32(b + q5_1::qs), high_bits32(b + q5_1::qh, 0x10));
     }
@@ -71,7 +71,7 @@ inline __m256i vnni(__m256i u, const uint8_t *a) {
                                _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a)));
 }
 
-// Nibble formats (Q4_0, Q4_1) take four blocks per 512-bit register: the
+// Nibble formats (Q4_0, Q4_1, and Q5_0, Q5_1 with their fifth bits) take four blocks per 512-bit register: the
 // activation row is rearranged once so that, per group of 4 blocks, the first
 // halves (elements 0..15, met by low nibbles) and the second halves (16..31,
 // high nibbles) are each 64 contiguous bytes.
@@ -97,8 +97,26 @@ inline __m256i sums8_split(const uint8_t *w, const uint8_t *split) {
         q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i *>(wb + W::kBytes)), 1);
         q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i *>(wb + 2 * W::kBytes)), 2);
         q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i *>(wb + 3 * W::kBytes)), 3);
-        const __m512i lo = _mm512_and_si512(q, low4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+        __m512i lo = _mm512_and_si512(q, low4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+        if constexpr (W::kFive) {
+            // Fifth bits: 128-bit lane j holds block j's 32-bit qh four times;
+            // element i (< 16) of the lane tests bit i, of the high half bit 16 + i.
+            const uint8_t *hb = w + 4 * h * W::kBytes + W::kQh;
+            const __m128i words = _mm_setr_epi32(static_cast<int>(load_u32(hb)), static_cast<int>(load_u32(hb + W::kBytes)),
+                                                 static_cast<int>(load_u32(hb + 2 * W::kBytes)),
+                                                 static_cast<int>(load_u32(hb + 3 * W::kBytes)));
+            const __m512i rep = _mm512_permutexvar_epi32(
+                _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), _mm512_zextsi128_si512(words));
+            const __m512i sel_lo = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+            const __m512i sel_hi = _mm512_broadcast_i32x4(_mm_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+            const __m512i bits = _mm512_set1_epi64(static_cast<long long>(0x8040201008040201ull));
+            const __m512i bit4 = _mm512_set1_epi8(0x10);
+            const __mmask64 mlo = _mm512_test_epi8_mask(_mm512_shuffle_epi8(rep, sel_lo), bits);
+            const __mmask64 mhi = _mm512_test_epi8_mask(_mm512_shuffle_epi8(rep, sel_hi), bits);
+            lo = _mm512_mask_blend_epi8(mlo, lo, _mm512_or_si512(lo, bit4));
+            hi = _mm512_mask_blend_epi8(mhi, hi, _mm512_or_si512(hi, bit4));
+        }
         const uint8_t *s = split + 128 * h;
         __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(s));
         acc = _mm512_dpbusd_epi32(acc, hi, _mm512_loadu_si512(s + 64));
