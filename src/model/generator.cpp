@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "common/ggml_types.hpp"
 #include "gguf/gguf_writer.hpp"
+#include "kernels/kernels.hpp"
 
 namespace moe {
 namespace {
@@ -48,27 +49,11 @@ uint64_t hash_name(const std::string &s) {
     return h;
 }
 
-uint16_t to_half(float f) {
-    // Values here are normal, positive and well inside the half range.
-    uint32_t x;
-    std::memcpy(&x, &f, 4);
-    const uint32_t sign = (x >> 16) & 0x8000u;
-    int32_t exp = static_cast<int32_t>((x >> 23) & 0xFF) - 127 + 15;
-    uint32_t mant = x & 0x7FFFFFu;
-    if (exp <= 0) return static_cast<uint16_t>(sign);  // flush tiny values
-    if (exp >= 31) return static_cast<uint16_t>(sign | 0x7BFFu);
-    uint32_t h = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-    const uint32_t rest = mant & 0x1FFFu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // round to nearest even
-    return static_cast<uint16_t>(h);
-}
+// Scales of wide matrices (e.g. Q6_K d = sigma / 879 for n_embd 2048) fall in
+// the fp16 subnormal range, so the conversion must keep subnormals.
+uint16_t to_half(float f) { return kernels::f32_to_fp16(f); }
 
-float from_half(uint16_t h) {
-    const uint32_t exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
-    float v = exp == 0 ? std::ldexp(static_cast<float>(mant), -24)
-                       : std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
-    return (h & 0x8000) ? -v : v;
-}
+float from_half(uint16_t h) { return kernels::fp16_to_f32(h); }
 
 void put_half(uint8_t *p, float f) {
     uint16_t h = to_half(f);
