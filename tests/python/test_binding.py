@@ -556,3 +556,27 @@ def test_log_callback(lib, model_path, tmp_path):
         raise RuntimeError("a failing log callback must not break the library")
 
     moestream.Context(model_path, n_threads=1, n_ctx=32, profile_path="", log=broken, log_level="debug").close()
+
+
+def header_enum(header, typedef):
+    body = re.search(rf"typedef enum {typedef} \{{(.*?)\}} {typedef};", header, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    return {name: int(value) for name, value in re.findall(r"(MOESTREAM_\w+)\s*=\s*(-?\d+)", body)}
+
+
+@pytest.mark.parametrize("typedef,prefix,table", [
+    ("moestream_io_mode", "MOESTREAM_IO_", "IO_MODES"),
+    ("moestream_prefetch_mode", "MOESTREAM_PREFETCH_", "PREFETCH_MODES"),
+    ("moestream_cache_policy", "MOESTREAM_CACHE_", "CACHE_POLICIES"),
+    ("moestream_log_level", "MOESTREAM_LOG_", "LOG_LEVELS"),
+])
+def test_python_enum_names_match_header(header, typedef, prefix, table):
+    from moestream import _convert
+    want = {name[len(prefix):].lower(): value for name, value in header_enum(header, typedef).items()}
+    assert getattr(_convert, table) == want
+
+
+def test_status_enum_matches_header(header):
+    want = {name.replace("MOESTREAM_ERR_", "").replace("MOESTREAM_", ""): value
+            for name, value in header_enum(header, "moestream_status").items()}
+    assert {s.name: int(s) for s in moestream.Status} == want
