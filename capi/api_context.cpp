@@ -24,6 +24,9 @@ moe::ContextParams to_context_params(const moestream_params &p) {
     c.cache_policy = p.cache_policy;
     c.exact = p.exact != 0;
     if (p.packed_path) c.packed_path = p.packed_path;
+    if (p.struct_size >= offsetof(moestream_params, routing_trace_path) + sizeof(p.routing_trace_path) &&
+        p.routing_trace_path)
+        c.routing_trace_path = p.routing_trace_path;
     if (p.profile_path) {
         c.profile_path = p.profile_path;
         c.profile_disabled = p.profile_path[0] == '\0';

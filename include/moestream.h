@@ -120,6 +120,7 @@ typedef struct moestream_params {
     moestream_log_fn log_fn;    /* may be NULL */
     void *log_user_data;
     int32_t log_level;          /* highest level passed to log_fn */
+    const char *routing_trace_path; /* write every token's routed experts here (docs/trace-format.md); NULL = off */
 } moestream_params;
 
 /* Fills defaults (struct_size, automatic everything). */

@@ -55,6 +55,7 @@ class Params(ctypes.Structure):
         ("log_fn", LOG_FN),
         ("log_user_data", ctypes.c_void_p),
         ("log_level", ctypes.c_int32),
+        ("routing_trace_path", ctypes.c_char_p),
     ]
 
 

@@ -50,6 +50,16 @@ Context::Context(const ContextParams &params)
     fo.exact = params_.exact;
     fo.lookahead = wants_lookahead(params_.prefetch, source_.resident);
     forward_ = std::make_unique<ForwardPass>(*model_, *source_.source, pool_, fo);
+    if (!params_.routing_trace_path.empty()) {
+        TraceHeader th;
+        th.n_layer = uint32_t(model_->hparams().n_layer);
+        th.n_expert = uint32_t(model_->hparams().n_expert);
+        th.n_expert_used = uint32_t(model_->hparams().n_expert_used);
+        for (const ExpertLayerLayout &l : model_->expert_layouts())
+            th.bytes_per_expert = std::max(th.bytes_per_expert, l.bytes_per_expert());
+        routing_trace_ = std::make_unique<RoutingTraceWriter>(params_.routing_trace_path, th);
+        forward_->set_routing_trace(routing_trace_.get());
+    }
 }
 
 Context::~Context() {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "experts/expert_source.hpp"
+#include "experts/routing_trace.hpp"
 #include "model/model.hpp"
 #include "runtime/forward_pass.hpp"
 #include "runtime/state_file.hpp"
@@ -29,6 +30,7 @@ struct ContextParams {
     std::string profile_path;    // "" with profile_disabled = off
     bool profile_disabled = false;
     int32_t max_batch = 64;      // tokens per internal forward chunk
+    std::string routing_trace_path;  // "" = no routing trace
 };
 
 // What the expert source chosen for a context reports about itself.
@@ -80,6 +82,7 @@ private:
     Stats stats_;
     ThreadPool pool_;
     ExpertSourceChoice source_;
+    std::unique_ptr<RoutingTraceWriter> routing_trace_;
     std::unique_ptr<ForwardPass> forward_;
     int32_t n_past_ = 0;
     std::vector<int32_t> tokens_;  // the n_past_ tokens in the context (n_ctx_ entries)

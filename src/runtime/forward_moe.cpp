@@ -141,6 +141,10 @@ void ForwardPass::moe_block(int32_t layer, int32_t n_tokens) {
     for (int32_t t = 0; t < n_tokens; ++t)
         rms_norm(&x_[size_t(t) * E], lw.ffn_norm.data(), &xn_[size_t(t) * E], n_embd_, hp_.rms_eps);
     route(lw, n_tokens);
+    if (routing_trace_)
+        for (int32_t t = 0; t < n_tokens; ++t)
+            routing_trace_->record(traced_tokens_ + uint64_t(t), uint32_t(layer),
+                                   std::span<const int32_t>(&topk_ids_[size_t(t) * K], K));
     group_by_expert(n_tokens);
     const int32_t n_unique = fill_[0];
 

@@ -141,6 +141,7 @@ void ForwardPass::run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, f
         moe_block(l, n_tokens);
     }
     if (logits) output_head(n_tokens - 1, logits);
+    traced_tokens_ += uint64_t(n_tokens);
 }
 
 void ForwardPass::output_head(int32_t last_token, float *logits) {

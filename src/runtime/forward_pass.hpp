@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "experts/routing_trace.hpp"
 #include "experts/expert_source.hpp"
 #include "model/attention.hpp"
 #include "model/kv_cache.hpp"
@@ -40,6 +41,9 @@ public:
     size_t scratch_bytes() const;
     // Nanoseconds spent blocked in ExpertSource::next_ready since construction.
     uint64_t expert_wait_ns() const { return expert_wait_ns_; }
+    // Records every token's routing (top-k ids per layer); tokens are numbered
+    // in the order processed, across resets. Null = off.
+    void set_routing_trace(RoutingTraceWriter *trace) { routing_trace_ = trace; }
 
 private:
     void attention_block(int32_t layer, int32_t n_tokens, int32_t n_past);
@@ -70,6 +74,8 @@ private:
     std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, rope_cs_, scores_;
     std::vector<float> router_, topk_w_, slot_out_, moe_out_;
     std::vector<int32_t> topk_ids_;
+    RoutingTraceWriter *routing_trace_ = nullptr;
+    uint64_t traced_tokens_ = 0;
     // Routed experts: unique experts in request order and their (token, slot) entries.
     std::vector<int32_t> unique_, count_, offset_, entry_token_, entry_slot_, fill_;
     std::vector<float> gather_, gate_, up_, hidden_, down_;

@@ -54,3 +54,18 @@ def test_python_binding_trace_functions(tmp_path):
     belady = moestream.trace_replay(trace, 20 * 100, policy="belady")
     lru = moestream.trace_replay(trace, 20 * 100, policy="lru")
     assert lru["hits"] <= belady["hits"] and belady["policy"] == "belady"
+
+
+def test_record_routing_of_a_generated_model(cli_path, tmp_path):
+    model, trace = tmp_path / "m.gguf", tmp_path / "r.trace"
+    subprocess.run([str(cli_path), "generate", "--preset", "small", "-o", str(model)], check=True, capture_output=True)
+    out = run(cli_path, "trace", "record", "-m", model, "--prompt", "5", "--tokens", "7", "-o", trace)
+    assert "wrote" in out
+    info = json.loads(run(cli_path, "trace", "info", trace, "--json"))
+    assert info["n_tokens"] == 12 and info["n_layer"] == 4 and info["n_expert"] == 16 and info["n_expert_used"] == 4
+    assert info["bytes_per_expert"] > 0
+    again = tmp_path / "again.trace"
+    run(cli_path, "trace", "record", "-m", model, "--prompt", "5", "--tokens", "7", "-o", again)
+    assert again.read_bytes() == trace.read_bytes()  # routing is deterministic
+    rep = json.loads(run(cli_path, "trace", "replay", trace, "--budget", "100%", "--json"))
+    assert all(r["hits"] <= next(b["hits"] for b in rep["runs"] if b["policy"] == "belady") for r in rep["runs"])

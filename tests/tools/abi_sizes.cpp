@@ -45,6 +45,7 @@ int main() {
     FIELD(moestream_params, log_fn);
     FIELD(moestream_params, log_user_data);
     FIELD(moestream_params, log_level);
+    FIELD(moestream_params, routing_trace_path);
     end();
 
     STRUCT(moestream_model_info, false);
