@@ -34,6 +34,14 @@ int32_t parse_prefetch(const std::string &s) {
     throw std::runtime_error("unknown prefetch mode '" + s + "' (auto, off, previous, lookahead, both)");
 }
 
+int32_t parse_cache_policy_option(const std::string &s) {
+    if (s == "auto") return MOESTREAM_CACHE_AUTO;
+    if (s == "lru") return MOESTREAM_CACHE_LRU;
+    if (s == "lfu" || s == "lfu-decay") return MOESTREAM_CACHE_LFU_DECAY;
+    if (s == "pinned" || s == "pinned-hot") return MOESTREAM_CACHE_PINNED_HOT;
+    throw std::runtime_error("unknown cache policy '" + s + "' (auto, lru, lfu-decay, pinned-hot)");
+}
+
 }  // namespace
 
 std::string option_value(const Args &args, size_t &i) {
@@ -55,6 +63,7 @@ bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt) {
     else if (a == "--ctx" || a == "-c") opt.params.n_ctx = int32_t(int_option(option_value(args, i), "context length"));
     else if (a == "--io-mode") opt.params.io_mode = parse_io_mode(option_value(args, i));
     else if (a == "--prefetch") opt.params.prefetch = parse_prefetch(option_value(args, i));
+    else if (a == "--cache-policy") opt.params.cache_policy = parse_cache_policy_option(option_value(args, i));
     else if (a == "--memory-budget") opt.params.memory_budget = size_option(option_value(args, i));
     else if (a == "--exact") opt.params.exact = 1;
     else if (a == "--batch") opt.batch = int32_t(int_option(option_value(args, i), "batch size"));

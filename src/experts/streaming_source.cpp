@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "experts/usage_profile.hpp"
 
 namespace moe {
 
@@ -111,6 +112,8 @@ StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg
     usage_.n_layer = n_layer_;
     usage_.n_expert = n_expert_;
     usage_.counts.assign(n_keys, 0);
+    last_experts_.resize(n_layer_);
+    for (auto &v : last_experts_) v.reserve(n_expert_);
 
     // Warm start: read the learned hot set in the background.
     for (uint32_t key : policy_->pinned()) {
@@ -126,6 +129,19 @@ StreamingExpertSource::~StreamingExpertSource() {
     } catch (...) {
         // Nothing useful to do with a failed read while closing.
     }
+    try {
+        save_profile();
+    } catch (...) {
+        // The profile is only a hint for the next run.
+    }
+}
+
+void StreamingExpertSource::save_profile() const {
+    if (cfg_.profile_save_path.empty()) return;
+    UsageProfile merged = usage_;
+    if (cfg_.profile && cfg_.profile->counts.size() == merged.counts.size())
+        for (size_t i = 0; i < merged.counts.size(); ++i) merged.counts[i] += cfg_.profile->counts[i];
+    save_usage_profile(cfg_.profile_save_path, cfg_.model_fingerprint, merged);
 }
 
 bool StreamingExpertSource::direct() const {
@@ -477,7 +493,10 @@ void StreamingExpertSource::begin_layer(int32_t layer, std::span<const int32_t> 
         }
     }
     prefetched_by_layer_[size_t(layer)].clear();
+    last_experts_[size_t(layer)].assign(experts.begin(), experts.end());
     pump();
+    if (cfg_.prefetch_previous && uint32_t(layer) + 1 < n_layer_ && !last_experts_[size_t(layer) + 1].empty())
+        prefetch(layer + 1, last_experts_[size_t(layer) + 1]);
 }
 
 ReadyExpert StreamingExpertSource::next_ready() {

@@ -39,6 +39,12 @@ struct StreamingSourceConfig {
     // Replaces the backend made from `backend` (tests, fault injection).
     std::unique_ptr<io::ReadBackend> backend_override;
     Stats *stats = nullptr;                 // may be null
+    // Previous-token prefetch: when layer L starts, read ahead the experts
+    // layer L+1 used last time that are no longer cached.
+    bool prefetch_previous = false;
+    // Usage profile written when the source is destroyed ("" = none): the
+    // routing counts of this run added to `profile`'s.
+    std::string profile_save_path;
 };
 
 class StreamingExpertSource final : public ExpertSource {
@@ -51,6 +57,8 @@ public:
     void end_layer(int32_t layer) override;
     void prefetch(int32_t layer, std::span<const int32_t> experts) override;
     void drain() override;
+    // Writes the usage profile now (also done on destruction). Throws moe::Error(io).
+    void save_profile() const;
 
     uint32_t slots() const { return n_slots_; }
     uint64_t slot_bytes() const { return slot_bytes_; }
@@ -149,6 +157,7 @@ private:
     std::vector<int32_t> ready_;         // slots ready to hand out this layer
     size_t ready_head_ = 0;
     std::vector<int32_t> layer_pins_;    // slots pinned by the running layer
+    std::vector<std::vector<int32_t>> last_experts_;  // per layer, the experts of its last visit
     std::vector<std::pair<int32_t, uint32_t>> retries_;  // (slot, part) to read again
     std::vector<io::ReadCompletion> completions_;
     int32_t current_layer_ = -1;

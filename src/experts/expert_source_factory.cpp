@@ -1,0 +1,149 @@
+#include "experts/expert_source_factory.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "common/error.hpp"
+#include "experts/budget_planner.hpp"
+#include "experts/gguf_layouts.hpp"
+#include "experts/packed_file.hpp"
+#include "experts/resident_expert_source.hpp"
+#include "experts/streaming_source.hpp"
+#include "experts/usage_profile.hpp"
+#include "io/read_file.hpp"
+#include "runtime/io_mode_choice.hpp"
+
+namespace moe {
+
+namespace {
+
+bool direct_io_available(const std::string &path) {
+    try {
+        return io::ReadFile(path, true).direct();
+    } catch (const Error &) {
+        return false;
+    }
+}
+
+CachePolicyKind policy_kind(int32_t p) {
+    switch (p) {
+    case MOESTREAM_CACHE_LRU: return CachePolicyKind::lru;
+    case MOESTREAM_CACHE_LFU_DECAY: return CachePolicyKind::lfu_decay;
+    case MOESTREAM_CACHE_AUTO:  // the hot set from a profile when there is one, LFU with decay for the rest
+    case MOESTREAM_CACHE_PINNED_HOT: return CachePolicyKind::pinned_hot;
+    default: fail(Status::invalid_argument, "cache_policy %d is not a moestream_cache_policy", p);
+    }
+}
+
+// Diagnostic override: MOESTREAM_CACHE_SLOTS=N caps the cache at N experts
+// (used to exercise tiny caches on small models).
+uint32_t slots_override() {
+    const char *v = std::getenv("MOESTREAM_CACHE_SLOTS");
+    if (!v || !*v) return 0;
+    char *end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 10);
+    if (*end || n == 0 || n > UINT32_MAX) fail(Status::invalid_argument, "MOESTREAM_CACHE_SLOTS='%s' is not a positive count", v);
+    return uint32_t(n);
+}
+
+}  // namespace
+
+ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &params, Stats &stats) {
+    const gguf::GgufFile &file = model.file();
+    const HParams &hp = model.hparams();
+    IoModeRequest req;
+    req.requested = params.io_mode;
+    req.memory_budget = params.memory_budget;
+    req.model_bytes = file.total_file_bytes();
+    req.dense_bytes = model.dense_bytes();
+    req.expert_bytes = model.expert_bytes();
+    req.overhead_bytes = estimate_runtime_overhead(hp, params.n_ctx);
+    req.direct_io_available = direct_io_available(file.path());
+    const IoModeChoice choice = choose_io_mode_from_env(req);
+
+    ExpertSourceChoice c;
+    c.io_mode = choice.mode;
+    c.reason = choice.reason;
+    if (choice.mode == MOESTREAM_IO_MMAP) {
+        c.source = std::make_unique<ResidentExpertSource>(model.expert_layouts(), &stats);
+        c.resident = true;
+        return c;
+    }
+
+    StreamingSourceConfig cfg;
+    cfg.layers = model.expert_layouts();
+    cfg.shard_paths = shard_paths_of(file);
+    cfg.model_fingerprint = model_fingerprint_of(file);
+    cfg.direct = choice.mode == MOESTREAM_IO_DIRECT;
+    cfg.backend = cfg.direct ? io::BackendKind::automatic : io::BackendKind::pread;
+    cfg.stats = &stats;
+    cfg.policy = policy_kind(params.cache_policy);
+    cfg.prefetch_previous =
+        params.prefetch == MOESTREAM_PREFETCH_PREVIOUS_TOKEN || params.prefetch == MOESTREAM_PREFETCH_BOTH;
+
+    // A packed file beside the model is used when it matches; a named one must.
+    const std::string packed = params.packed_path.empty() ? default_packed_path(file.path()) : params.packed_path;
+    if (!params.packed_path.empty() || std::filesystem::exists(packed)) {
+        try {
+            PackedFile::open(packed, cfg.model_fingerprint, cfg.layers);
+            cfg.packed_path = packed;
+            c.reason += "; packed experts";
+        } catch (const Error &e) {
+            if (!params.packed_path.empty()) throw;
+            c.reason += "; packed file ignored";
+        }
+    }
+
+    int32_t max_expert = 0;
+    uint64_t total_experts = 0;
+    for (const auto &l : cfg.layers) {
+        max_expert = std::max(max_expert, l.n_expert);
+        total_experts += uint64_t(std::max(l.n_expert, 0));
+    }
+    std::unique_ptr<PackedFile> pf;
+    if (!cfg.packed_path.empty())
+        pf = std::make_unique<PackedFile>(PackedFile::open(cfg.packed_path, cfg.model_fingerprint, cfg.layers));
+    CachePlanInput plan;
+    plan.budget = choice.budget;
+    plan.dense_bytes = req.dense_bytes;
+    plan.runtime_bytes = req.overhead_bytes;
+    plan.slot_bytes = StreamingExpertSource::slot_bytes_for(cfg.layers, pf.get(), cfg.direct);
+    plan.min_slots = uint32_t(max_expert);
+    plan.max_slots = uint32_t(std::min<uint64_t>(total_experts, UINT32_MAX));
+    cfg.slots = plan_cache_slots(plan);
+    if (const uint32_t cap = slots_override()) cfg.slots = std::max<uint32_t>(std::min(cfg.slots, cap), uint32_t(max_expert));
+
+    std::string profile_path = params.profile_path;
+    if (profile_path.empty() && !params.profile_disabled) profile_path = file.path() + ".moeusage";
+    auto profile = std::make_shared<UsageProfile>();
+    if (!profile_path.empty()) {
+        if (auto p = load_usage_profile(profile_path, cfg.model_fingerprint, uint32_t(cfg.layers.size()),
+                                        uint32_t(max_expert)))
+            *profile = std::move(*p);
+        cfg.profile_save_path = profile_path;
+    }
+    cfg.profile = profile->counts.empty() ? nullptr : profile.get();
+
+    auto src = std::make_unique<StreamingExpertSource>(std::move(cfg));
+    c.cache_bytes = src->cache_bytes();
+    c.reason += format("; %u slots, %s reads", src->slots(), src->backend_name());
+    c.resident = false;
+    // The profile must outlive the source: hand both over together.
+    struct Owning final : ExpertSource {
+        std::shared_ptr<UsageProfile> profile;
+        std::unique_ptr<StreamingExpertSource> inner;
+        void begin_layer(int32_t l, std::span<const int32_t> e) override { inner->begin_layer(l, e); }
+        ReadyExpert next_ready() override { return inner->next_ready(); }
+        void end_layer(int32_t l) override { inner->end_layer(l); }
+        void prefetch(int32_t l, std::span<const int32_t> e) override { inner->prefetch(l, e); }
+        void drain() override { inner->drain(); }
+    };
+    auto owning = std::make_unique<Owning>();
+    owning->profile = std::move(profile);
+    owning->inner = std::move(src);
+    c.source = std::move(owning);
+    return c;
+}
+
+}  // namespace moe

@@ -1,0 +1,163 @@
+// Placement never changes results: logits are bit-identical across I/O modes
+// (mmap, direct, pread, packed or GGUF slices), cache sizes, cache policies
+// and prefetch modes, on a generated model.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "common/error.hpp"
+#include "runtime/context.hpp"
+#include "support/paths.hpp"
+
+namespace {
+
+using namespace moe;
+
+std::string cli() { return test::binary_dir() + "/moestream"; }
+
+// Scoped environment variable.
+struct Env {
+    std::string name;
+    Env(const char *n, const std::string &v) : name(n) { ::setenv(n, v.c_str(), 1); }
+    ~Env() { ::unsetenv(name.c_str()); }
+};
+
+struct LogitsRun {
+    std::vector<float> logits;  // last-token logits after every decode step
+    moestream_stats stats{};
+};
+
+LogitsRun run_model(ContextParams p, const std::vector<int32_t> &tokens) {
+    p.profile_disabled = true;
+    Context ctx(p);
+    LogitsRun r;
+    const int32_t n_vocab = ctx.n_vocab();
+    std::vector<float> out(static_cast<size_t>(n_vocab));
+    // A short prompt as one batch, then token-by-token decode.
+    ctx.step(tokens.data(), 4, out.data());
+    r.logits.insert(r.logits.end(), out.begin(), out.end());
+    for (size_t i = 4; i < tokens.size(); ++i) {
+        ctx.step(&tokens[i], 1, out.data());
+        r.logits.insert(r.logits.end(), out.begin(), out.end());
+    }
+    ctx.fill_stats(r.stats);
+    return r;
+}
+
+// Each test generates its own model in its own scratch directory: ctest runs
+// the tests of this file as parallel processes.
+class StreamingLogits : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!std::filesystem::exists(cli())) GTEST_SKIP() << "CLI not built";
+        dir_store_ = test::scratch_dir();
+        model_store_ = dir_store_ + "/model.gguf";
+        ASSERT_EQ(test::run(cli() + " generate --preset tiny --quant q4_k_m --layers 3 --experts 8 --top-k 2 --seed 9 -o " +
+                            model_store_ + " > /dev/null 2>&1"),
+                  0);
+    }
+    void TearDown() override {
+        if (!dir_store_.empty()) std::filesystem::remove_all(dir_store_);
+    }
+    ContextParams params() const {
+        ContextParams p;
+        p.model_path = model_store_;
+        p.n_threads = 1;
+        p.n_ctx = 64;
+        return p;
+    }
+    std::vector<int32_t> tokens() const { return {1, 5, 9, 2, 7, 3, 3, 8, 11, 4, 6, 10, 12, 1, 2, 14}; }
+
+    std::string dir_store_, model_store_;
+    const std::string *dir_ = &dir_store_;
+    const std::string *model_ = &model_store_;
+};
+
+TEST_F(StreamingLogits, BitIdenticalAcrossModesBudgetsPoliciesAndPrefetch) {
+    ContextParams base = params();
+    base.io_mode = MOESTREAM_IO_MMAP;
+    const LogitsRun ref = run_model(base, tokens());
+    ASSERT_FALSE(ref.logits.empty());
+
+    const std::string packed = *model_ + ".moepack";
+    int runs = 0;
+    for (bool use_packed : {false, true}) {
+        if (use_packed) ASSERT_EQ(test::run(cli() + " pack " + *model_ + " > /dev/null"), 0);
+        for (int32_t mode : {MOESTREAM_IO_DIRECT, MOESTREAM_IO_PREAD})
+            for (const char *slots : {"8", "11", "1000"})
+                for (int32_t policy : {MOESTREAM_CACHE_LRU, MOESTREAM_CACHE_LFU_DECAY, MOESTREAM_CACHE_PINNED_HOT})
+                    for (int32_t prefetch : {MOESTREAM_PREFETCH_OFF, MOESTREAM_PREFETCH_PREVIOUS_TOKEN,
+                                             MOESTREAM_PREFETCH_LOOKAHEAD, MOESTREAM_PREFETCH_BOTH}) {
+                        if (std::string(slots) == "1000" && policy != MOESTREAM_CACHE_LRU) continue;
+                        Env cap("MOESTREAM_CACHE_SLOTS", slots);
+                        ContextParams p = params();
+                        p.io_mode = mode;
+                        p.cache_policy = policy;
+                        p.prefetch = prefetch;
+                        const LogitsRun r = run_model(p, tokens());
+                        const std::string what = std::string(use_packed ? "packed" : "gguf") + " mode " +
+                                                 std::to_string(mode) + " slots " + slots + " policy " +
+                                                 std::to_string(policy) + " prefetch " + std::to_string(prefetch);
+                        ASSERT_EQ(r.logits.size(), ref.logits.size()) << what;
+                        ASSERT_EQ(0, std::memcmp(r.logits.data(), ref.logits.data(), ref.logits.size() * sizeof(float)))
+                            << "logits differ: " << what;
+                        EXPECT_EQ(r.stats.io_mode, mode) << what;
+                        EXPECT_GT(r.stats.cache_misses, 0u) << what;
+                        EXPECT_GT(r.stats.bytes_read_demand, 0u) << what;
+                        if (prefetch == MOESTREAM_PREFETCH_OFF) EXPECT_EQ(r.stats.prefetch_issued, 0u) << what;
+                        ++runs;
+                    }
+        std::filesystem::remove(packed);
+    }
+    EXPECT_GT(runs, 50);
+}
+
+TEST_F(StreamingLogits, EnvironmentOverridesTheMode) {
+    Env mode("MOESTREAM_IO_MODE", "pread");
+    ContextParams p = params();
+    p.io_mode = MOESTREAM_IO_MMAP;
+    const LogitsRun r = run_model(p, tokens());
+    EXPECT_EQ(r.stats.io_mode, MOESTREAM_IO_PREAD);
+    EXPECT_NE(std::string(r.stats.io_mode_reason).find("MOESTREAM_IO_MODE"), std::string::npos) << r.stats.io_mode_reason;
+}
+
+TEST_F(StreamingLogits, BudgetTooSmallForDenseWeightsNamesTheNumbers) {
+    ContextParams p = params();
+    p.io_mode = MOESTREAM_IO_DIRECT;
+    p.memory_budget = 64 * 1024;
+    try {
+        run_model(p, tokens());
+        FAIL() << "opened with a budget below the dense weights";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.status(), Status::out_of_memory);
+        EXPECT_NE(std::string(e.what()).find("dense"), std::string::npos) << e.what();
+    }
+}
+
+TEST_F(StreamingLogits, UsageProfileWrittenOnCloseAndRead) {
+    const std::string profile = *dir_ + "/usage.bin";
+    std::filesystem::remove(profile);
+    ContextParams p = params();
+    p.io_mode = MOESTREAM_IO_DIRECT;
+    p.profile_path = profile;
+    {
+        Context ctx(p);
+        std::vector<float> out(static_cast<size_t>(ctx.n_vocab()));
+        const auto t = tokens();
+        ctx.step(t.data(), int32_t(t.size()), out.data());
+    }
+    ASSERT_TRUE(std::filesystem::exists(profile));
+    EXPECT_GT(std::filesystem::file_size(profile), 32u);
+    {
+        Context ctx(p);  // reads it (pinned-hot by default) and still computes
+        std::vector<float> out(static_cast<size_t>(ctx.n_vocab()));
+        const auto t = tokens();
+        ctx.step(t.data(), int32_t(t.size()), out.data());
+    }
+    std::filesystem::remove(profile);
+}
+
+}  // namespace
