@@ -39,7 +39,8 @@ int32_t parse_cache_policy_option(const std::string &s) {
     if (s == "lru") return MOESTREAM_CACHE_LRU;
     if (s == "lfu" || s == "lfu-decay") return MOESTREAM_CACHE_LFU_DECAY;
     if (s == "pinned" || s == "pinned-hot") return MOESTREAM_CACHE_PINNED_HOT;
-    throw std::runtime_error("unknown cache policy '" + s + "' (auto, lru, lfu-decay, pinned-hot)");
+    if (s == "reuse" || s == "reuse-aware") return MOESTREAM_CACHE_REUSE_AWARE;
+    throw std::runtime_error("unknown cache policy '" + s + "' (auto, lru, lfu-decay, pinned-hot, reuse-aware)");
 }
 
 }  // namespace

@@ -30,8 +30,9 @@ CachePolicyKind policy_kind(int32_t p) {
     switch (p) {
     case MOESTREAM_CACHE_LRU: return CachePolicyKind::lru;
     case MOESTREAM_CACHE_LFU_DECAY: return CachePolicyKind::lfu_decay;
-    case MOESTREAM_CACHE_AUTO:  // the hot set from a profile when there is one, LFU with decay for the rest
     case MOESTREAM_CACHE_PINNED_HOT: return CachePolicyKind::pinned_hot;
+    case MOESTREAM_CACHE_AUTO:  // the default the trace replay judges against Belady
+    case MOESTREAM_CACHE_REUSE_AWARE: return CachePolicyKind::reuse_aware;
     default: fail(Status::invalid_argument, "cache_policy %d is not a moestream_cache_policy", p);
     }
 }

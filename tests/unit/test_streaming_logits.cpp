@@ -88,7 +88,8 @@ TEST_F(StreamingLogits, BitIdenticalAcrossModesBudgetsPoliciesAndPrefetch) {
         if (use_packed) ASSERT_EQ(test::run(cli() + " pack " + *model_ + " > /dev/null"), 0);
         for (int32_t mode : {MOESTREAM_IO_DIRECT, MOESTREAM_IO_PREAD})
             for (const char *slots : {"8", "11", "1000"})
-                for (int32_t policy : {MOESTREAM_CACHE_LRU, MOESTREAM_CACHE_LFU_DECAY, MOESTREAM_CACHE_PINNED_HOT})
+                for (int32_t policy : {MOESTREAM_CACHE_LRU, MOESTREAM_CACHE_LFU_DECAY, MOESTREAM_CACHE_PINNED_HOT,
+                                       MOESTREAM_CACHE_REUSE_AWARE})
                     for (int32_t prefetch : {MOESTREAM_PREFETCH_OFF, MOESTREAM_PREFETCH_PREVIOUS_TOKEN,
                                              MOESTREAM_PREFETCH_LOOKAHEAD, MOESTREAM_PREFETCH_BOTH}) {
                         if (std::string(slots) == "1000" && policy != MOESTREAM_CACHE_LRU) continue;
