@@ -31,8 +31,8 @@ pc_libdir=$(pkg-config --variable=libdir moestream) || fail "pkg-config cannot f
 out=$("$scratch/consumer_pc") || fail "pkg-config consumer failed: $out"
 [ "$(head -n 1 <<<"$out")" = "$version" ] || fail "pkg-config consumer printed '$out'"
 
-step "examples/quickstart.c on a generated model"
-"$cc" -std=c99 -Wall -Wextra -Werror "$MOESTREAM_SOURCE_DIR/examples/quickstart.c" -o "$scratch/quickstart" \
+step "docs/quickstart.c on a generated model"
+"$cc" -std=c99 -Wall -Wextra -Werror "$MOESTREAM_SOURCE_DIR/docs/quickstart.c" -o "$scratch/quickstart" \
   $(pkg-config --cflags --libs moestream) -Wl,-rpath,"$pc_libdir" >"$log" 2>&1 || fail "quickstart build failed"
 "$prefix/bin/moestream" generate --preset tiny --quant f32 -o "$scratch/tiny.gguf" >"$log" 2>&1 ||
   fail "installed moestream generate failed"

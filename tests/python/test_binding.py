@@ -518,8 +518,8 @@ def readme_block(source_dir, language):
     return blocks[0]
 
 
-def test_readme_c_quick_start_is_examples_quickstart(source_dir):
-    assert readme_block(source_dir, "c") == (source_dir / "examples" / "quickstart.c").read_text()
+def test_readme_c_quick_start_is_docs_quickstart(source_dir):
+    assert readme_block(source_dir, "c") == (source_dir / "docs" / "quickstart.c").read_text()
 
 
 def test_readme_python_quick_start_runs(lib, source_dir, tmp_path):
