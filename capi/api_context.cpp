@@ -5,6 +5,7 @@
 
 #include "context_handle.hpp"
 #include "firewall.hpp"
+#include "model_info.hpp"
 
 namespace {
 
@@ -34,7 +35,6 @@ moe::ContextParams to_context_params(const moestream_params &p) {
     return c;
 }
 
-void copy_string(char *dst, size_t cap, const std::string &s) { std::snprintf(dst, cap, "%s", s.c_str()); }
 
 void log_opened(const moe::Context &ctx, const moe::Log &log, const char *path) {
     if (!log.enabled(MOESTREAM_LOG_INFO)) return;
@@ -162,39 +162,11 @@ MOESTREAM_API int moestream_model_info_get(const moestream_context *ctx, moestre
                                        "moestream_model_info");
         ContextUse use(ctx);
         const moe::Model &m = use->model();
-        const moe::HParams &hp = m.hparams();
-        moestream_model_info info;
-        std::memset(&info, 0, sizeof info);
-        info.struct_size = sizeof info;
-        copy_string(info.architecture, sizeof info.architecture, hp.arch);
-        copy_string(info.name, sizeof info.name, hp.name);
-        info.n_vocab = hp.n_vocab;
-        info.n_ctx_train = hp.n_ctx_train;
-        info.n_embd = hp.n_embd;
-        info.n_layer = hp.n_layer;
-        info.n_head = hp.n_head;
-        info.n_head_kv = hp.n_head_kv;
-        info.head_dim = hp.head_dim_k;
-        info.n_expert = hp.n_expert;
-        info.n_expert_used = hp.n_expert_used;
-        info.n_ff_expert = hp.n_ff_expert;
-        info.n_ff_shared = hp.n_ff_shared;
-        const moe::ModelBytes &bytes = m.bytes();
-        info.n_tensors = int32_t(bytes.n_tensors);
-        info.file_bytes = m.file().total_file_bytes();
-        info.total_bytes = bytes.total;
-        info.dense_bytes = bytes.dense;
-        info.expert_bytes = bytes.expert;
-        info.expert_bytes_per_expert = bytes.expert_per_expert;
-        info.expert_bytes_per_layer = bytes.expert_per_layer;
-        for (size_t t = 0; t < MOESTREAM_MAX_TENSOR_TYPES && t < bytes.count_by_type.size(); ++t)
-            info.tensor_count_by_type[t] = bytes.count_by_type[t];
         moestream_stats s;
         std::memset(&s, 0, sizeof s);
         use->fill_stats(s);
-        info.io_mode = s.io_mode;
-        copy_string(info.io_mode_reason, sizeof info.io_mode_reason, s.io_mode_reason);
-        *out = info;
+        *out = moe::capi::make_model_info(m.hparams(), m.bytes(), m.file().total_file_bytes(), s.io_mode,
+                                          s.io_mode_reason);
     });
 }
 

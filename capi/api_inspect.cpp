@@ -4,6 +4,7 @@
 
 #include "common/ggml_types.hpp"
 #include "firewall.hpp"
+#include "model_info.hpp"
 #include "gguf/gguf_file.hpp"
 #include "io/read_file.hpp"
 #include "model/hparams.hpp"
@@ -11,13 +12,6 @@
 #include "runtime/io_mode_choice.hpp"
 
 namespace {
-
-template <size_t N>
-void copy_text(char (&dst)[N], const std::string &src) {
-    const size_t n = src.size() < N - 1 ? src.size() : N - 1;
-    std::memcpy(dst, src.data(), n);
-    dst[n] = '\0';
-}
 
 // Whether the file system accepts O_DIRECT for this file (tmpfs, for one, does not).
 bool direct_io_available(const std::string &path) {
@@ -71,34 +65,7 @@ MOESTREAM_API int moestream_inspect(const char *model_path, uint64_t memory_budg
         request.direct_io_available = direct_io_available(model_path);
         const moe::IoModeChoice choice = moe::choose_io_mode_from_env(request);
 
-        moestream_model_info info;
-        std::memset(&info, 0, sizeof info);
-        info.struct_size = sizeof info;
-        copy_text(info.architecture, hp.arch);
-        copy_text(info.name, hp.name);
-        info.n_vocab = hp.n_vocab;
-        info.n_ctx_train = hp.n_ctx_train;
-        info.n_embd = hp.n_embd;
-        info.n_layer = hp.n_layer;
-        info.n_head = hp.n_head;
-        info.n_head_kv = hp.n_head_kv;
-        info.head_dim = hp.head_dim_k;
-        info.n_expert = hp.n_expert;
-        info.n_expert_used = hp.n_expert_used;
-        info.n_ff_expert = hp.n_ff_expert;
-        info.n_ff_shared = hp.n_ff_shared;
-        info.n_tensors = static_cast<int32_t>(bytes.n_tensors > INT32_MAX ? INT32_MAX : bytes.n_tensors);
-        info.file_bytes = file->total_file_bytes();
-        info.total_bytes = bytes.total;
-        info.dense_bytes = bytes.dense;
-        info.expert_bytes = bytes.expert;
-        info.expert_bytes_per_expert = bytes.expert_per_expert;
-        info.expert_bytes_per_layer = bytes.expert_per_layer;
-        static_assert(MOESTREAM_MAX_TENSOR_TYPES == moe::kMaxGgmlTypeId);
-        for (size_t t = 0; t < MOESTREAM_MAX_TENSOR_TYPES; ++t) info.tensor_count_by_type[t] = bytes.count_by_type[t];
-        info.io_mode = choice.mode;
-        copy_text(info.io_mode_reason, choice.reason);
-        std::memcpy(out, &info, sizeof info);
+        *out = moe::capi::make_model_info(hp, bytes, file->total_file_bytes(), choice.mode, choice.reason);
     });
 }
 
