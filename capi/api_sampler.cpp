@@ -1,17 +1,8 @@
 // Sampler handles: moestream_sampler_* and moestream_sample.
-#include <atomic>
 #include <span>
 
 #include "firewall.hpp"
-#include "runtime/sampler.hpp"
-
-struct moestream_sampler {
-    explicit moestream_sampler(const moe::SamplerParams &p) : sampler(p) {}
-    moe::Sampler sampler;
-    // Set while a call is inside the sampler: a second thread gets BUSY
-    // instead of racing on the PRNG and the scratch buffer.
-    std::atomic_flag in_use = ATOMIC_FLAG_INIT;
-};
+#include "sampler_handle.hpp"
 
 namespace {
 
@@ -24,20 +15,6 @@ moe::SamplerParams from_c(const moestream_sampler_params &c) {
     p.seed = c.seed;
     return p;
 }
-
-class SamplerUse {
-public:
-    explicit SamplerUse(moestream_sampler *s) : s_(s) {
-        if (s_->in_use.test_and_set(std::memory_order_acquire))
-            moe::fail(moe::Status::busy, "sampler is in use by another thread");
-    }
-    ~SamplerUse() { s_->in_use.clear(std::memory_order_release); }
-    SamplerUse(const SamplerUse &) = delete;
-    SamplerUse &operator=(const SamplerUse &) = delete;
-
-private:
-    moestream_sampler *s_;
-};
 
 }  // namespace
 
@@ -75,8 +52,23 @@ MOESTREAM_API int moestream_sample(moestream_sampler *sampler, const float *logi
         moe::capi::require(logits, "logits");
         moe::capi::require(token_out, "token_out");
         if (n_vocab <= 0) moe::fail(moe::Status::invalid_argument, "n_vocab is %d; expected > 0", n_vocab);
-        SamplerUse use(sampler);
-        *token_out = sampler->sampler.sample(std::span<const float>(logits, static_cast<size_t>(n_vocab)));
+        moe::capi::SamplerUse use(sampler);
+        *token_out = use->sample(std::span<const float>(logits, static_cast<size_t>(n_vocab)));
+    });
+}
+
+MOESTREAM_API int moestream_sampler_params_get(const moestream_sampler *sampler, moestream_sampler_params *out) {
+    return moe::capi::guarded(__func__, [&] {
+        moe::capi::require(out, "out");
+        moe::capi::require_struct_size(out->struct_size, sizeof(moestream_sampler_params),
+                                       sizeof(moestream_sampler_params), "moestream_sampler_params");
+        moe::capi::SamplerUse use(sampler);
+        const moe::SamplerParams &p = use->params();
+        out->temperature = p.temperature;
+        out->top_k = p.top_k;
+        out->top_p = p.top_p;
+        out->min_p = p.min_p;
+        out->seed = p.seed;
     });
 }
 

@@ -195,10 +195,12 @@ MOESTREAM_API int moestream_step(moestream_context *ctx, const int32_t *tokens, 
 /* Forgets all tokens (the expert cache stays warm). */
 MOESTREAM_API int moestream_reset(moestream_context *ctx);
 
-/* Writes everything needed to continue exactly (tokens, KV cache, sampler
- * state) atomically: a failure leaves any previous file at path intact. */
+/* Writes everything the context needs to continue exactly (tokens, positions,
+ * KV cache) atomically: a failure leaves any previous file at path intact.
+ * File format: docs/state-format.md. */
 MOESTREAM_API int moestream_state_save(moestream_context *ctx, const char *path);
-/* Restores a saved state; on any error the context is left as it was. */
+/* Restores a saved state; on any error the context is left as it was. A
+ * sampler section in the file is ignored. */
 MOESTREAM_API int moestream_state_load(moestream_context *ctx, const char *path);
 
 /* ------------------------------------------------------------------------ */
@@ -282,6 +284,26 @@ MOESTREAM_API void moestream_sampler_free(moestream_sampler *sampler);
  * (MOESTREAM_ERR_BUSY otherwise); samplers are independent. */
 MOESTREAM_API int moestream_sample(moestream_sampler *sampler, const float *logits, int32_t n_vocab,
                                    int32_t *token_out);
+/* The sampler's parameters (after moestream_state_load_with_sampler, the
+ * restored ones). */
+MOESTREAM_API int moestream_sampler_params_get(const moestream_sampler *sampler, moestream_sampler_params *out);
+
+/* State files with the sampler (docs/state-format.md, "Sampler section").
+ * moestream_state_save_with_sampler also stores the sampler's parameters and
+ * generator state, so that a context and sampler loaded from the file draw
+ * the same tokens as the ones saved would have. sampler may be NULL (then it
+ * is moestream_state_save). Both handles are claimed for the call
+ * (MOESTREAM_ERR_BUSY if either is in use).
+ * moestream_state_load_with_sampler restores the context and replaces the
+ * sampler's parameters and generator state with the saved ones. Everything,
+ * the sampler section included, is verified first: on any error neither the
+ * context nor the sampler changes. A file saved without a sampler gives
+ * MOESTREAM_ERR_STATE_MISMATCH when sampler is not NULL; sampler NULL loads
+ * the context alone (as moestream_state_load). */
+MOESTREAM_API int moestream_state_save_with_sampler(moestream_context *ctx, const moestream_sampler *sampler,
+                                                    const char *path);
+MOESTREAM_API int moestream_state_load_with_sampler(moestream_context *ctx, moestream_sampler *sampler,
+                                                    const char *path);
 
 /* ------------------------------------------------------------------------ */
 /* Model generator                                                          */

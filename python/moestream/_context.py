@@ -100,11 +100,23 @@ class Context:
         """Forgets all tokens; the expert cache stays warm."""
         self._lib.moestream_reset(self._h())
 
-    def save_state(self, path):
-        self._lib.moestream_state_save(self._h(), _path_bytes(path))
+    def save_state(self, path, sampler=None):
+        """Saves tokens and KV cache atomically; with a Sampler, also its
+        parameters and generator state (docs/state-format.md)."""
+        if sampler is None:
+            self._lib.moestream_state_save(self._h(), _path_bytes(path))
+        else:
+            self._lib.moestream_state_save_with_sampler(self._h(), sampler._h(), _path_bytes(path))
 
-    def load_state(self, path):
-        self._lib.moestream_state_load(self._h(), _path_bytes(path))
+    def load_state(self, path, sampler=None):
+        """Restores a saved state. With a Sampler, the file must hold a
+        sampler section, and the sampler takes its parameters and generator
+        state. On error neither the context nor the sampler changes."""
+        if sampler is None:
+            self._lib.moestream_state_load(self._h(), _path_bytes(path))
+        else:
+            self._lib.moestream_state_load_with_sampler(self._h(), sampler._h(), _path_bytes(path))
+            sampler._refresh_params()
 
     def stats(self):
         """Engine counters as a dict (see moestream_stats in the header)."""

@@ -29,15 +29,26 @@ class Sampler:
             if not 0 <= int(seed) < 2**64:
                 raise Error(Status.INVALID_ARGUMENT, f"seed {seed} is not a 64-bit unsigned value")
             params.seed = int(seed)
-        self.params = {name: getattr(params, name) for name, _ in params._fields_ if name != "struct_size"}
+        self.params = _params_dict(params)
         handle = _ffi.SamplerPtr()
         self._lib.moestream_sampler_new(ctypes.byref(params), ctypes.byref(handle))
         self._handle = handle
 
-    def sample(self, logits):
-        """The id picked from one row of logits (numpy array or sequence of floats)."""
+    def _h(self):
         if not self._handle:
             raise Error(Status.INVALID_ARGUMENT, "sampler is closed")
+        return self._handle
+
+    def _refresh_params(self):
+        """Reads the parameters back (they change when a state is loaded into the sampler)."""
+        params = _ffi.SamplerParams()
+        self._lib.moestream_sampler_params_init(ctypes.byref(params))
+        self._lib.moestream_sampler_params_get(self._h(), ctypes.byref(params))
+        self.params = _params_dict(params)
+
+    def sample(self, logits):
+        """The id picked from one row of logits (numpy array or sequence of floats)."""
+        self._h()
         keep, ptr, n = cv.float_buffer(logits)
         if n >= 2**31:
             raise Error(Status.INVALID_ARGUMENT, f"logits row of {n} values is too long")
@@ -66,3 +77,7 @@ class Sampler:
     def __repr__(self):
         args = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.params.items())
         return f"<moestream.Sampler {args}{' closed' if not self._handle else ''}>"
+
+
+def _params_dict(params):
+    return {name: getattr(params, name) for name, _ in params._fields_ if name != "struct_size"}

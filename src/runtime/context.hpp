@@ -11,6 +11,7 @@
 #include "experts/routing_trace.hpp"
 #include "model/model.hpp"
 #include "runtime/forward_pass.hpp"
+#include "runtime/sampler.hpp"
 #include "runtime/state_file.hpp"
 #include "runtime/stats.hpp"
 #include "runtime/thread_pool.hpp"
@@ -58,11 +59,14 @@ public:
     void reset();
 
     // Tokens, positions and KV cache to / from a state file
-    // (docs/state-format.md; context_state.cpp). Both wait for expert reads in
-    // flight first. A failed load leaves the context unchanged; a failed save
-    // leaves any previous file at path intact.
-    void save_state(const std::string &path);
-    void load_state(const std::string &path);
+    // (docs/state-format.md; context_state.cpp), with the sampler's
+    // parameters and generator state when a sampler is given. Both wait for
+    // expert reads in flight first. A failed load leaves the context and the
+    // sampler unchanged; a failed save leaves any previous file at path intact.
+    // Loading into a sampler needs a file with a sampler section
+    // (state_mismatch otherwise); without one, a sampler section is ignored.
+    void save_state(const std::string &path, const Sampler *sampler = nullptr);
+    void load_state(const std::string &path, Sampler *sampler = nullptr);
     state::StateShape state_shape() const;
 
     const Model &model() const { return *model_; }

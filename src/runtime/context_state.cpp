@@ -3,11 +3,13 @@
 // member changes, and the copy into place cannot fail, so a failed load
 // leaves the context as it was.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <numeric>
 
 #include "common/error.hpp"
 #include "runtime/context.hpp"
+#include "runtime/sampler_state.hpp"
 #include "runtime/state_file.hpp"
 
 namespace moe {
@@ -42,7 +44,7 @@ state::StateShape Context::state_shape() const {
     return s;
 }
 
-void Context::save_state(const std::string &path) {
+void Context::save_state(const std::string &path, const Sampler *sampler) {
     // Reads in flight must not land while the state is captured.
     source_.source->drain();
     const state::StateShape shape = state_shape();
@@ -59,10 +61,15 @@ void Context::save_state(const std::string &path) {
         if (shape.v_row_bytes[l] != 0)
             contents.sections.push_back({state::SectionType::kv_v, l, {kv.v_bytes(int32_t(l), n_past_)}});
     }
+    std::array<uint8_t, kSamplerSectionBytes> sampler_bytes{};
+    if (sampler) {
+        sampler_bytes = encode_sampler_section(sampler->snapshot());
+        contents.sections.push_back({state::SectionType::sampler, 0, {sampler_bytes}});
+    }
     state::write_state_file(path, shape, contents);
 }
 
-void Context::load_state(const std::string &path) {
+void Context::load_state(const std::string &path, Sampler *sampler) {
     source_.source->drain();
     const state::StateShape shape = state_shape();
     const state::LoadedState loaded = state::read_state_file(path, shape);
@@ -71,6 +78,14 @@ void Context::load_state(const std::string &path) {
         if (loaded.positions[t] != int32_t(t))
             fail(Status::bad_format, "%s: token %u is at position %d; this context needs positions 0..%u",
                  path.c_str(), t, loaded.positions[t], loaded.n_past - 1);
+
+    SamplerSnapshot sampler_state;
+    if (sampler) {
+        if (!loaded.has_sampler)
+            fail(Status::state_mismatch,
+                 "%s: the file has no sampler section (saved without a sampler); load it without one", path.c_str());
+        sampler_state = decode_sampler_section(loaded.sampler, path);
+    }
 
     // Every check has passed: nothing below can fail.
     KvCache &kv = forward_->kv();
@@ -84,6 +99,7 @@ void Context::load_state(const std::string &path) {
     }
     std::copy(loaded.tokens.begin(), loaded.tokens.end(), tokens_.begin());
     n_past_ = int32_t(loaded.n_past);
+    if (sampler) sampler->restore(sampler_state);
 }
 
 }  // namespace moe

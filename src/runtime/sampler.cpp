@@ -166,4 +166,9 @@ void Sampler::load_state(std::span<const uint8_t, kStateBytes> in) {
     rng_.set_state(s);
 }
 
+void Sampler::restore(const SamplerSnapshot &snapshot) {
+    rng_.set_state(snapshot.rng);
+    params_ = snapshot.params;
+}
+
 }  // namespace moe

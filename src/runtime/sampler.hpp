@@ -44,6 +44,13 @@ struct SamplerParams {
 // Throws invalid_argument naming the offending field.
 void validate(const SamplerParams &params);
 
+// Everything that decides a sampler's future tokens: its parameters and its
+// generator state (what a state file's sampler section holds).
+struct SamplerSnapshot {
+    SamplerParams params;
+    Xoshiro256::State rng{};
+};
+
 // Picks one token id from a row of logits.
 //
 // Greedy (temperature 0): the largest logit; ties go to the lowest id.
@@ -75,6 +82,12 @@ public:
     // Throws bad_format for a state no sampler can be in (all zero).
     void load_state(std::span<const uint8_t, kStateBytes> in);
     const Xoshiro256 &rng() const { return rng_; }
+
+    SamplerSnapshot snapshot() const { return {params_, rng_.state()}; }
+    // Becomes the sampler the snapshot was taken of. The snapshot must be
+    // valid (validate() passes, the generator state is not all zero), as
+    // decode_sampler_section guarantees; then this cannot fail.
+    void restore(const SamplerSnapshot &snapshot);
 
 private:
     struct Candidate {

@@ -455,6 +455,7 @@ LoadedState parse_state(std::vector<uint8_t> image, const StateShape &expected, 
         case static_cast<uint32_t>(SectionType::sampler):
             expect_once(seen_sampler);
             out.sampler = bytes;
+            out.has_sampler = true;
             break;
         default:
             if (!(type & kOptionalSectionBit))

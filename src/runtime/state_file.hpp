@@ -100,7 +100,8 @@ struct LoadedState {
     std::span<const int32_t> positions;
     std::vector<std::span<const uint8_t>> k;  // per layer
     std::vector<std::span<const uint8_t>> v;  // per layer; empty where the layer has no V cache
-    std::span<const uint8_t> sampler;         // empty when absent
+    std::span<const uint8_t> sampler;         // the sampler section's bytes (runtime/sampler_state.hpp)
+    bool has_sampler = false;                 // whether the file has a sampler section
 };
 
 // Checks, in order: magic, version, size, checksum, fingerprint, shape,

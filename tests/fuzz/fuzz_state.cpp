@@ -6,12 +6,14 @@
 //  2. with its checksum recomputed, so mutations reach the fingerprint, shape
 //     and section checks that a random flip would otherwise never pass.
 // Whatever the bytes, the reader must either throw moe::Error or return views
-// that lie inside the image and have the lengths the shape implies.
+// that lie inside the image and have the lengths the shape implies. A sampler
+// section goes on through the sampler section decoder and into a sampler.
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "common/error.hpp"
+#include "runtime/sampler_state.hpp"
 #include "runtime/state_file.hpp"
 
 namespace {
@@ -65,6 +67,11 @@ void parse_once(std::vector<uint8_t> image, const StateShape &shape) {
     try {
         const LoadedState s = parse_state(std::move(image), shape, "fuzz");
         check_result(s, shape);
+        // What loading into a sampler does next; a snapshot it accepts must restore.
+        if (s.has_sampler) {
+            moe::Sampler sampler(moe::SamplerParams{});
+            sampler.restore(moe::decode_sampler_section(s.sampler, "fuzz"));
+        }
     } catch (const moe::Error &e) {
         if (e.status() == moe::Status::internal) __builtin_trap();  // the reader blamed itself
     }

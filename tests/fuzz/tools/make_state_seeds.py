@@ -30,6 +30,27 @@ def main(out_dir):
                     ctx.save_state(out / f"{arch}_{kv}_3tokens.state")
                     ctx.step([60, 7, 8, 9, 10], logits=False)
                     ctx.save_state(out / f"{arch}_{kv}_full.state")
+                    if exact:
+                        continue
+                    with moestream.Sampler(temperature=0.9, top_k=5, seed=17) as sampler:
+                        ctx.reset()
+                        ctx.step([1, 2, 3], logits=False)
+                        ctx.save_state(out / f"{arch}_{kv}_3tokens_sampler.state", sampler)
+                        truncated_sampler_section(out / f"{arch}_{kv}_3tokens_sampler.state",
+                                                  out / f"{arch}_{kv}_3tokens_sampler_short.state")
+
+
+def truncated_sampler_section(src, dst, keep=40):
+    """A copy whose last section (the sampler's, 64 bytes) keeps only `keep`
+    bytes; the checksum is left stale (the fuzzer's second pass fixes it)."""
+    data = bytearray(src.read_bytes())
+    start = len(data) - 64 - 16
+    assert int.from_bytes(data[start:start + 4], "little") == 5
+    data[start + 8:start + 16] = keep.to_bytes(8, "little")
+    del data[start + 16 + keep:]
+    data += bytes((8 - keep % 8) % 8)
+    data[64:72] = (len(data) - 80).to_bytes(8, "little")
+    dst.write_bytes(bytes(data))
 
 
 if __name__ == "__main__":

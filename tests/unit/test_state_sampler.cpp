@@ -1,0 +1,292 @@
+// The sampler section of state files: a context and sampler saved part way
+// through a seeded non-greedy generation and loaded into fresh ones draw
+// exactly the tokens of the uninterrupted run; a damaged, truncated or absent
+// sampler section is refused and leaves both the context and the sampler as
+// they were.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "runtime/context.hpp"
+#include "runtime/sampler.hpp"
+#include "runtime/sampler_state.hpp"
+#include "runtime/state_file.hpp"
+#include "support/paths.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string model_file() {
+    static const std::string path = [] {
+        const std::string dir = moe::test::binary_dir() + "/test-scratch/state_sampler_models";
+        fs::create_directories(dir);
+        const std::string file = dir + "/qwen3moe.gguf";
+        if (fs::exists(file)) return file;
+        const std::string tmp = file + ".tmp." + std::to_string(::getpid());
+        const std::string cmd = "cd '" + moe::test::source_dir() + "/tests' && '" + moe::test::python() +
+                                "' -m tools.make_model --arch qwen3moe --out '" + tmp +
+                                "' --n-embd 128 --n-head 4 --n-head-kv 2 --n-layer 2 --n-expert 8 --n-expert-used 2"
+                                " --n-ff-expert 128 --n-vocab 200 --n-ctx 64 --seed 21 > /dev/null";
+        if (moe::test::run(cmd) != 0) {
+            fs::remove(tmp);
+            return std::string();
+        }
+        fs::rename(tmp, file);
+        return file;
+    }();
+    return path;
+}
+
+#define REQUIRE_MODEL(var)                  \
+    const std::string var = model_file();   \
+    if (var.empty()) GTEST_SKIP() << "python3 with numpy is needed to generate models"
+
+moe::ContextParams context_params(const std::string &path) {
+    moe::ContextParams p;
+    p.model_path = path;
+    p.n_threads = 2;
+    p.n_ctx = 48;
+    p.profile_disabled = true;
+    return p;
+}
+
+moe::SamplerParams spread_sampler(uint64_t seed) {
+    moe::SamplerParams p;
+    p.temperature = 1.6f;  // flat enough that many tokens are drawn
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.seed = seed;
+    return p;
+}
+
+// Feeds `first` and then each drawn token back; returns the n drawn tokens.
+std::vector<int32_t> generate(moe::Context &ctx, moe::Sampler &sampler, int32_t first, int n) {
+    std::vector<float> logits(size_t(ctx.n_vocab()));
+    std::vector<int32_t> drawn;
+    int32_t token = first;
+    for (int i = 0; i < n; ++i) {
+        ctx.step(&token, 1, logits.data());
+        token = sampler.sample(logits);
+        drawn.push_back(token);
+    }
+    return drawn;
+}
+
+const std::vector<int32_t> kPrompt = {5, 17, 150, 3, 99, 42, 7};
+
+std::vector<float> prompt_logits(moe::Context &ctx) {
+    std::vector<float> logits(size_t(ctx.n_vocab()));
+    ctx.step(kPrompt.data(), int32_t(kPrompt.size()), logits.data());
+    return logits;
+}
+
+bool same_snapshot(const moe::SamplerSnapshot &a, const moe::SamplerSnapshot &b) {
+    return a.rng == b.rng && std::memcmp(&a.params.temperature, &b.params.temperature, 4) == 0 &&
+           a.params.top_k == b.params.top_k && a.params.top_p == b.params.top_p &&
+           a.params.min_p == b.params.min_p && a.params.seed == b.params.seed;
+}
+
+moe::Status status_of(const std::function<void()> &fn, std::string *message = nullptr) {
+    try {
+        fn();
+    } catch (const moe::Error &e) {
+        if (message) *message = e.what();
+        return e.status();
+    }
+    return moe::Status::ok;
+}
+
+std::vector<uint8_t> read_bytes(const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const std::string &path, const std::vector<uint8_t> &bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char *>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+// Rewrites a saved file whose last section is the sampler section: its data
+// become `data` (any length), and the header's payload size and checksum are
+// fixed up, so only the sampler section's own checks can refuse it.
+std::vector<uint8_t> with_sampler_data(std::vector<uint8_t> image, const std::vector<uint8_t> &data) {
+    moe::state::RawHeader raw;
+    EXPECT_TRUE(moe::state::peek_header(image, raw));
+    size_t at = moe::state::kHeaderSize, last = 0;
+    for (uint32_t i = 0; i < raw.n_sections; ++i) {
+        uint64_t length;
+        std::memcpy(&length, image.data() + at + 8, 8);
+        last = at;
+        at += moe::state::kSectionHeaderSize + length + ((8 - (length & 7)) & 7);
+    }
+    uint32_t type;
+    std::memcpy(&type, image.data() + last, 4);
+    EXPECT_EQ(type, uint32_t(moe::state::SectionType::sampler));
+    image.resize(last + moe::state::kSectionHeaderSize);
+    const uint64_t length = data.size();
+    std::memcpy(image.data() + last + 8, &length, 8);
+    image.insert(image.end(), data.begin(), data.end());
+    image.resize(image.size() + ((8 - (length & 7)) & 7), 0);
+    const uint64_t payload = image.size() - moe::state::kHeaderSize;
+    std::memcpy(image.data() + 64, &payload, 8);
+    const uint64_t sum = moe::state::compute_checksum(image);
+    std::memcpy(image.data() + moe::state::kChecksumOffset, &sum, 8);
+    return image;
+}
+
+}  // namespace
+
+TEST(SamplerSection, RoundTripsParametersAndGeneratorState) {
+    moe::Sampler sampler(spread_sampler(99));
+    std::vector<float> logits(50);
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(i % 7) * 0.3f;
+    for (int i = 0; i < 5; ++i) sampler.sample(logits);
+    const auto bytes = moe::encode_sampler_section(sampler.snapshot());
+    const moe::SamplerSnapshot got = moe::decode_sampler_section(bytes, "x");
+    EXPECT_TRUE(same_snapshot(got, sampler.snapshot()));
+
+    moe::Sampler other(moe::SamplerParams{});
+    other.restore(got);
+    for (int i = 0; i < 20; ++i) ASSERT_EQ(other.sample(logits), sampler.sample(logits)) << i;
+}
+
+TEST(SamplerSection, DamagedSectionsAreRefusedNamingTheProblem) {
+    moe::Sampler sampler(spread_sampler(7));
+    const auto good = moe::encode_sampler_section(sampler.snapshot());
+    auto status = [](std::vector<uint8_t> bytes, std::string *msg = nullptr) {
+        return status_of([&] { moe::decode_sampler_section(bytes, "f.state"); }, msg);
+    };
+    for (size_t n = 0; n < good.size(); ++n)
+        EXPECT_EQ(status({good.begin(), good.begin() + long(n)}), moe::Status::bad_format) << n << " bytes";
+    std::vector<uint8_t> longer(good.begin(), good.end());
+    longer.push_back(0);
+    EXPECT_EQ(status(longer), moe::Status::bad_format);
+
+    auto patched = [&](size_t at, const void *value, size_t n) {
+        std::vector<uint8_t> b(good.begin(), good.end());
+        std::memcpy(b.data() + at, value, n);
+        return b;
+    };
+    const uint32_t v2 = 2, one = 1;
+    const float nan = std::numeric_limits<float>::quiet_NaN(), zero = 0.0f, two = 2.0f;
+    const int32_t minus = -1;
+    std::string msg;
+    EXPECT_EQ(status(patched(0, &v2, 4), &msg), moe::Status::unsupported);
+    EXPECT_NE(msg.find("version 2"), std::string::npos) << msg;
+    EXPECT_EQ(status(patched(4, &one, 4)), moe::Status::bad_format);
+    EXPECT_EQ(status(patched(8, &nan, 4), &msg), moe::Status::bad_format);
+    EXPECT_NE(msg.find("temperature"), std::string::npos) << msg;
+    EXPECT_EQ(status(patched(12, &minus, 4)), moe::Status::bad_format);
+    EXPECT_EQ(status(patched(16, &zero, 4)), moe::Status::bad_format);
+    EXPECT_EQ(status(patched(20, &two, 4)), moe::Status::bad_format);
+    const uint64_t zeros[4] = {};
+    EXPECT_EQ(status(patched(32, zeros, 32), &msg), moe::Status::bad_format);
+    EXPECT_NE(msg.find("all zero"), std::string::npos) << msg;
+}
+
+TEST(StateWithSampler, ContinuingAfterLoadDrawsTheSameTokens) {
+    REQUIRE_MODEL(path);
+    const std::string file = moe::test::scratch_dir() + "/with_sampler.state";
+
+    moe::Context original(context_params(path));
+    moe::Sampler sampler(spread_sampler(1234));
+    int32_t next = sampler.sample(prompt_logits(original));
+    const std::vector<int32_t> before = generate(original, sampler, next, 4);
+    next = before.back();
+    original.save_state(file, &sampler);
+    const std::vector<int32_t> uninterrupted = generate(original, sampler, next, 12);
+
+    // The run must depend on the generator: another seed draws another sequence.
+    {
+        moe::Context c(context_params(path));
+        moe::Sampler s(spread_sampler(4321));
+        const int32_t t = s.sample(prompt_logits(c));
+        std::vector<int32_t> seq = generate(c, s, t, 4);
+        seq = generate(c, s, seq.back(), 12);
+        EXPECT_NE(seq, uninterrupted);
+    }
+
+    // A fresh context and a sampler with other parameters and another seed.
+    moe::Context fresh(context_params(path));
+    moe::SamplerParams other;
+    other.temperature = 0.0f;
+    other.seed = 5;
+    moe::Sampler restored(other);
+    fresh.load_state(file, &restored);
+    EXPECT_EQ(fresh.n_past(), int32_t(kPrompt.size() + before.size()));
+    EXPECT_EQ(restored.params().temperature, 1.6f);
+    EXPECT_EQ(restored.params().seed, 1234u);
+    EXPECT_EQ(generate(fresh, restored, next, 12), uninterrupted);
+
+    // The same file loads into a context alone; the sampler section is ignored.
+    moe::Context alone(context_params(path));
+    alone.load_state(file);
+    EXPECT_EQ(alone.n_past(), fresh.n_past() - 12);
+}
+
+TEST(StateWithSampler, RefusedLoadsLeaveContextAndSamplerAsTheyWere) {
+    REQUIRE_MODEL(path);
+    const std::string dir = moe::test::scratch_dir();
+    const std::string plain = dir + "/plain.state", with = dir + "/with.state", bad = dir + "/bad.state";
+
+    moe::Context saver(context_params(path));
+    moe::Sampler saver_sampler(spread_sampler(77));
+    saver_sampler.sample(prompt_logits(saver));
+    saver.save_state(plain);
+    saver.save_state(with, &saver_sampler);
+    const std::vector<uint8_t> image = read_bytes(with);
+
+    moe::Context ctx(context_params(path));
+    moe::Sampler sampler(spread_sampler(3));
+    std::vector<float> logits(size_t(ctx.n_vocab()));
+    const int32_t t = 11;
+    ctx.step(&t, 1, logits.data());
+    sampler.sample(logits);
+    const moe::SamplerSnapshot sampler_before = sampler.snapshot();
+
+    auto expect_refused = [&](const std::string &file, moe::Status want, const char *words, const char *what) {
+        std::string msg;
+        EXPECT_EQ(status_of([&] { ctx.load_state(file, &sampler); }, &msg), want) << what << ": " << msg;
+        EXPECT_NE(msg.find(words), std::string::npos) << what << ": " << msg;
+        EXPECT_EQ(ctx.n_past(), 1) << what;
+        EXPECT_TRUE(same_snapshot(sampler.snapshot(), sampler_before)) << what;
+    };
+    expect_refused(plain, moe::Status::state_mismatch, "no sampler section", "file without a sampler");
+
+    const std::vector<uint8_t> good(image.end() - 64, image.end());
+    ASSERT_EQ(good.size(), moe::kSamplerSectionBytes);
+    write_bytes(bad, with_sampler_data(image, {good.begin(), good.begin() + 40}));
+    expect_refused(bad, moe::Status::bad_format, "sampler section", "truncated sampler section");
+    write_bytes(bad, with_sampler_data(image, {}));
+    expect_refused(bad, moe::Status::bad_format, "sampler section", "empty sampler section");
+    std::vector<uint8_t> zero_rng = good;
+    std::fill(zero_rng.begin() + 32, zero_rng.end(), 0);
+    write_bytes(bad, with_sampler_data(image, zero_rng));
+    expect_refused(bad, moe::Status::bad_format, "all zero", "zero generator state");
+    std::vector<uint8_t> flipped = image;
+    flipped[flipped.size() - 3] ^= 0x10;  // inside the generator state, checksum left as it was
+    write_bytes(bad, flipped);
+    expect_refused(bad, moe::Status::bad_format, "checksum", "flipped bit");
+    write_bytes(bad, {image.begin(), image.end() - 8});
+    expect_refused(bad, moe::Status::bad_format, "truncated", "truncated file");
+
+    // The untouched file still loads, and the sampler continues as the saver's.
+    ctx.load_state(with, &sampler);
+    EXPECT_TRUE(same_snapshot(sampler.snapshot(), saver_sampler.snapshot()));
+    // A context alone loads a file with a sampler section.
+    ctx.reset();
+    ctx.load_state(with);
+    EXPECT_EQ(ctx.n_past(), int32_t(kPrompt.size()));
+}
