@@ -1,6 +1,7 @@
 #include "bench_core.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +33,13 @@ uint64_t peak_rss_bytes() {
     while (std::getline(f, line))
         if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
     return 0;
+}
+
+double process_cpu_seconds() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    auto secs = [](const timeval &t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+    return secs(u.ru_utime) + secs(u.ru_stime);
 }
 
 // Bytes this process caused to be read from storage (page-cache misses,
@@ -88,11 +96,13 @@ void measure(const BenchConfig &c, BenchResult &r) {
     moestream_stats_init(&s1);
     moestream_stats_get(ctx, &s0);
     const uint64_t io0 = process_read_bytes();
+    const double cpu0 = process_cpu_seconds();
     const bool tty = ::isatty(2);
     const auto t_decode = Clock::now();
     const int32_t limit = std::min(c.n_tokens, moestream_n_ctx(ctx) - r.prompt_tokens);
+    const uint64_t feed_vocab = static_cast<uint64_t>(std::min(n_vocab, 256 + 676));
     for (int32_t i = 0; i < limit; ++i) {
-        int32_t next = argmax(logits);
+        int32_t next = c.random_feed ? static_cast<int32_t>(rng() % feed_vocab) : argmax(logits);
         st = moestream_step(ctx, &next, 1, logits.data());
         if (st != MOESTREAM_OK) return set_error(r, "moestream_step (decode)", st);
         ++r.decode_tokens;
@@ -113,6 +123,7 @@ void measure(const BenchConfig &c, BenchResult &r) {
         if (c.max_seconds > 0 && elapsed > c.max_seconds) break;
     }
     r.decode_s = since(t_decode);
+    r.decode_cpu_s = process_cpu_seconds() - cpu0;
     if (c.live && tty) std::fprintf(stderr, "\n");
     moestream_stats_get(ctx, &s1);
     r.engine_bytes_read = s1.bytes_read_demand + s1.bytes_read_prefetch - s0.bytes_read_demand - s0.bytes_read_prefetch;
@@ -123,6 +134,11 @@ void measure(const BenchConfig &c, BenchResult &r) {
     r.decode_misses = s1.cache_misses - s0.cache_misses;
     r.decode_io_wait_ns = s1.io_wait_ns - s0.io_wait_ns;
     r.decode_step_ns = s1.step_ns - s0.step_ns;
+    r.decode_bytes_demand = s1.bytes_read_demand - s0.bytes_read_demand;
+    r.decode_bytes_prefetch = s1.bytes_read_prefetch - s0.bytes_read_prefetch;
+    r.decode_bytes_wasted = s1.bytes_read_wasted - s0.bytes_read_wasted;
+    r.decode_prefetch_issued = s1.prefetch_issued - s0.prefetch_issued;
+    r.decode_prefetch_useful = s1.prefetch_useful - s0.prefetch_useful;
     r.total_bytes_read = s1.bytes_read_demand + s1.bytes_read_prefetch;
     r.expert_cache_bytes = s1.expert_cache_bytes;
     r.io_mode = s1.io_mode;
@@ -273,7 +289,7 @@ double measure_disk_bandwidth(const std::string &path, uint64_t request_bytes, i
 }
 
 std::string bench_result_json(const BenchConfig &c, const BenchResult &r) {
-    char buf[2048];
+    char buf[3072];
     std::snprintf(
         buf, sizeof buf,
         "{\"ok\": %s, \"error\": %s, \"io_mode_requested\": \"%s\", \"io_mode\": \"%s\", \"io_mode_reason\": %s, "
@@ -281,7 +297,9 @@ std::string bench_result_json(const BenchConfig &c, const BenchResult &r) {
         "\"decode_tokens\": %d, \"open_s\": %.4f, \"prefill_s\": %.4f, \"prefill_tok_s\": %.4f, \"ttft_s\": %.4f, "
         "\"decode_s\": %.4f, \"decode_tok_s\": %.4f, \"bytes_read_per_token\": %.1f, \"read_bw_bytes_s\": %.1f, "
         "\"engine_bytes_read\": %llu, \"device_bytes_read\": %llu, \"hit_rate\": %.6f, \"io_wait_share\": %.6f, \"expert_cache_bytes\": %llu, \"peak_rss_bytes\": %llu, "
-        "\"cold\": %s, \"cgroup\": %s, \"cgroup_note\": %s, \"cgroup_peak_bytes\": %llu}",
+        "\"cold\": %s, \"cgroup\": %s, \"cgroup_note\": %s, \"cgroup_peak_bytes\": %llu, \"feed\": \"%s\", "
+        "\"demand_bytes_per_token\": %.1f, \"prefetch_bytes_per_token\": %.1f, \"wasted_bytes_per_token\": %.1f, "
+        "\"prefetch_issued\": %llu, \"prefetch_useful\": %llu, \"decode_cpu_s\": %.4f}",
         r.ok ? "true" : "false", json_string(r.error).c_str(), moestream_io_mode_name(c.io_mode),
         r.ok ? moestream_io_mode_name(r.io_mode) : "", json_string(r.io_mode_reason).c_str(),
         static_cast<unsigned long long>(c.budget), c.prefetch, moestream_cache_policy_name(c.cache_policy),
@@ -290,7 +308,10 @@ std::string bench_result_json(const BenchConfig &c, const BenchResult &r) {
         static_cast<unsigned long long>(r.device_bytes_read), r.hit_rate(), r.io_wait_share(),
         static_cast<unsigned long long>(r.expert_cache_bytes), static_cast<unsigned long long>(r.peak_rss),
         c.cold ? "true" : "false", r.cgroup_used ? "true" : "false", json_string(r.cgroup_note).c_str(),
-        static_cast<unsigned long long>(r.cgroup_peak));
+        static_cast<unsigned long long>(r.cgroup_peak), c.random_feed ? "random" : "greedy",
+        r.per_token(r.decode_bytes_demand), r.per_token(r.decode_bytes_prefetch), r.per_token(r.decode_bytes_wasted),
+        static_cast<unsigned long long>(r.decode_prefetch_issued),
+        static_cast<unsigned long long>(r.decode_prefetch_useful), r.decode_cpu_s);
     return buf;
 }
 

@@ -26,6 +26,11 @@ struct BenchConfig {
     bool cold = true;            // drop the model's pages from the page cache first
     bool cgroup = false;         // hold the child to `budget` with a memory cgroup
     bool live = false;           // print a progress line per decoded token (stderr)
+    // Decode input: false = the greedy choice of the previous step; true = tokens
+    // drawn at random, so routing varies token to token as in real text (a
+    // random-weight model's greedy output tends to repeat one token, which routes
+    // the same experts every step and flatters any cache).
+    bool random_feed = true;
 };
 
 struct BenchResult {
@@ -41,6 +46,10 @@ struct BenchResult {
     uint64_t device_bytes_read = 0;   // /proc/self/io read_bytes: includes mmap page faults
     uint64_t decode_hits = 0, decode_misses = 0;
     uint64_t decode_io_wait_ns = 0, decode_step_ns = 0;
+    // Expert reads during decode, split by why they were made.
+    uint64_t decode_bytes_demand = 0, decode_bytes_prefetch = 0, decode_bytes_wasted = 0;
+    uint64_t decode_prefetch_issued = 0, decode_prefetch_useful = 0;
+    double decode_cpu_s = 0;          // user + system CPU time of the process during decode
     uint64_t total_bytes_read = 0;
     uint64_t expert_cache_bytes = 0;
     uint64_t peak_rss = 0;            // VmHWM of the child
@@ -57,6 +66,7 @@ struct BenchResult {
         return n ? double(decode_hits) / double(n) : 0;
     }
     double io_wait_share() const { return decode_step_ns ? double(decode_io_wait_ns) / double(decode_step_ns) : 0; }
+    double per_token(uint64_t bytes) const { return decode_tokens ? double(bytes) / decode_tokens : 0; }
 };
 
 // The memory a cgroup allows a run with this budget: the budget plus the

@@ -1,6 +1,7 @@
 // moestream bench: decode/prefill speed, bytes read, hit rate, I/O wait and
 // peak RSS from moestream_stats; --disk measures the device with the engine's
 // request pattern; --sweep repeats across budgets and I/O modes.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -17,9 +18,14 @@ const char *kUsage =
     "usage: moestream bench -m MODEL [--memory-budget SIZE|N%] [-n 64] [--prompt 16]\n"
     "                       [--io-mode auto|mmap|direct|pread[,...]] [--prefetch off|previous|lookahead|both|auto]\n"
     "                       [--policy auto|lru|lfu-decay|pinned-hot|reuse-aware] [--threads N]\n"
-    "                       [--sweep 25%,50%,75%,100%] [--disk] [--warm] [--no-cgroup] [--max-seconds S] [--json]\n"
+    "                       [--sweep 25%,50%,75%,100%] [--disk] [--warm] [--no-cgroup] [--max-seconds S]\n"
+    "                       [--feed random|greedy] [--json]\n"
     "Budgets in % are shares of the model file. The page cache is dropped for the model before each\n"
-    "run (cold start) unless --warm. mmap runs are held to the budget with a memory cgroup when permitted.\n";
+    "run (cold start) unless --warm. mmap runs are held to the budget with a memory cgroup when permitted.\n"
+    "Decode steps are fed random tokens (--feed random, the default: routing varies as with real text) or the\n"
+    "greedy choice (a random-weight model's greedy output repeats a few tokens and routes the same experts).\n"
+    "predicted read/token = n_layer x top-k x expert bytes x (1 - cache bytes / expert bytes): what an expert\n"
+    "cache of that size reads per token under uniform routing.\n";
 
 int usage_error(const std::string &what) {
     std::fprintf(stderr, "moestream bench: %s\n%s", what.c_str(), kUsage);
@@ -55,6 +61,29 @@ bool parse_policy(const std::string &s, int32_t &out) {
     return true;
 }
 
+// What an expert cache holding `cache_bytes` of the experts reads per decoded
+// token when every expert is equally likely: the missing share of the active
+// experts' bytes. 0 when it does not apply (mmap: no cache of its own).
+double predicted_bytes_per_token(const moestream_model_info &info, const BenchResult &r) {
+    if (r.io_mode == MOESTREAM_IO_MMAP || info.expert_bytes == 0) return 0;
+    const double share = std::min(1.0, double(r.expert_cache_bytes) / double(info.expert_bytes));
+    return double(info.n_layer) * info.n_expert_used * double(info.expert_bytes_per_expert) * (1.0 - share);
+}
+
+void print_details(const moestream_model_info &info, const BenchResult &r) {
+    if (!r.ok || r.io_mode == MOESTREAM_IO_MMAP) return;
+    const double predicted = predicted_bytes_per_token(info, r);
+    std::printf("        read/token: demand %s + prefetch %s (wasted %s); predicted %s (x%.2f); prefetch useful "
+                "%llu of %llu; compute %.1f%%; CPU %.2f s/token\n",
+                format_bytes(uint64_t(r.per_token(r.decode_bytes_demand))).c_str(),
+                format_bytes(uint64_t(r.per_token(r.decode_bytes_prefetch))).c_str(),
+                format_bytes(uint64_t(r.per_token(r.decode_bytes_wasted))).c_str(),
+                format_bytes(uint64_t(predicted)).c_str(), predicted > 0 ? r.bytes_per_token() / predicted : 0.0,
+                static_cast<unsigned long long>(r.decode_prefetch_useful),
+                static_cast<unsigned long long>(r.decode_prefetch_issued), 100.0 * (1.0 - r.io_wait_share()),
+                r.decode_tokens ? r.decode_cpu_s / r.decode_tokens : 0.0);
+}
+
 void print_header() {
     std::printf("%-7s %-10s %9s %9s %9s %8s %11s %10s %7s %7s %10s  %s\n", "mode", "budget", "decode", "prefill",
                 "ttft", "hit", "read/token", "read bw", "io wait", "ceil%", "peak RSS", "memory");
@@ -82,7 +111,7 @@ int cmd_bench(const Args &args) {
     std::string error;
     if (!parse_args(args,
                     {"-m", "--memory-budget", "-n", "--prompt", "--io-mode", "--prefetch", "--policy", "--threads",
-                     "--sweep", "--max-seconds", "--seed"},
+                     "--sweep", "--max-seconds", "--seed", "--feed"},
                     {"--disk", "--json", "--warm", "--no-cgroup", "--help"}, a, error,
                     {{"--model", "-m"}, {"--budget", "--memory-budget"}, {"--tokens", "-n"}, {"-t", "--threads"}}))
         return usage_error(error);
@@ -122,6 +151,10 @@ int cmd_bench(const Args &args) {
     if (auto s = a.get("--max-seconds")) {
         if (!parse_double(*s, d) || d <= 0) return usage_error("bad --max-seconds");
         base.max_seconds = d;
+    }
+    if (auto s = a.get("--feed")) {
+        if (*s != "random" && *s != "greedy") return usage_error("--feed takes random or greedy");
+        base.random_feed = *s == "random";
     }
     if (auto s = a.get("--prefetch"); s && !parse_prefetch(*s, base.prefetch)) return usage_error("bad --prefetch");
     if (auto s = a.get("--policy"); s && !parse_policy(*s, base.cache_policy)) return usage_error("bad --policy");
@@ -170,26 +203,43 @@ int cmd_bench(const Args &args) {
         print_header();
     }
     std::vector<std::string> runs_json;
+    // Streaming / mmap decode speed per budget, when both ran.
+    struct Pair {
+        double streaming = 0, mmap = 0;
+    };
+    std::vector<Pair> pairs(budgets.size());
     int failures = 0;
     for (int32_t mode : modes)
-        for (uint64_t budget : budgets) {
+        for (const uint64_t &budget : budgets) {
             BenchConfig c = base;
             c.io_mode = mode;
             c.budget = budget;
             c.cgroup = mode == MOESTREAM_IO_MMAP && budget > 0 && !a.flags.count("--no-cgroup");
             const BenchResult r = run_bench(c);
             failures += !r.ok;
+            if (r.ok) {
+                Pair &p = pairs[size_t(&budget - budgets.data())];
+                (r.io_mode == MOESTREAM_IO_MMAP ? p.mmap : p.streaming) = r.decode_tok_s();
+            }
             if (json) {
                 std::string j = bench_result_json(c, r);
+                char extra[256];
+                const double predicted = r.ok ? predicted_bytes_per_token(info, r) : 0;
+                std::snprintf(extra, sizeof extra, ", \"predicted_bytes_per_token\": %.1f, \"read_vs_predicted\": %.4f",
+                              predicted, predicted > 0 ? r.bytes_per_token() / predicted : 0.0);
+                j.pop_back();
+                j += extra;
                 if (disk_bw > 0 && r.bytes_per_token() > 0) {
-                    char extra[128];
-                    std::snprintf(extra, sizeof extra, ", \"io_ceiling_tok_s\": %.4f}", disk_bw / r.bytes_per_token());
-                    j.pop_back();
+                    const double ceiling = disk_bw / r.bytes_per_token();
+                    std::snprintf(extra, sizeof extra, ", \"io_ceiling_tok_s\": %.4f, \"ceiling_share\": %.4f", ceiling,
+                                  r.decode_tok_s() / ceiling);
                     j += extra;
                 }
+                j += "}";
                 runs_json.push_back(j);
             } else {
                 print_row(c, r, disk_bw);
+                print_details(info, r);
                 std::fflush(stdout);
             }
         }
@@ -201,8 +251,19 @@ int cmd_bench(const Args &args) {
                     static_cast<unsigned long long>(info.expert_bytes), info.n_layer, info.n_expert, info.n_expert_used,
                     base.prompt, base.n_tokens, base.cold ? "true" : "false", disk_bw);
         for (size_t i = 0; i < runs_json.size(); ++i) std::printf("%s%s", i ? ", " : "", runs_json[i].c_str());
+        std::printf("], \"streaming_over_mmap\": [");
+        for (size_t i = 0; i < pairs.size(); ++i)
+            std::printf("%s{\"budget_bytes\": %llu, \"ratio\": %.4f}", i ? ", " : "",
+                        static_cast<unsigned long long>(budgets[i]),
+                        pairs[i].mmap > 0 ? pairs[i].streaming / pairs[i].mmap : 0.0);
         std::printf("]}\n");
-    } else if (disk_bw > 0) {
+    } else {
+        for (size_t i = 0; i < pairs.size(); ++i)
+            if (pairs[i].mmap > 0 && pairs[i].streaming > 0)
+                std::printf("streaming / mmap at %s: %.2fx\n", format_bytes(budgets[i]).c_str(),
+                            pairs[i].streaming / pairs[i].mmap);
+    }
+    if (!json && disk_bw > 0) {
         std::printf("ceil%% = decode tok/s as a share of the I/O-bound ceiling disk_bw / bytes read per token\n");
     }
     return failures ? 1 : 0;

@@ -412,6 +412,16 @@ void StreamingExpertSource::finish_slot(int32_t s) {
     else if (sl.demoted) demoted_.push_back(s);
 }
 
+void StreamingExpertSource::poll() {
+    // Between two experts' compute: take what has landed so freed queue room
+    // goes straight back to the device (demand first, then prefetches).
+    if (backend_->in_flight() > 0) {
+        const size_t n = backend_->reap(completions_, false);
+        for (size_t i = 0; i < n; ++i) process(completions_[i]);
+    }
+    pump();
+}
+
 void StreamingExpertSource::wait_and_process() {
     const uint64_t t0 = now_ns();
     const size_t n = backend_->reap(completions_, true);
@@ -500,6 +510,7 @@ void StreamingExpertSource::begin_layer(int32_t layer, std::span<const int32_t> 
 }
 
 ReadyExpert StreamingExpertSource::next_ready() {
+    if (returned_ > 0) poll();
     for (;;) {
         if (!pending_error_.empty()) {
             std::string message;

@@ -117,6 +117,7 @@ private:
     int32_t acquire_slot(bool for_demand);
     void evict(int32_t s);
     void start_read(uint32_t key, int32_t s, bool demand);
+    void poll();
     void wait_and_process();
     void process(const io::ReadCompletion &c);
     void finish_slot(int32_t s);

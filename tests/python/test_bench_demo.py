@@ -51,3 +51,39 @@ def test_demo_on_a_given_model(cli_path, small_model):
     # Direct streaming may be unavailable in a build; the comparison table is always printed.
     assert "direct streaming" in out.stdout and "mmap" in out.stdout
     assert "Budget" in out.stdout
+
+
+def test_bench_json_reads_split_and_prediction(cli_path, small_model):
+    out = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "-n", "6", "--prompt", "4",
+                          "--memory-budget", "18MiB", "--io-mode", "direct,mmap", "--json"],
+                         capture_output=True, text=True)
+    data = json.loads(out.stdout)
+    direct, mmap = data["runs"]
+    if not direct["ok"]:
+        pytest.skip("direct streaming unavailable here: " + direct["error"])
+    assert direct["feed"] == "random" and mmap["ok"]
+    # Every byte the engine read was read either on demand or as a prefetch.
+    split = direct["demand_bytes_per_token"] + direct["prefetch_bytes_per_token"]
+    assert split == pytest.approx(direct["engine_bytes_read"] / direct["decode_tokens"], rel=1e-3)
+    assert direct["wasted_bytes_per_token"] <= direct["prefetch_bytes_per_token"]
+    assert direct["prefetch_useful"] <= direct["prefetch_issued"]
+    # KV cache and scratch take about 13 MiB of the 18 MiB; the cache holds part of the experts.
+    # A cache smaller than the experts must miss some of a token's experts under uniform routing.
+    assert 0 < direct["expert_cache_bytes"] < data["expert_bytes"]
+    active = data["n_layer"] * 4 * (data["expert_bytes"] / data["n_layer"] / data["n_expert"])
+    assert 0 < direct["predicted_bytes_per_token"] < active
+    assert direct["read_vs_predicted"] == pytest.approx(
+        direct["bytes_read_per_token"] / direct["predicted_bytes_per_token"], rel=1e-3)
+    assert mmap["predicted_bytes_per_token"] == 0
+    assert direct["decode_cpu_s"] > 0
+    ratio = data["streaming_over_mmap"][0]["ratio"]
+    assert ratio == pytest.approx(direct["decode_tok_s"] / mmap["decode_tok_s"], rel=1e-2)
+
+
+def test_bench_greedy_feed_is_reported(cli_path, small_model):
+    out = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "-n", "3", "--prompt", "2",
+                          "--io-mode", "mmap", "--feed", "greedy", "--json"], capture_output=True, text=True)
+    assert json.loads(out.stdout)["runs"][0]["feed"] == "greedy"
+    bad = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "--feed", "loop"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "feed" in bad.stderr
