@@ -1,11 +1,17 @@
-// Matrix-vector throughput per weight type and ISA, in GB/s of weight bytes
-// read, over a weight matrix far larger than the last-level cache (so the
-// figure is comparable with bench_membw). 1 and 2 threads.
+// Kernel throughput per weight type and ISA, in GB/s of weight bytes read:
+//  - matvec/<type>/<isa>/<threads>: one token over a weight matrix far larger
+//    than the last-level cache (comparable with bench_membw), 1 and 2 threads;
+//  - matmat/<type>/<isa>/<tokens>: matmat_rows over the same matrix, one
+//    thread; weight bytes are counted once (each row is read once for all
+//    tokens), and the tokens/s counter gives the token rate;
+//  - matvec_l2/<type>/<isa>: one token over a 512 KiB matrix that stays in
+//    L2, in one call, the compute ceiling of the kernel without memory stalls.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/kernels.hpp"
@@ -18,11 +24,13 @@ namespace k = moe::kernels;
 using moe::GgmlType;
 
 constexpr size_t kWeightBytes = size_t{256} << 20;  // 256 MiB of weights
+constexpr size_t kCachedBytes = size_t{512} << 10;  // stays in L2
 constexpr int64_t kRowElems = 4096;
 constexpr int64_t kRowsPerTask = 32;
 
 struct Matrix {
     GgmlType type;
+    size_t bytes = 0;
     moe::NumaBuffer data;
     int64_t rows = 0;
     size_t row_bytes = 0;
@@ -49,14 +57,15 @@ void fill_block(GgmlType t, uint8_t *b, size_t bytes, std::mt19937 &rng) {
 }
 
 // One matrix at a time (benchmarks are registered grouped by type).
-Matrix &matrix(GgmlType t) {
+Matrix &matrix(GgmlType t, size_t bytes) {
     static std::unique_ptr<Matrix> current;
-    if (current && current->type == t) return *current;
+    if (current && current->type == t && current->bytes == bytes) return *current;
     current.reset();
     auto m = std::make_unique<Matrix>();
     m->type = t;
+    m->bytes = bytes;
     m->row_bytes = moe::row_bytes(t, kRowElems);
-    m->rows = static_cast<int64_t>(kWeightBytes / m->row_bytes);
+    m->rows = static_cast<int64_t>(bytes / m->row_bytes);
     m->data = moe::NumaBuffer(static_cast<size_t>(m->rows) * m->row_bytes, moe::NumaPlacement::local);
     std::mt19937 rng(42);
     auto *p = static_cast<uint8_t *>(m->data.data());
@@ -81,49 +90,98 @@ Matrix &matrix(GgmlType t) {
     return *current;
 }
 
-void BM_Matvec(benchmark::State &state, GgmlType t, k::Isa isa) {
-    const int32_t threads = static_cast<int32_t>(state.range(0));
+// n_tokens prepared activation rows of normally distributed values.
+std::vector<uint8_t> activations(GgmlType t, int32_t n_tokens) {
+    std::vector<float> x(kRowElems);
+    std::mt19937 rng(1);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const size_t ab = k::act_row_bytes(t, kRowElems, false);
+    std::vector<uint8_t> act(ab * static_cast<size_t>(n_tokens));
+    for (int32_t tk = 0; tk < n_tokens; ++tk) {
+        for (float &v : x) v = nd(rng);
+        k::quantize_act(t, x.data(), act.data() + ab * static_cast<size_t>(tk), kRowElems, false);
+    }
+    return act;
+}
+
+// threads: pool size; tokens: 0 = matvec_rows, else matmat_rows with that many tokens.
+// rows_per_task: rows handed to one matvec_rows/matmat_rows call.
+void run(benchmark::State &state, GgmlType t, k::Isa isa, size_t bytes, int32_t threads, int32_t tokens,
+         int64_t rows_per_task = kRowsPerTask) {
     if (!k::set_isa(isa)) {
         state.SkipWithError("ISA not supported by this CPU");
         return;
     }
-    Matrix &m = matrix(t);
-    std::vector<float> x(kRowElems);
-    std::mt19937 rng(1);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    for (float &v : x) v = nd(rng);
-    std::vector<uint8_t> act(k::act_row_bytes(t, kRowElems, false));
-    k::quantize_act(t, x.data(), act.data(), kRowElems, false);
-    std::vector<float> y(static_cast<size_t>(m.rows));
+    Matrix &m = matrix(t, bytes);
+    const std::vector<uint8_t> act = activations(t, tokens > 0 ? tokens : 1);
+    const size_t ab = k::act_row_bytes(t, kRowElems, false);
+    std::vector<float> y(static_cast<size_t>(m.rows) * static_cast<size_t>(tokens > 0 ? tokens : 1));
     moe::ThreadPool pool(threads);
     const auto *w = static_cast<const uint8_t *>(m.data.data());
-    const int64_t tasks = (m.rows + kRowsPerTask - 1) / kRowsPerTask;
+    const int64_t tasks = (m.rows + rows_per_task - 1) / rows_per_task;
     for (auto _ : state) {
         pool.parallel_for(tasks, [&](int64_t task, int32_t) {
-            const int64_t r0 = task * kRowsPerTask;
-            const int64_t r1 = r0 + kRowsPerTask < m.rows ? r0 + kRowsPerTask : m.rows;
-            k::matvec_rows(t, kRowElems, w, m.row_bytes, act.data(), y.data() + r0, r0, r1, false);
+            const int64_t r0 = task * rows_per_task;
+            const int64_t r1 = r0 + rows_per_task < m.rows ? r0 + rows_per_task : m.rows;
+            if (tokens == 0)
+                k::matvec_rows(t, kRowElems, w, m.row_bytes, act.data(), y.data() + r0, r0, r1, false);
+            else
+                k::matmat_rows(t, kRowElems, w, m.row_bytes, act.data(), ab, tokens, y.data(),
+                               static_cast<size_t>(m.rows), r0, r1, false);
         });
         benchmark::ClobberMemory();
     }
     benchmark::DoNotOptimize(y.data());
     state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * m.rows * static_cast<int64_t>(m.row_bytes));
+    if (tokens > 0)
+        state.counters["tokens"] = benchmark::Counter(static_cast<double>(state.iterations()) * tokens,
+                                                      benchmark::Counter::kIsRate);
+}
+
+void BM_Matvec(benchmark::State &state, GgmlType t, k::Isa isa) {
+    run(state, t, isa, kWeightBytes, static_cast<int32_t>(state.range(0)), 0);
+}
+void BM_Matmat(benchmark::State &state, GgmlType t, k::Isa isa) {
+    run(state, t, isa, kWeightBytes, 1, static_cast<int32_t>(state.range(0)));
+}
+void BM_MatvecCached(benchmark::State &state, GgmlType t, k::Isa isa) {
+    run(state, t, isa, kCachedBytes, 1, 0, int64_t{1} << 40);  // one call over all rows
 }
 
 int register_all() {
     const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                               GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
-    for (GgmlType t : types)
-        for (k::Isa isa : {k::Isa::scalar, k::Isa::avx2, k::Isa::avx512}) {
-            const std::string name = std::string("matvec/") + moe::type_traits(t).name + "/" + k::isa_name(isa);
-            benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, isa)
+    const k::Isa isas[] = {k::Isa::scalar, k::Isa::avx2, k::Isa::avx512};
+    auto name = [](const char *kind, GgmlType t, k::Isa isa) {
+        return std::string(kind) + "/" + moe::type_traits(t).name + "/" + k::isa_name(isa);
+    };
+    // Grouped by type so each matrix is generated once.
+    for (GgmlType t : types) {
+        for (k::Isa isa : isas)
+            benchmark::RegisterBenchmark(name("matvec", t, isa).c_str(), BM_Matvec, t, isa)
                 ->Arg(1)
                 ->Arg(2)
                 ->UseRealTime()
                 ->MeasureProcessCPUTime()
                 ->Unit(benchmark::kMillisecond);
+        for (k::Isa isa : isas) {
+            if (isa == k::Isa::scalar) continue;
+            benchmark::RegisterBenchmark(name("matmat", t, isa).c_str(), BM_Matmat, t, isa)
+                ->Arg(1)
+                ->Arg(4)
+                ->Arg(8)
+                ->UseRealTime()
+                ->MeasureProcessCPUTime()
+                ->Unit(benchmark::kMillisecond);
         }
+    }
+    for (GgmlType t : types)
+        for (k::Isa isa : isas)
+            benchmark::RegisterBenchmark(name("matvec_l2", t, isa).c_str(), BM_MatvecCached, t, isa)
+                ->UseRealTime()
+                ->MeasureProcessCPUTime()
+                ->Unit(benchmark::kMicrosecond);
     return 0;
 }
 const int registered = register_all();

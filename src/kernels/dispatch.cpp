@@ -1,33 +1,69 @@
 // ISA selection: the best the CPU supports, MOESTREAM_ISA to lower it, and
 // set_isa for tests and benchmarks.
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 #include "kernels/dispatch.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace moe::kernels {
 namespace {
 
-bool cpu_supports(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
+// Feature bits read with cpuid (works with every compiler, unlike the
+// feature names __builtin_cpu_supports accepts), plus the OS check that the
+// vector register state is saved on context switches (xgetbv).
+struct CpuFeatures {
+    bool avx2 = false, avx512 = false;
+};
+
+uint64_t xcr0() {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+CpuFeatures read_cpu_features() {
+    CpuFeatures f;
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
+    if (!osxsave || !avx) return f;
+    const uint64_t xcr = xcr0();
+    const bool os_avx = (xcr & 0x6) == 0x6, os_avx512 = (xcr & 0xE6) == 0xE6;
+    if (__get_cpuid_max(0, nullptr) < 7) return f;
+    __cpuid_count(7, 0, a, b, c, d);
+    const bool avx2 = b & (1u << 5), bmi2 = b & (1u << 8);
+    const bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
+               avx512vl = b & (1u << 31), avx512vnni = c & (1u << 11);
+    const unsigned max_sub = a;
+    bool avx512bf16 = false;
+    if (max_sub >= 1) {
+        __cpuid_count(7, 1, a, b, c, d);
+        avx512bf16 = a & (1u << 5);
+    }
+    f.avx2 = os_avx && avx2 && fma && f16c && bmi2;
+    f.avx512 = f.avx2 && os_avx512 && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni && avx512bf16;
+    return f;
+}
+
+bool cpu_supports(Isa isa) {
+    static const CpuFeatures f = read_cpu_features();
     switch (isa) {
     case Isa::scalar: return true;
-    case Isa::avx2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
-    case Isa::avx512:
-        return cpu_supports(Isa::avx2) && __builtin_cpu_supports("avx512f") &&
-               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni") &&
-               __builtin_cpu_supports("avx512bf16");
+    case Isa::avx2: return f.avx2;
+    case Isa::avx512: return f.avx512;
     }
     return false;
-#else
-    return isa == Isa::scalar;
-#endif
 }
+#else
+bool cpu_supports(Isa isa) { return isa == Isa::scalar; }
+#endif
 
 Isa best_supported() {
     for (Isa isa : {Isa::avx512, Isa::avx2})

@@ -56,13 +56,6 @@ inline __m256i transpose_sum8(const __m256i *s) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-// Eight fp16 values `stride` bytes apart -> f32 (exact).
-inline __m256 load8_half(const uint8_t *p, size_t stride) {
-    alignas(16) uint16_t h[8];
-    for (int j = 0; j < 8; ++j) std::memcpy(&h[j], p + j * stride, 2);
-    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(h)));
-}
-
 inline __m256 load8_f16(const uint8_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
 }
@@ -71,34 +64,19 @@ inline __m256 load8_bf16(const uint8_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-// The 8 six-bit scales and mins of a Q4_K/Q5_K super-block (same values as k_scale_min).
-inline void unpack_k_scales(const uint8_t *q, uint8_t *sc, uint8_t *mn) {
-    uint32_t w0, w1, w2;
-    std::memcpy(&w0, q, 4);
-    std::memcpy(&w1, q + 4, 4);
+// The 8 six-bit scales (sc) and mins (mn) of a Q4_K/Q5_K super-block as
+// bytes of a 64-bit word each (same values as k_scale_min), without going
+// through memory.
+inline void k_scales_u64(const uint8_t *q, uint64_t &sc, uint64_t &mn) {
+    uint64_t u;
+    uint32_t w2;
+    std::memcpy(&u, q, 8);
     std::memcpy(&w2, q + 8, 4);
-    const uint32_t sc_lo = w0 & 0x3f3f3f3fu, mn_lo = w1 & 0x3f3f3f3fu;
-    const uint32_t sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
-    const uint32_t mn_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
-    std::memcpy(sc, &sc_lo, 4);
-    std::memcpy(sc + 4, &sc_hi, 4);
-    std::memcpy(mn, &mn_lo, 4);
-    std::memcpy(mn + 4, &mn_hi, 4);
-}
-
-// sum_s m_s * (bsums[2s] + bsums[2s+1]).
-inline int32_t k_min_sum(const uint8_t *mn, const uint8_t *bsums) {
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bsums));
-    const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(mn)));
-    const __m256i m16 = _mm256_setr_m128i(_mm_unpacklo_epi16(m8, m8), _mm_unpackhi_epi16(m8, m8));
-    return hsum_i32(_mm256_madd_epi16(b, m16));
-}
-
-// sum_g sc_g * bsums[g] for the 16 int8 scales of a Q6_K super-block.
-inline int32_t q6_scale_bsum(const int8_t *scales, const uint8_t *bsums) {
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bsums));
-    const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(scales)));
-    return hsum_i32(_mm256_madd_epi16(b, s));
+    const uint64_t lo = u & 0x3f3f3f3f3f3f3f3full;
+    const uint64_t hi = ((w2 | (static_cast<uint64_t>(w2) << 28)) & 0x0f0f0f0f0f0f0f0full) |
+                        ((u >> 2) & 0x3030303030303030ull);
+    sc = (lo & 0xffffffffull) | (hi << 32);
+    mn = (lo >> 32) | (hi & 0xffffffff00000000ull);
 }
 
 enum class FloatKind { f32, f16, bf16 };

@@ -1,0 +1,400 @@
+// Row kernels shared by the AVX2 and AVX-512 files (see tiled.hpp for the
+// interface): activation preparation, the loop over groups of 8 weight
+// blocks, and the float epilogue. The integer block sums come from an
+// ISA-specific decoder D; everything here uses AVX2-level instructions, and
+// each ISA file compiles its own copy (internal linkage).
+//
+// Float order (kernels.hpp): block b's term goes to lane b % 8. A group of 8
+// consecutive blocks starting at a multiple of 8 adds its 8 terms to the 8
+// lanes of a vector at once, which is the same sequence of float operations
+// per lane as the scalar loop.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/blocks.hpp"
+#include "kernels/dot_terms.hpp"
+#include "kernels/simd_avx2_blocks.hpp"
+#include "kernels/tiled.hpp"
+
+namespace moe::kernels::detail {
+namespace {
+
+using namespace avx2;
+
+// Eight 32-bit words `stride` bytes apart.
+template <size_t kStride>
+inline __m256i gather8_u32(const uint8_t *p) {
+    return _mm256_setr_epi32(load_u32(p), load_u32(p + kStride), load_u32(p + 2 * kStride), load_u32(p + 3 * kStride),
+                             load_u32(p + 4 * kStride), load_u32(p + 5 * kStride), load_u32(p + 6 * kStride),
+                             load_u32(p + 7 * kStride));
+}
+
+// The low (kHigh = false) or high 16 bits of each 32-bit lane, read as fp16.
+template <bool kHigh>
+inline __m256 half8(__m256i words) {
+    const __m256i sel = kHigh ? _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, 2, 3, 6,
+                                                 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1)
+                              : _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4,
+                                                 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(words, sel), 0x08);
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+}
+
+// 32 int8 -> 8 int32 partial sums.
+inline __m256i block_partial_sums(const uint8_t *q) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), a), _mm256_set1_epi16(1));
+}
+
+// Per group of 8 blocks of 32 quants: 64-byte row e holds quants 8e..8e+7 of
+// blocks 0..7 (an 8 x 4 transpose of 64-bit words).
+inline void arrange_qwords(const uint8_t *act, size_t blk_bytes, size_t qs, int64_t nb, uint8_t *out) {
+    for (int64_t g = 0; g + 8 <= nb; g += 8, out += 256)
+        for (int h = 0; h < 2; ++h) {
+            const uint8_t *a = act + (g + 4 * h) * blk_bytes + qs;
+            const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a));
+            const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + blk_bytes));
+            const __m256i y2 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + 2 * blk_bytes));
+            const __m256i y3 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + 3 * blk_bytes));
+            const __m256i t0 = _mm256_unpacklo_epi64(y0, y1), t1 = _mm256_unpackhi_epi64(y0, y1);
+            const __m256i t2 = _mm256_unpacklo_epi64(y2, y3), t3 = _mm256_unpackhi_epi64(y2, y3);
+            uint8_t *o = out + 32 * h;
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o), _mm256_permute2x128_si256(t0, t2, 0x20));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o + 64), _mm256_permute2x128_si256(t1, t3, 0x20));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o + 128), _mm256_permute2x128_si256(t0, t2, 0x31));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o + 192), _mm256_permute2x128_si256(t1, t3, 0x31));
+        }
+}
+
+// --- legacy blocks (32 elements) against Q8_0 / Q8_1 -----------------------------
+//
+// D provides: kBytes, kD (fp16 d; for kMin the fp16 m follows it), kMin (Q8_1
+// family: term_dm), kOffset (weights are decoded unsigned as q + kOffset; the
+// kernel subtracts kOffset * sum(activation block)), kArranged + arrange()
+// (a per-token copy of the activations in the decoder's order for groups of 8
+// blocks), Group decode8(w), __m256i sums8(group, a, a_stride) (lane j = raw
+// sum of block j; a is the arranged group or the first activation block's
+// quants), int32_t sum1(w, a_qs) (raw sum of one block).
+struct LegacyPrep {
+    const uint8_t *act;       // activation blocks as given
+    const uint8_t *arranged;  // D's layout of full groups (or act)
+    const float *d;           // activation scale per block (f32)
+    const float *s;           // Q8_1: stored s per block (f32)
+    const int32_t *corr;      // kOffset * sum(q) per block
+};
+
+template <typename D>
+struct LegacyRows {
+    using Prep = LegacyPrep;
+    static constexpr int64_t kBlockElems = 32;
+    static constexpr size_t kActBytes = D::kMin ? q8_1::bytes : q8_0::bytes;
+    static constexpr size_t kActQs = D::kMin ? q8_1::qs : q8_0::qs;
+
+    static size_t prep_bytes(int64_t nb) {
+        return 3 * 4 * static_cast<size_t>(nb + 8) + (D::kArranged ? 32 * static_cast<size_t>(nb) : 0);
+    }
+
+    // Runs once per token and call: vectorised over groups of 8 blocks.
+    static Prep prepare(const uint8_t *act, int64_t nb, uint8_t *space) {
+        float *d = reinterpret_cast<float *>(space);
+        float *s = d + nb + 8;
+        int32_t *corr = reinterpret_cast<int32_t *>(s + nb + 8);
+        uint8_t *arranged = reinterpret_cast<uint8_t *>(corr + nb + 8);
+        int64_t b = 0;
+        for (; b + 8 <= nb; b += 8) {
+            const uint8_t *blk = act + b * kActBytes;
+            const __m256i fields = gather8_u32<kActBytes>(blk);  // d | s << 16
+            _mm256_storeu_ps(d + b, half8<false>(fields));
+            if constexpr (D::kMin) _mm256_storeu_ps(s + b, half8<true>(fields));
+            if constexpr (D::kOffset != 0) {
+                __m256i sums[8];
+                for (int j = 0; j < 8; ++j) sums[j] = block_partial_sums(blk + j * kActBytes + kActQs);
+                const __m256i total = _mm256_mullo_epi32(transpose_sum8(sums), _mm256_set1_epi32(D::kOffset));
+                _mm256_storeu_si256(reinterpret_cast<__m256i *>(corr + b), total);
+            }
+        }
+        for (; b < nb; ++b) {
+            const uint8_t *blk = act + b * kActBytes;
+            d[b] = load_half(blk);
+            if constexpr (D::kMin) s[b] = load_half(blk + q8_1::s);
+            if constexpr (D::kOffset != 0) corr[b] = D::kOffset * hsum_i32(block_partial_sums(blk + kActQs));
+        }
+        if constexpr (D::kArranged) {
+            D::arrange(act, kActBytes, kActQs, nb, arranged);
+            return {act, arranged, d, s, corr};
+        }
+        return {act, act, d, s, corr};
+    }
+
+    template <int T>
+    static void row(const uint8_t *w, const Prep *p, int64_t nb, float *out) {
+        __m256 acc[T];
+        for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+        int64_t b = 0;
+        for (; b + 8 <= nb; b += 8, w += 8 * D::kBytes) {
+            const typename D::Group g = D::decode8(w);
+            const __m256i fields = gather8_u32<D::kBytes>(w + D::kD);
+            const __m256 dw = half8<false>(fields);
+            for (int t = 0; t < T; ++t) {
+                const uint8_t *a = D::kArranged ? p[t].arranged + 32 * b : p[t].act + b * kActBytes + kActQs;
+                __m256i sumi = D::sums8(g, a, kActBytes);
+                if constexpr (D::kOffset != 0)
+                    sumi = _mm256_sub_epi32(sumi, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p[t].corr + b)));
+                const __m256 d = _mm256_mul_ps(dw, _mm256_loadu_ps(p[t].d + b));
+                __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), d);
+                if constexpr (D::kMin)
+                    term = _mm256_add_ps(term, _mm256_mul_ps(half8<true>(fields), _mm256_loadu_ps(p[t].s + b)));
+                acc[t] = _mm256_add_ps(acc[t], term);
+            }
+        }
+        for (int t = 0; t < T; ++t) {
+            alignas(32) float lanes[8];
+            _mm256_store_ps(lanes, acc[t]);
+            const uint8_t *wb = w;
+            for (int64_t bb = b; bb < nb; ++bb, wb += D::kBytes) {
+                int32_t sumi = D::sum1(wb, p[t].act + bb * kActBytes + kActQs);
+                if constexpr (D::kOffset != 0) sumi -= p[t].corr[bb];
+                if constexpr (D::kMin)
+                    lanes[bb & 7] += term_dm(sumi, load_half(wb + D::kD), p[t].d[bb], load_half(wb + D::kD + 2), p[t].s[bb]);
+                else
+                    lanes[bb & 7] += term_d(sumi, load_half(wb + D::kD), p[t].d[bb]);
+            }
+            out[t] = BlockLanes::reduce8(lanes);
+        }
+    }
+};
+
+// Legacy blocks decoded one at a time into 32 bytes in element order, for
+// decoders that dot each block separately (PerBlock below).
+struct Q4_0Dec {
+    static constexpr size_t kBytes = q4_0::bytes, kD = q4_0::d, kQs = q4_0::qs, kQh = 0;
+    static constexpr bool kMin = false, kFive = false;
+    static constexpr int32_t kOffset = 8;
+    static __m256i uints(const uint8_t *b) { return nibbles32(b + kQs); }
+};
+struct Q5_0Dec {
+    static constexpr size_t kBytes = q5_0::bytes, kD = q5_0::d, kQs = q5_0::qs, kQh = q5_0::qh;
+    static constexpr bool kMin = false, kFive = true;
+    static constexpr int32_t kOffset = 16;
+    static __m256i uints(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + kQs), high_bits32(b + kQh, 0x10)); }
+};
+struct Q4_1Dec {
+    static constexpr size_t kBytes = q4_1::bytes, kD = q4_1::d, kQs = q4_1::qs, kQh = 0;
+    static constexpr bool kMin = true, kFive = false;
+    static constexpr int32_t kOffset = 0;
+    static __m256i uints(const uint8_t *b) { return nibbles32(b + kQs); }
+};
+struct Q5_1Dec {
+    static constexpr size_t kBytes = q5_1::bytes, kD = q5_1::d, kQs = q5_1::qs, kQh = q5_1::qh;
+    static constexpr bool kMin = true, kFive = true;
+    static constexpr int32_t kOffset = 0;
+    static __m256i uints(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + kQs), high_bits32(b + kQh, 0x10)); }
+};
+// Q8_0 made unsigned (+128), for unsigned-by-signed dot instructions.
+struct Q8_0Dec {
+    static constexpr size_t kBytes = q8_0::bytes, kD = q8_0::d;
+    static constexpr bool kMin = false;
+    static constexpr int32_t kOffset = 128;
+    static __m256i uints(const uint8_t *b) {
+        return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + q8_0::qs)),
+                                _mm256_set1_epi8(static_cast<char>(0x80)));
+    }
+};
+// Q8_0 kept signed (dotted with the sign trick).
+struct Q8_0SignedDec {
+    static constexpr size_t kBytes = q8_0::bytes, kD = q8_0::d;
+    static constexpr bool kMin = false;
+    static constexpr int32_t kOffset = 0;
+    static __m256i uints(const uint8_t *b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + q8_0::qs)); }
+};
+
+// 32 weights x 32 activations -> 8 int32 partial sums.
+struct DotMaddubs {  // unsigned weights (<= 31 after decoding)
+    static __m256i run(__m256i u, __m256i a) { return dot_u8_i8(u, a); }
+};
+struct DotSigned {  // signed weights
+    static __m256i run(__m256i w, __m256i a) { return dot_i8_signed(w, a); }
+};
+
+// A legacy decoder (LegacyRows' D) that dots each block separately and
+// transposes the eight per-block vectors into one vector of block sums.
+template <typename B, typename Dot>
+struct PerBlock : B {
+    static constexpr bool kArranged = false;
+    struct Group {
+        __m256i u[8];
+    };
+    static Group decode8(const uint8_t *w) {
+        Group g;
+        for (int j = 0; j < 8; ++j) g.u[j] = B::uints(w + j * B::kBytes);
+        return g;
+    }
+    static __m256i sums8(const Group &g, const uint8_t *a, size_t a_stride) {
+        __m256i s[8];
+        for (int j = 0; j < 8; ++j)
+            s[j] = Dot::run(g.u[j], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + j * a_stride)));
+        return transpose_sum8(s);
+    }
+    static int32_t sum1(const uint8_t *w, const uint8_t *a) {
+        return hsum_i32(Dot::run(B::uints(w), _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a))));
+    }
+};
+
+// --- K-quants (256-element super-blocks) against Q8_K ------------------------------
+//
+// D provides: kBytes, kMins (Q4_K/Q5_K: term_k_min with 6-bit mins; Q6_K:
+// term_k), kArranged + arrange(qs, out) (256 activation quants reordered for
+// the decoder), Block decode(w, uint64_t &mins) (mins: the 8 six-bit mins as
+// bytes), __m256i sums(block, a_arranged, act_block) (int32 partial sums whose
+// total is sumi).
+struct KPrep {
+    const uint8_t *act;       // Q8_K blocks as given
+    const uint8_t *arranged;  // D's order of the quants (or act)
+    const float *d;           // activation scale per super-block
+    const int16_t *bpair;     // bsums[2s] + bsums[2s+1], 8 per super-block, zero padded
+};
+
+template <typename D>
+struct KRows {
+    using Prep = KPrep;
+    static constexpr int64_t kBlockElems = 256;
+
+    static size_t prep_bytes(int64_t nb) {
+        return 4 * static_cast<size_t>(nb + 8) + 16 * static_cast<size_t>(nb + 8) +
+               (D::kArranged ? 256 * static_cast<size_t>(nb) : 0);
+    }
+
+    static Prep prepare(const uint8_t *act, int64_t nb, uint8_t *space) {
+        float *d = reinterpret_cast<float *>(space);
+        int16_t *bpair = reinterpret_cast<int16_t *>(d + nb + 8);
+        uint8_t *arranged = reinterpret_cast<uint8_t *>(bpair + 8 * (nb + 8));
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t *blk = act + b * q8_k::bytes;
+            d[b] = load_f32(blk + q8_k::d);
+            // |bsum| <= 16 * 127, so the pair sums fit int16.
+            const __m256i pairs = _mm256_madd_epi16(
+                _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + q8_k::bsums)), _mm256_set1_epi16(1));
+            const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(pairs, pairs), 0x08);
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(bpair + 8 * b), _mm256_castsi256_si128(packed));
+            if constexpr (D::kArranged) D::arrange(blk + q8_k::qs, arranged + 256 * b);
+        }
+        std::memset(bpair + 8 * nb, 0, 8 * 8 * sizeof(int16_t));
+        return {act, D::kArranged ? arranged : act, d, bpair};
+    }
+
+    // sum_s m_s * bpair_s for 8 super-blocks (mins as bytes, 8 per block).
+    static __m256i min_sums8(const uint64_t *mins, const int16_t *bpair) {
+        __m256i m[4];
+        for (int i = 0; i < 4; ++i) {
+            const __m256i mw = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(mins + 2 * i)));
+            m[i] = _mm256_madd_epi16(mw, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bpair + 16 * i)));
+        }
+        // Lanes of m[i]: block 2i in 0..3, block 2i+1 in 4..7.
+        const __m256i r = _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
+        return _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    }
+
+    template <int T>
+    static void row(const uint8_t *w, const Prep *p, int64_t nb, float *out) {
+        __m256 acc[T];
+        for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b += 8, w += 8 * D::kBytes) {
+            const int cnt = nb - b < 8 ? static_cast<int>(nb - b) : 8;
+            __m256i s[T][8];
+            alignas(64) uint64_t mins[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int j = 0; j < 8; ++j) {
+                if (j >= cnt) {
+                    for (int t = 0; t < T; ++t) s[t][j] = _mm256_setzero_si256();
+                    continue;
+                }
+                const typename D::Block blk = D::decode(w + j * D::kBytes, mins[j]);
+                for (int t = 0; t < T; ++t)
+                    s[t][j] = D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * (b + j),
+                                      p[t].act + q8_k::bytes * (b + j));
+            }
+            for (int t = 0; t < T; ++t) {
+                const __m256i sumi = transpose_sum8(s[t]);
+                const __m256i summ = D::kMins ? min_sums8(mins, p[t].bpair + 8 * b) : _mm256_setzero_si256();
+                const __m256 da = _mm256_loadu_ps(p[t].d + b);
+                if (cnt == 8) {
+                    acc[t] = _mm256_add_ps(acc[t], terms8(w, sumi, summ, da));
+                    continue;
+                }
+                alignas(32) float lanes[8], dav[8];
+                alignas(32) int32_t si[8], sm[8];
+                _mm256_store_ps(lanes, acc[t]);
+                _mm256_store_ps(dav, da);
+                _mm256_store_si256(reinterpret_cast<__m256i *>(si), sumi);
+                _mm256_store_si256(reinterpret_cast<__m256i *>(sm), summ);
+                for (int j = 0; j < cnt; ++j) lanes[j] += term1(w + j * D::kBytes, si[j], sm[j], dav[j]);
+                acc[t] = _mm256_load_ps(lanes);
+            }
+        }
+        for (int t = 0; t < T; ++t) {
+            alignas(32) float lanes[8];
+            _mm256_store_ps(lanes, acc[t]);
+            out[t] = BlockLanes::reduce8(lanes);
+        }
+    }
+
+    static float term1(const uint8_t *w, int32_t sumi, int32_t summ, float da) {
+        if constexpr (D::kMins) return term_k_min(sumi, summ, load_half(w + q4_k::d), load_half(w + q4_k::dmin), da);
+        else return term_k(sumi, load_half(w + q6_k::d), da);
+    }
+
+    // The terms of 8 full super-blocks (same operations as term_k_min / term_k).
+    static __m256 terms8(const uint8_t *w, __m256i sumi, __m256i summ, __m256 da) {
+        if constexpr (D::kMins) {
+            const __m256i fields = gather8_u32<D::kBytes>(w + q4_k::d);  // d | dmin << 16
+            const __m256 t1 = _mm256_mul_ps(_mm256_mul_ps(half8<false>(fields), da), _mm256_cvtepi32_ps(sumi));
+            const __m256 t2 = _mm256_mul_ps(_mm256_mul_ps(half8<true>(fields), da), _mm256_cvtepi32_ps(summ));
+            return _mm256_sub_ps(t1, t2);
+        } else {
+            const __m256i fields = gather8_u32<D::kBytes>(w + q6_k::d - 2);  // d in the high half
+            return _mm256_mul_ps(_mm256_mul_ps(half8<true>(fields), da), _mm256_cvtepi32_ps(sumi));
+        }
+    }
+};
+
+// --- float rows ----------------------------------------------------------------------
+
+struct FloatPrep {
+    const uint8_t *act;
+};
+
+template <FloatKind K>
+struct FloatRows {
+    using Prep = FloatPrep;
+    static constexpr int64_t kBlockElems = 1;
+    static size_t prep_bytes(int64_t) { return 0; }
+    static Prep prepare(const uint8_t *act, int64_t, uint8_t *) { return {act}; }
+
+    // Lane i % 32 += w_i * a_i (fused): four 8-lane accumulators per token.
+    template <int T>
+    static void row(const uint8_t *w, const Prep *p, int64_t n, float *out) {
+        constexpr size_t e = kElemBytes<K>;
+        __m256 acc[T][4];
+        for (int t = 0; t < T; ++t)
+            for (int k = 0; k < 4; ++k) acc[t][k] = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 32 <= n; i += 32)
+            for (int k = 0; k < 4; ++k) {
+                const __m256 wv = load8<K>(w + (i + 8 * k) * e);
+                for (int t = 0; t < T; ++t)
+                    acc[t][k] = _mm256_fmadd_ps(wv, load8<K>(p[t].act + (i + 8 * k) * e), acc[t][k]);
+            }
+        for (int t = 0; t < T; ++t) {
+            alignas(32) float lanes[32];
+            for (int k = 0; k < 4; ++k) _mm256_store_ps(lanes + 8 * k, acc[t][k]);
+            out[t] = finish_float_lanes<K>(lanes, i, n, w, p[t].act);
+        }
+    }
+};
+
+}  // namespace
+}  // namespace moe::kernels::detail

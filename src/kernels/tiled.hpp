@@ -1,0 +1,90 @@
+// Row and token-tile loops shared by the SIMD kernel files.
+//
+// A kernel K describes one weight type on one ISA:
+//   using Prep = ...;                           // one prepared activation row
+//   static constexpr int64_t kBlockElems;       // elements per weight block
+//   static size_t prep_bytes(int64_t nb);       // scratch bytes per token
+//   static Prep prepare(const uint8_t *act, int64_t nb, uint8_t *space);
+//   template <int T> static void row(const uint8_t *w, const Prep *p, int64_t nb, float *out);
+// row<T> decodes each weight block of one row once and dots it against T
+// prepared token rows, writing T results. Every T computes per token exactly
+// what T = 1 computes (same integer block sums, same float operations in the
+// same order), so matmat equals matvec per token bit for bit, and matvec is
+// the one-token instance of the same code.
+//
+// Internal linkage on purpose: each ISA file compiles its own copy.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kernels_internal.hpp"
+
+namespace moe::kernels::detail {
+namespace {
+
+// Token rows dotted against one decoded weight block (registers permitting).
+constexpr int kTokenTile = 4;
+
+constexpr size_t round_up64(size_t v) { return (v + 63) / 64 * 64; }
+
+template <typename K>
+struct Tiled {
+    using Prep = typename K::Prep;
+
+    template <int T>
+    static void rows(const uint8_t *w, size_t row_bytes, const Prep *p, int64_t nb, float *y, size_t y_stride,
+                     int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+            float out[T];
+            K::template row<T>(w + r * row_bytes, p, nb, out);
+            for (int t = 0; t < T; ++t) y[t * y_stride + r] = out[t];
+        }
+    }
+
+    static void matmat(int64_t n, const uint8_t *w, size_t row_bytes, const void *act, size_t act_stride,
+                       int32_t n_tokens, float *y, size_t y_stride, int64_t r0, int64_t r1) {
+        if (n_tokens <= 0 || r1 <= r0) return;
+        const int64_t nb = n / K::kBlockElems;
+        const size_t per_token = round_up64(K::prep_bytes(nb));
+        const size_t head = round_up64(static_cast<size_t>(n_tokens) * sizeof(Prep));
+        auto *scratch = static_cast<uint8_t *>(kernel_scratch(head + static_cast<size_t>(n_tokens) * per_token));
+        Prep *preps = reinterpret_cast<Prep *>(scratch);
+        for (int32_t t = 0; t < n_tokens; ++t)
+            preps[t] = K::prepare(static_cast<const uint8_t *>(act) + t * act_stride, nb,
+                                  scratch + head + static_cast<size_t>(t) * per_token);
+        // Token tiles outside, rows inside: a task's rows stay in L2 between tiles.
+        for (int32_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
+            float *yt = y + static_cast<size_t>(t0) * y_stride;
+            const Prep *pt = preps + t0;
+            switch (n_tokens - t0 < kTokenTile ? n_tokens - t0 : kTokenTile) {
+            case 1: rows<1>(w, row_bytes, pt, nb, yt, y_stride, r0, r1); break;
+            case 2: rows<2>(w, row_bytes, pt, nb, yt, y_stride, r0, r1); break;
+            case 3: rows<3>(w, row_bytes, pt, nb, yt, y_stride, r0, r1); break;
+            default: rows<kTokenTile>(w, row_bytes, pt, nb, yt, y_stride, r0, r1); break;
+            }
+        }
+    }
+
+    static void matvec(int64_t n, const uint8_t *w, size_t row_bytes, const void *act, float *y, int64_t r0,
+                       int64_t r1) {
+        // One token; y is offset so that y[r - r0] receives row r.
+        matmat(n, w, row_bytes, act, 0, 1, y - r0, 0, r0, r1);
+    }
+
+    static float dot(int64_t n, const void *w_row, const void *act) {
+        float y;
+        matvec(n, static_cast<const uint8_t *>(w_row), 0, act, &y, 0, 1);
+        return y;
+    }
+
+    static void install(KernelTable &t, GgmlType type) {
+        TypeKernels &k = t.type[static_cast<uint32_t>(type)];
+        k.dot = dot;
+        k.matvec = matvec;
+        k.matmat = matmat;
+    }
+};
+
+}  // namespace
+}  // namespace moe::kernels::detail

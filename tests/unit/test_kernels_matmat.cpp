@@ -1,0 +1,120 @@
+// Multi-token matmat against per-token matvec and the scalar reference, bit
+// for bit, for every weight type, token counts 1..9 and odd row ranges, on
+// every ISA this CPU has.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.hpp"
+#include "support/kernel_data.hpp"
+
+using moe::GgmlType;
+namespace k = moe::kernels;
+
+namespace {
+
+class IsaGuard {
+public:
+    IsaGuard() : saved_(k::active_isa()) {}
+    ~IsaGuard() { k::set_isa(saved_); }
+
+private:
+    k::Isa saved_;
+};
+
+std::vector<k::Isa> supported_isas() {
+    IsaGuard g;
+    std::vector<k::Isa> out;
+    for (k::Isa i : {k::Isa::scalar, k::Isa::avx2, k::Isa::avx512})
+        if (k::set_isa(i)) out.push_back(i);
+    return out;
+}
+
+struct Case {
+    GgmlType type;
+    int64_t n;
+};
+
+// Row lengths that exercise full groups of 8 blocks and a partial group.
+std::vector<Case> cases() {
+    std::vector<Case> out;
+    for (GgmlType t : moe::test::compute_weight_types()) {
+        const int64_t be = moe::type_traits(t).block_elems;
+        if (be == 1) out.push_back({t, 1000});
+        else if (be == 32) out.push_back({t, 32 * 19});
+        else out.push_back({t, 256 * 11});
+    }
+    return out;
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case> &info) {
+    return std::string(moe::type_traits(info.param.type).name) + "_" + std::to_string(info.param.n);
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+
+class Matmat : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Matmat, EqualsPerTokenMatvecAndScalarForAllTokenCounts) {
+    const auto [t, n] = GetParam();
+    std::mt19937 rng(31 + static_cast<int>(t));
+    const int64_t rows = 11;
+    const int32_t max_tokens = 9;
+    const size_t rb = moe::row_bytes(t, n);
+    std::vector<uint8_t> w;
+    for (int64_t r = 0; r < rows; ++r) {
+        const auto row = moe::test::random_row(t, n, rng);
+        w.insert(w.end(), row.begin(), row.end());
+    }
+    const size_t ab = k::act_row_bytes(t, n, false) + 24;  // padded stride
+    std::vector<uint8_t> acts(ab * max_tokens);
+    for (int32_t tk = 0; tk < max_tokens; ++tk) {
+        const auto x = moe::test::random_floats(n, rng, tk % 3 == 0 ? 1e-2f : 1.0f);
+        k::quantize_act(t, x.data(), acts.data() + tk * ab, n, false);
+    }
+    IsaGuard guard;
+    // Scalar per-token matvec over all rows: the reference, [token][row].
+    ASSERT_TRUE(k::set_isa(k::Isa::scalar));
+    std::vector<float> reference(static_cast<size_t>(rows) * max_tokens);
+    for (int32_t tk = 0; tk < max_tokens; ++tk)
+        k::matvec_rows(t, n, w.data(), rb, acts.data() + tk * ab, reference.data() + tk * rows, 0, rows, false);
+
+    const std::pair<int64_t, int64_t> ranges[] = {{0, rows}, {3, 10}, {5, 6}, {7, 7}};
+    for (k::Isa isa : supported_isas()) {
+        ASSERT_TRUE(k::set_isa(isa));
+        // Per-token matvec on this ISA equals the scalar reference.
+        for (int32_t tk = 0; tk < max_tokens; ++tk) {
+            std::vector<float> y(rows);
+            k::matvec_rows(t, n, w.data(), rb, acts.data() + tk * ab, y.data(), 0, rows, false);
+            for (int64_t r = 0; r < rows; ++r)
+                ASSERT_TRUE(same_bits(y[r], reference[tk * rows + r]))
+                    << k::isa_name(isa) << " matvec token " << tk << " row " << r << ": " << y[r] << " vs "
+                    << reference[tk * rows + r];
+        }
+        for (int32_t tokens = 1; tokens <= max_tokens; ++tokens)
+            for (const auto &[r0, r1] : ranges) {
+                // y indexed by absolute row with a stride larger than rows; NaN marks untouched cells.
+                const size_t y_stride = rows + 3;
+                std::vector<float> y(y_stride * tokens, NAN);
+                k::matmat_rows(t, n, w.data(), rb, acts.data(), ab, tokens, y.data(), y_stride, r0, r1, false);
+                for (int32_t tk = 0; tk < tokens; ++tk)
+                    for (int64_t r = 0; r < static_cast<int64_t>(y_stride); ++r) {
+                        const float got = y[tk * y_stride + r];
+                        if (r < r0 || r >= r1) {
+                            ASSERT_TRUE(std::isnan(got)) << "matmat wrote outside its rows: row " << r;
+                            continue;
+                        }
+                        ASSERT_TRUE(same_bits(got, reference[tk * rows + r]))
+                            << k::isa_name(isa) << " matmat tokens=" << tokens << " rows [" << r0 << "," << r1
+                            << ") token " << tk << " row " << r << ": " << got << " vs " << reference[tk * rows + r];
+                    }
+            }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, Matmat, ::testing::ValuesIn(cases()), case_name);
+
+}  // namespace
