@@ -118,8 +118,15 @@ namespace detail {
 const KernelTable &kernel_table(Isa isa) {
     static const KernelTable tables[3] = {
         [] { KernelTable t; fill_scalar_kernels(t); return t; }(),
-        [] { KernelTable t; fill_scalar_kernels(t); fill_avx2_kernels(t); return t; }(),
-        [] { KernelTable t; fill_scalar_kernels(t); fill_avx2_kernels(t); fill_avx512_kernels(t); return t; }(),
+        [] { KernelTable t; fill_scalar_kernels(t); fill_avx2_kernels(t); fill_avx2_act_kernels(t); return t; }(),
+        [] {
+            KernelTable t;
+            fill_scalar_kernels(t);
+            fill_avx2_kernels(t);
+            fill_avx2_act_kernels(t);
+            fill_avx512_kernels(t);
+            return t;
+        }(),
     };
     return tables[static_cast<int>(isa)];
 }

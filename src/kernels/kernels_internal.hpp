@@ -22,8 +22,15 @@ struct TypeKernels {
     MatmatFn matmat = nullptr;  // optional; default loops over dot per row and token
 };
 
+// Activation conversion of n floats (a multiple of the block size); null: scalar.
+using QuantizeFn = void (*)(const float *x, uint8_t *dst, int64_t n);
+struct ActKernels {
+    QuantizeFn q8_0 = nullptr, q8_1 = nullptr, q8_k = nullptr;
+};
+
 struct KernelTable {
     TypeKernels type[kMaxGgmlTypeId];
+    ActKernels act;
 };
 
 // Fills the table with the scalar reference kernels.
@@ -31,6 +38,8 @@ void fill_scalar_kernels(KernelTable &table);
 // Overwrites entries with ISA-specific kernels (defined in simd_avx2.cpp / simd_avx512.cpp).
 void fill_avx2_kernels(KernelTable &table);
 void fill_avx512_kernels(KernelTable &table);
+// Activation conversion on AVX2 (quantize_act_avx2.cpp), also used by AVX-512.
+void fill_avx2_act_kernels(KernelTable &table);
 
 // Per-thread scratch memory of at least `bytes` (64-byte aligned), kept for
 // reuse: it only allocates when a call needs more than any before it on the

@@ -28,7 +28,7 @@ using namespace avx2;
 
 // Eight 32-bit words `stride` bytes apart.
 template <size_t kStride>
-inline __m256i gather8_u32(const uint8_t *p) {
+MOE_ALWAYS_INLINE __m256i gather8_u32(const uint8_t *p) {
     return _mm256_setr_epi32(load_u32(p), load_u32(p + kStride), load_u32(p + 2 * kStride), load_u32(p + 3 * kStride),
                              load_u32(p + 4 * kStride), load_u32(p + 5 * kStride), load_u32(p + 6 * kStride),
                              load_u32(p + 7 * kStride));
@@ -36,7 +36,7 @@ inline __m256i gather8_u32(const uint8_t *p) {
 
 // The low (kHigh = false) or high 16 bits of each 32-bit lane, read as fp16.
 template <bool kHigh>
-inline __m256 half8(__m256i words) {
+MOE_ALWAYS_INLINE __m256 half8(__m256i words) {
     const __m256i sel = kHigh ? _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, 2, 3, 6,
                                                  7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1)
                               : _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4,
@@ -46,21 +46,23 @@ inline __m256 half8(__m256i words) {
 }
 
 // 32 int8 -> 8 int32 partial sums.
-inline __m256i block_partial_sums(const uint8_t *q) {
+MOE_ALWAYS_INLINE __m256i block_partial_sums(const uint8_t *q) {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q));
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), a), _mm256_set1_epi16(1));
 }
 
 // Per group of 8 blocks of 32 quants: 64-byte row e holds quants 8e..8e+7 of
-// blocks 0..7 (an 8 x 4 transpose of 64-bit words).
-inline void arrange_qwords(const uint8_t *act, size_t blk_bytes, size_t qs, int64_t nb, uint8_t *out) {
+// blocks order[0..7] (an 8 x 4 transpose of 64-bit words).
+inline void arrange_qwords(const uint8_t *act, size_t blk_bytes, size_t qs, int64_t nb, const int *order,
+                           uint8_t *out) {
     for (int64_t g = 0; g + 8 <= nb; g += 8, out += 256)
         for (int h = 0; h < 2; ++h) {
-            const uint8_t *a = act + (g + 4 * h) * blk_bytes + qs;
-            const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a));
-            const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + blk_bytes));
-            const __m256i y2 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + 2 * blk_bytes));
-            const __m256i y3 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + 3 * blk_bytes));
+            const uint8_t *a = act + g * blk_bytes + qs;
+            const int *o4 = order + 4 * h;
+            const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + o4[0] * blk_bytes));
+            const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + o4[1] * blk_bytes));
+            const __m256i y2 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + o4[2] * blk_bytes));
+            const __m256i y3 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + o4[3] * blk_bytes));
             const __m256i t0 = _mm256_unpacklo_epi64(y0, y1), t1 = _mm256_unpackhi_epi64(y0, y1);
             const __m256i t2 = _mm256_unpacklo_epi64(y2, y3), t3 = _mm256_unpackhi_epi64(y2, y3);
             uint8_t *o = out + 32 * h;
@@ -77,7 +79,8 @@ inline void arrange_qwords(const uint8_t *act, size_t blk_bytes, size_t qs, int6
 // family: term_dm), kOffset (weights are decoded unsigned as q + kOffset; the
 // kernel subtracts kOffset * sum(activation block)), kArranged + arrange()
 // (a per-token copy of the activations in the decoder's order for groups of 8
-// blocks), Group decode8(w), __m256i sums8(group, a, a_stride) (lane j = raw
+// blocks), Group decode8(w) (with the f32 weight scales dw and, for kMin, mins
+// mw of the 8 blocks), __m256i sums8(group, a, a_stride) (lane j = raw
 // sum of block j; a is the arranged group or the first activation block's
 // quants), int32_t sum1(w, a_qs) (raw sum of one block).
 struct LegacyPrep {
@@ -138,17 +141,15 @@ struct LegacyRows {
         int64_t b = 0;
         for (; b + 8 <= nb; b += 8, w += 8 * D::kBytes) {
             const typename D::Group g = D::decode8(w);
-            const __m256i fields = gather8_u32<D::kBytes>(w + D::kD);
-            const __m256 dw = half8<false>(fields);
             for (int t = 0; t < T; ++t) {
                 const uint8_t *a = D::kArranged ? p[t].arranged + 32 * b : p[t].act + b * kActBytes + kActQs;
                 __m256i sumi = D::sums8(g, a, kActBytes);
                 if constexpr (D::kOffset != 0)
                     sumi = _mm256_sub_epi32(sumi, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p[t].corr + b)));
-                const __m256 d = _mm256_mul_ps(dw, _mm256_loadu_ps(p[t].d + b));
+                const __m256 d = _mm256_mul_ps(g.dw, _mm256_loadu_ps(p[t].d + b));
                 __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), d);
                 if constexpr (D::kMin)
-                    term = _mm256_add_ps(term, _mm256_mul_ps(half8<true>(fields), _mm256_loadu_ps(p[t].s + b)));
+                    term = _mm256_add_ps(term, _mm256_mul_ps(g.mw, _mm256_loadu_ps(p[t].s + b)));
                 acc[t] = _mm256_add_ps(acc[t], term);
             }
         }
@@ -175,32 +176,32 @@ struct Q4_0Dec {
     static constexpr size_t kBytes = q4_0::bytes, kD = q4_0::d, kQs = q4_0::qs, kQh = 0;
     static constexpr bool kMin = false, kFive = false;
     static constexpr int32_t kOffset = 8;
-    static __m256i uints(const uint8_t *b) { return nibbles32(b + kQs); }
+    MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return nibbles32(b + kQs); }
 };
 struct Q5_0Dec {
     static constexpr size_t kBytes = q5_0::bytes, kD = q5_0::d, kQs = q5_0::qs, kQh = q5_0::qh;
     static constexpr bool kMin = false, kFive = true;
     static constexpr int32_t kOffset = 16;
-    static __m256i uints(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + kQs), high_bits32(b + kQh, 0x10)); }
+    MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + kQs), high_bits32(b + kQh, 0x10)); }
 };
 struct Q4_1Dec {
     static constexpr size_t kBytes = q4_1::bytes, kD = q4_1::d, kQs = q4_1::qs, kQh = 0;
     static constexpr bool kMin = true, kFive = false;
     static constexpr int32_t kOffset = 0;
-    static __m256i uints(const uint8_t *b) { return nibbles32(b + kQs); }
+    MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return nibbles32(b + kQs); }
 };
 struct Q5_1Dec {
     static constexpr size_t kBytes = q5_1::bytes, kD = q5_1::d, kQs = q5_1::qs, kQh = q5_1::qh;
     static constexpr bool kMin = true, kFive = true;
     static constexpr int32_t kOffset = 0;
-    static __m256i uints(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + kQs), high_bits32(b + kQh, 0x10)); }
+    MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + kQs), high_bits32(b + kQh, 0x10)); }
 };
 // Q8_0 made unsigned (+128), for unsigned-by-signed dot instructions.
 struct Q8_0Dec {
     static constexpr size_t kBytes = q8_0::bytes, kD = q8_0::d;
     static constexpr bool kMin = false;
     static constexpr int32_t kOffset = 128;
-    static __m256i uints(const uint8_t *b) {
+    MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) {
         return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + q8_0::qs)),
                                 _mm256_set1_epi8(static_cast<char>(0x80)));
     }
@@ -210,15 +211,15 @@ struct Q8_0SignedDec {
     static constexpr size_t kBytes = q8_0::bytes, kD = q8_0::d;
     static constexpr bool kMin = false;
     static constexpr int32_t kOffset = 0;
-    static __m256i uints(const uint8_t *b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + q8_0::qs)); }
+    MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + q8_0::qs)); }
 };
 
 // 32 weights x 32 activations -> 8 int32 partial sums.
 struct DotMaddubs {  // unsigned weights (<= 31 after decoding)
-    static __m256i run(__m256i u, __m256i a) { return dot_u8_i8(u, a); }
+    MOE_ALWAYS_INLINE static __m256i run(__m256i u, __m256i a) { return dot_u8_i8(u, a); }
 };
 struct DotSigned {  // signed weights
-    static __m256i run(__m256i w, __m256i a) { return dot_i8_signed(w, a); }
+    MOE_ALWAYS_INLINE static __m256i run(__m256i w, __m256i a) { return dot_i8_signed(w, a); }
 };
 
 // A legacy decoder (LegacyRows' D) that dots each block separately and
@@ -228,19 +229,23 @@ struct PerBlock : B {
     static constexpr bool kArranged = false;
     struct Group {
         __m256i u[8];
+        __m256 dw, mw;
     };
-    static Group decode8(const uint8_t *w) {
+    MOE_ALWAYS_INLINE static Group decode8(const uint8_t *w) {
         Group g;
         for (int j = 0; j < 8; ++j) g.u[j] = B::uints(w + j * B::kBytes);
+        const __m256i fields = gather8_u32<B::kBytes>(w + B::kD);  // d | m << 16
+        g.dw = half8<false>(fields);
+        if constexpr (B::kMin) g.mw = half8<true>(fields);
         return g;
     }
-    static __m256i sums8(const Group &g, const uint8_t *a, size_t a_stride) {
+    MOE_ALWAYS_INLINE static __m256i sums8(const Group &g, const uint8_t *a, size_t a_stride) {
         __m256i s[8];
         for (int j = 0; j < 8; ++j)
             s[j] = Dot::run(g.u[j], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + j * a_stride)));
         return transpose_sum8(s);
     }
-    static int32_t sum1(const uint8_t *w, const uint8_t *a) {
+    MOE_ALWAYS_INLINE static int32_t sum1(const uint8_t *w, const uint8_t *a) {
         return hsum_i32(Dot::run(B::uints(w), _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a))));
     }
 };
@@ -250,8 +255,9 @@ struct PerBlock : B {
 // D provides: kBytes, kMins (Q4_K/Q5_K: term_k_min with 6-bit mins; Q6_K:
 // term_k), kArranged + arrange(qs, out) (256 activation quants reordered for
 // the decoder), Block decode(w, uint64_t &mins) (mins: the 8 six-bit mins as
-// bytes), __m256i sums(block, a_arranged, act_block) (int32 partial sums whose
-// total is sumi).
+// bytes), Partial sums(block, a_arranged, act_block) (int32 partial sums
+// whose total is sumi) and __m256i total8(const Partial *) (lane j = total of
+// partial j).
 struct KPrep {
     const uint8_t *act;       // Q8_K blocks as given
     const uint8_t *arranged;  // D's order of the quants (or act)
@@ -288,7 +294,7 @@ struct KRows {
     }
 
     // sum_s m_s * bpair_s for 8 super-blocks (mins as bytes, 8 per block).
-    static __m256i min_sums8(const uint64_t *mins, const int16_t *bpair) {
+    MOE_ALWAYS_INLINE static __m256i min_sums8(const uint64_t *mins, const int16_t *bpair) {
         __m256i m[4];
         for (int i = 0; i < 4; ++i) {
             const __m256i mw = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(mins + 2 * i)));
@@ -305,11 +311,11 @@ struct KRows {
         for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b += 8, w += 8 * D::kBytes) {
             const int cnt = nb - b < 8 ? static_cast<int>(nb - b) : 8;
-            __m256i s[T][8];
+            typename D::Partial s[T][8];
             alignas(64) uint64_t mins[8] = {0, 0, 0, 0, 0, 0, 0, 0};
             for (int j = 0; j < 8; ++j) {
                 if (j >= cnt) {
-                    for (int t = 0; t < T; ++t) s[t][j] = _mm256_setzero_si256();
+                    for (int t = 0; t < T; ++t) s[t][j] = typename D::Partial{};
                     continue;
                 }
                 const typename D::Block blk = D::decode(w + j * D::kBytes, mins[j]);
@@ -318,7 +324,7 @@ struct KRows {
                                       p[t].act + q8_k::bytes * (b + j));
             }
             for (int t = 0; t < T; ++t) {
-                const __m256i sumi = transpose_sum8(s[t]);
+                const __m256i sumi = D::total8(s[t]);
                 const __m256i summ = D::kMins ? min_sums8(mins, p[t].bpair + 8 * b) : _mm256_setzero_si256();
                 const __m256 da = _mm256_loadu_ps(p[t].d + b);
                 if (cnt == 8) {
@@ -342,13 +348,13 @@ struct KRows {
         }
     }
 
-    static float term1(const uint8_t *w, int32_t sumi, int32_t summ, float da) {
+    MOE_ALWAYS_INLINE static float term1(const uint8_t *w, int32_t sumi, int32_t summ, float da) {
         if constexpr (D::kMins) return term_k_min(sumi, summ, load_half(w + q4_k::d), load_half(w + q4_k::dmin), da);
         else return term_k(sumi, load_half(w + q6_k::d), da);
     }
 
     // The terms of 8 full super-blocks (same operations as term_k_min / term_k).
-    static __m256 terms8(const uint8_t *w, __m256i sumi, __m256i summ, __m256 da) {
+    MOE_ALWAYS_INLINE static __m256 terms8(const uint8_t *w, __m256i sumi, __m256i summ, __m256 da) {
         if constexpr (D::kMins) {
             const __m256i fields = gather8_u32<D::kBytes>(w + q4_k::d);  // d | dmin << 16
             const __m256 t1 = _mm256_mul_ps(_mm256_mul_ps(half8<false>(fields), da), _mm256_cvtepi32_ps(sumi));

@@ -1,10 +1,10 @@
-// Activation conversion. One definition for every ISA (activation rows are
-// converted once per matvec, so this is never the bottleneck), which keeps the
-// quantised activations identical whatever kernels run afterwards.
+// Activation conversion: the scalar definitions, and dispatch to the SIMD
+// versions (quantize_act_avx2.cpp), which produce the same bytes.
 #include <cmath>
 
 #include "common/error.hpp"
 #include "kernels/blocks.hpp"
+#include "kernels/dispatch.hpp"
 #include "kernels/kernels.hpp"
 
 namespace moe::kernels {
@@ -114,6 +114,7 @@ void quantize_act(GgmlType weight, const float *x, void *dst, int64_t n, bool ex
         fail(Status::invalid_argument, "quantize_act: %lld elements is not a multiple of the %s block size",
              static_cast<long long>(n), type_traits(weight).name);
     uint8_t *out = static_cast<uint8_t *>(dst);
+    const detail::ActKernels &simd = detail::kernel_table(active_isa()).act;
     switch (at) {
     case GgmlType::F32: std::memcpy(dst, x, static_cast<size_t>(n) * 4); return;
     case GgmlType::F16:
@@ -128,9 +129,9 @@ void quantize_act(GgmlType weight, const float *x, void *dst, int64_t n, bool ex
             std::memcpy(out + 2 * i, &h, 2);
         }
         return;
-    case GgmlType::Q8_0: quantize_q8_0(x, out, n); return;
-    case GgmlType::Q8_1: quantize_q8_1(x, out, n); return;
-    case GgmlType::Q8_K: quantize_q8_k(x, out, n); return;
+    case GgmlType::Q8_0: (simd.q8_0 ? simd.q8_0 : quantize_q8_0)(x, out, n); return;
+    case GgmlType::Q8_1: (simd.q8_1 ? simd.q8_1 : quantize_q8_1)(x, out, n); return;
+    case GgmlType::Q8_K: (simd.q8_k ? simd.q8_k : quantize_q8_k)(x, out, n); return;
     default: break;
     }
     fail(Status::internal, "quantize_act: unexpected activation type %u", static_cast<unsigned>(at));

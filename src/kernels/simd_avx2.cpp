@@ -9,7 +9,7 @@
 namespace moe::kernels::detail {
 namespace {
 
-inline __m256i load256(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
+MOE_ALWAYS_INLINE __m256i load256(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
 
 // Q4_K / Q5_K: v[2k] = sub-block 2k (low nibbles of quant bytes 32k..32k+31),
 // v[2k+1] = sub-block 2k+1 (high nibbles).
@@ -18,12 +18,14 @@ struct Q45K {
     static constexpr size_t kBytes = kFive ? q5_k::bytes : q4_k::bytes;
     static constexpr size_t kQs = kFive ? q5_k::qs : q4_k::qs;
     static constexpr bool kMins = true, kArranged = false;
+    using Partial = __m256i;
+    MOE_ALWAYS_INLINE static __m256i total8(const __m256i *x) { return transpose_sum8(x); }
     struct Block {
         __m256i v[8];
         __m256i sc[8];  // int16 scale of sub-block s in every lane
     };
 
-    static Block decode(const uint8_t *w, uint64_t &mins) {
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins) {
         uint64_t scales;
         k_scales_u64(w + q4_k::scales, scales, mins);
         const __m128i s16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(scales)));
@@ -47,7 +49,7 @@ struct Q45K {
         return k;
     }
 
-    static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
+    MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
         __m256i sum = _mm256_setzero_si256();
         for (int s = 0; s < 8; ++s)
             sum = _mm256_add_epi32(
@@ -60,13 +62,15 @@ struct Q45K {
 struct Q6K {
     static constexpr size_t kBytes = q6_k::bytes;
     static constexpr bool kMins = false, kArranged = false;
+    using Partial = __m256i;
+    MOE_ALWAYS_INLINE static __m256i total8(const __m256i *x) { return transpose_sum8(x); }
     struct Block {
         __m256i v[8];
         __m256i sc[8];
         __m256i corr;  // int16: -32 * scale of group g
     };
 
-    static Block decode(const uint8_t *w, uint64_t &mins) {
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins) {
         mins = 0;
         const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x30);
         const int8_t *scales = reinterpret_cast<const int8_t *>(w + q6_k::scales);
@@ -88,7 +92,7 @@ struct Q6K {
         return k;
     }
 
-    static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
+    MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
         __m256i sum = _mm256_madd_epi16(load256(act + q8_k::bsums), k.corr);
         for (int i = 0; i < 8; ++i)
             sum = _mm256_add_epi32(

@@ -10,18 +10,22 @@
 
 #include "kernels/blocks.hpp"
 
+// Hot helpers must be inlined into the row loops (a call would pass vectors
+// through memory).
+#define MOE_ALWAYS_INLINE inline __attribute__((always_inline))
+
 namespace moe::kernels::detail::avx2 {
 namespace {
 
 // 16 bytes of nibbles -> 32 bytes: low nibbles of bytes 0..15, then high nibbles.
-inline __m256i nibbles32(const uint8_t *p) {
+MOE_ALWAYS_INLINE __m256i nibbles32(const uint8_t *p) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
     const __m256i both = _mm256_setr_m128i(q, _mm_srli_epi16(q, 4));
     return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
 // Bit j of the little-endian 32-bit word at p -> byte j set to `value` (or 0).
-inline __m256i high_bits32(const uint8_t *p, char value) {
+MOE_ALWAYS_INLINE __m256i high_bits32(const uint8_t *p, char value) {
     uint32_t bits;
     std::memcpy(&bits, p, 4);
     // Byte j takes word byte j/8, then tests bit j%8.
@@ -34,15 +38,15 @@ inline __m256i high_bits32(const uint8_t *p, char value) {
 }
 
 // 32 unsigned (<= 127 after pairing) x 32 signed bytes -> 8 int32 partial sums.
-inline __m256i dot_u8_i8(__m256i u, __m256i s) {
+MOE_ALWAYS_INLINE __m256i dot_u8_i8(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 // 32 signed x 32 signed bytes (b never -128) -> 8 int32 partial sums.
-inline __m256i dot_i8_signed(__m256i w, __m256i a) {
+MOE_ALWAYS_INLINE __m256i dot_i8_signed(__m256i w, __m256i a) {
     return dot_u8_i8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
 }
 
-inline int32_t hsum_i32(__m256i v) {
+MOE_ALWAYS_INLINE int32_t hsum_i32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
@@ -50,16 +54,16 @@ inline int32_t hsum_i32(__m256i v) {
 }
 
 // Eight vectors of partial sums -> one vector whose lane j is the total of s[j].
-inline __m256i transpose_sum8(const __m256i *s) {
+MOE_ALWAYS_INLINE __m256i transpose_sum8(const __m256i *s) {
     const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
     const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-inline __m256 load8_f16(const uint8_t *p) {
+MOE_ALWAYS_INLINE __m256 load8_f16(const uint8_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
 }
-inline __m256 load8_bf16(const uint8_t *p) {
+MOE_ALWAYS_INLINE __m256 load8_bf16(const uint8_t *p) {
     const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
@@ -67,7 +71,7 @@ inline __m256 load8_bf16(const uint8_t *p) {
 // The 8 six-bit scales (sc) and mins (mn) of a Q4_K/Q5_K super-block as
 // bytes of a 64-bit word each (same values as k_scale_min), without going
 // through memory.
-inline void k_scales_u64(const uint8_t *q, uint64_t &sc, uint64_t &mn) {
+MOE_ALWAYS_INLINE void k_scales_u64(const uint8_t *q, uint64_t &sc, uint64_t &mn) {
     uint64_t u;
     uint32_t w2;
     std::memcpy(&u, q, 8);
@@ -84,7 +88,7 @@ template <FloatKind K>
 constexpr size_t kElemBytes = K == FloatKind::f32 ? 4 : 2;
 
 template <FloatKind K>
-inline __m256 load8(const uint8_t *p) {
+MOE_ALWAYS_INLINE __m256 load8(const uint8_t *p) {
     if constexpr (K == FloatKind::f32) return _mm256_loadu_ps(reinterpret_cast<const float *>(p));
     else if constexpr (K == FloatKind::f16) return load8_f16(p);
     else return load8_bf16(p);
@@ -93,7 +97,7 @@ inline __m256 load8(const uint8_t *p) {
 // Finishes a float dot: elements [i, n) go to lane (index % 32) with a fused
 // multiply-add, then the canonical 32-lane reduction.
 template <FloatKind K>
-inline float finish_float_lanes(float *lanes, int64_t i, int64_t n, const uint8_t *w, const uint8_t *a) {
+MOE_ALWAYS_INLINE float finish_float_lanes(float *lanes, int64_t i, int64_t n, const uint8_t *w, const uint8_t *a) {
     for (; i < n; ++i) {
         float wv, av;
         if constexpr (K == FloatKind::f32) {

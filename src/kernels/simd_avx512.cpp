@@ -18,6 +18,8 @@
 #endif
 #include <immintrin.h>
 
+#include <array>
+
 #include "kernels/dispatch.hpp"
 #include "kernels/quant_rows.hpp"
 
@@ -25,15 +27,29 @@ namespace moe::kernels::detail {
 namespace {
 
 struct DotVnni {
-    static __m256i run(__m256i u, __m256i a) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, a); }
+    MOE_ALWAYS_INLINE static __m256i run(__m256i u, __m256i a) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, a); }
 };
 
-inline __m512i load512(const uint8_t *p) { return _mm512_loadu_si512(p); }
-inline __m256i load256(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
-inline __m256i fold(__m512i v) { return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)); }
+MOE_ALWAYS_INLINE __m512i load512(const uint8_t *p) { return _mm512_loadu_si512(p); }
+MOE_ALWAYS_INLINE __m256i load256(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
+// Eight vectors of 16 int32 partial sums -> lane j = total of x[j].
+MOE_ALWAYS_INLINE __m256i total8(const __m512i *x) {
+    __m512i p[4];  // 128-bit lanes: partials of x[2i], x[2i+1], x[2i], x[2i+1]
+    for (int i = 0; i < 4; ++i)
+        p[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]),
+                                _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]));
+    __m512i q[2];  // 128-bit lanes: partials of x[4k] .. x[4k+3]
+    for (int k = 0; k < 2; ++k)
+        q[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(p[2 * k], p[2 * k + 1]),
+                                _mm512_unpackhi_epi64(p[2 * k], p[2 * k + 1]));
+    // 128-bit lanes 0, 1: partials of x[0..3]; 2, 3: of x[4..7].
+    const __m512i r = _mm512_add_epi32(_mm512_shuffle_i64x2(q[0], q[1], 0x88), _mm512_shuffle_i64x2(q[0], q[1], 0xDD));
+    const __m512i total = _mm512_add_epi32(_mm512_shuffle_i64x2(r, r, 0x08), _mm512_shuffle_i64x2(r, r, 0x0D));
+    return _mm512_castsi512_si256(total);
+}
 
 // Bytes 0..31 = lo, 32..63 = hi.
-inline __m512i halves8(char lo, char hi) {
+MOE_ALWAYS_INLINE __m512i halves8(char lo, char hi) {
     return _mm512_inserti64x4(_mm512_set1_epi8(lo), _mm256_set1_epi8(hi), 1);
 }
 
@@ -42,34 +58,76 @@ inline __m512i halves8(char lo, char hi) {
 template <typename B>
 struct Nibbles8 : B {
     static constexpr bool kArranged = true;
+    static constexpr size_t S = B::kBytes, kGroup = 8 * S;
+    // 64-bit lane L of the weight registers holds block kOrder[L] (blocks k
+    // and 4 + k share 128-bit lane k).
+    static constexpr int kOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+    // Blocks 4h..4h+3 lie in the 128 bytes from base(h) (inside the group).
+    static constexpr size_t base(int h) { return 4 * h * S < kGroup - 128 ? 4 * h * S : kGroup - 128; }
+    static constexpr int word(int h, size_t offset) { return static_cast<int>((offset - base(h)) / 2); }
+
+    // Word indices (into the two 64-byte loads of half h, 32 per half) of the
+    // quants: 128-bit lane k = the 16 quant bytes of block 4h + k.
+    static constexpr std::array<int16_t, 64> quant_index() {
+        std::array<int16_t, 64> idx{};
+        for (int h = 0; h < 2; ++h)
+            for (int k = 0; k < 4; ++k)
+                for (int i = 0; i < 8; ++i)
+                    idx[32 * h + 8 * k + i] = static_cast<int16_t>(word(h, (4 * h + k) * S + B::kQs + 2 * i));
+        return idx;
+    }
+    // Words 0..7: d of blocks 0..7; 8..15: m (kMin); 16..31: qh (kFive) of
+    // block kOrder[p] as the 32-bit word p. Entries of the other half are 0.
+    static constexpr std::array<int16_t, 64> field_index() {
+        std::array<int16_t, 64> idx{};
+        for (int h = 0; h < 2; ++h) {
+            int16_t *x = idx.data() + 32 * h;
+            for (int j = 4 * h; j < 4 * h + 4; ++j) {
+                x[j] = static_cast<int16_t>(word(h, j * S + B::kD));
+                if (B::kMin) x[8 + j] = static_cast<int16_t>(word(h, j * S + B::kD + 2));
+            }
+            if (B::kFive)
+                for (int p = 0; p < 8; ++p)
+                    if (kOrder[p] / 4 == h) {
+                        x[16 + 2 * p] = static_cast<int16_t>(word(h, kOrder[p] * S + B::kQh));
+                        x[17 + 2 * p] = static_cast<int16_t>(word(h, kOrder[p] * S + B::kQh + 2));
+                    }
+        }
+        return idx;
+    }
+    static constexpr std::array<int16_t, 64> kQuantIndex = quant_index(), kFieldIndex = field_index();
+    static constexpr __mmask32 kHalf1Fields = 0xF0u | (0xF0u << 8) | (0xCCCCCCCCu & 0xFFFF0000u);
+
     struct Group {
-        __m512i z[4];  // z[e]: lane j = weights 8e..8e+7 of block j
+        __m512i z[4];  // z[e]: 64-bit lane L = weights 8e..8e+7 of block kOrder[L]
+        __m256 dw, mw;
     };
 
-    // 16 bytes of four blocks, 2 * kBytes apart, as the four 128-bit lanes.
-    static __m512i lanes4(const uint8_t *p) {
-        constexpr size_t s = 2 * B::kBytes;
-        __m512i q = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
-        q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + s)), 1);
-        q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 2 * s)), 2);
-        return _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 3 * s)), 3);
-    }
-
-    static Group decode8(const uint8_t *w) {
-        const __m512i low4 = _mm512_set1_epi8(0x0F);
-        // Lane k of a: block 2k; of b: block 2k+1.
-        const __m512i a = lanes4(w + B::kQs), b = lanes4(w + B::kBytes + B::kQs);
-        const __m512i la = _mm512_and_si512(a, low4), lb = _mm512_and_si512(b, low4);
-        const __m512i ha = _mm512_and_si512(_mm512_srli_epi16(a, 4), low4);
-        const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
+    MOE_ALWAYS_INLINE static Group decode8(const uint8_t *w) {
+        const __m512i qidx[2] = {_mm512_loadu_si512(kQuantIndex.data()), _mm512_loadu_si512(kQuantIndex.data() + 32)};
+        const __m512i fidx[2] = {_mm512_loadu_si512(kFieldIndex.data()), _mm512_loadu_si512(kFieldIndex.data() + 32)};
+        const __m512i a0 = load512(w + base(0)), a1 = load512(w + base(0) + 64);
+        const __m512i b0 = load512(w + base(1)), b1 = load512(w + base(1) + 64);
+        const __m512i qa = _mm512_permutex2var_epi16(a0, qidx[0], a1);  // blocks 0..3
+        const __m512i qb = _mm512_permutex2var_epi16(b0, qidx[1], b1);  // blocks 4..7
+        const __m512i fields = _mm512_mask_blend_epi16(kHalf1Fields, _mm512_permutex2var_epi16(a0, fidx[0], a1),
+                                                       _mm512_permutex2var_epi16(b0, fidx[1], b1));
         Group g;
+        const __m512 dm = _mm512_cvtph_ps(_mm512_castsi512_si256(fields));
+        g.dw = _mm512_castps512_ps256(dm);
+        if constexpr (B::kMin) g.mw = _mm512_extractf32x8_ps(dm, 1);
+        const __m512i low4 = _mm512_set1_epi8(0x0F);
+        const __m512i la = _mm512_and_si512(qa, low4), lb = _mm512_and_si512(qb, low4);
+        const __m512i ha = _mm512_and_si512(_mm512_srli_epi16(qa, 4), low4);
+        const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(qb, 4), low4);
         g.z[0] = _mm512_unpacklo_epi64(la, lb);
         g.z[1] = _mm512_unpackhi_epi64(la, lb);
         g.z[2] = _mm512_unpacklo_epi64(ha, hb);
         g.z[3] = _mm512_unpackhi_epi64(ha, hb);
         if constexpr (B::kFive) {
-            // 64-bit lane j = qh of block j; byte e of it holds the fifth bits of z[e].
-            const __m512i qh = _mm512_cvtepu32_epi64(gather8_u32<B::kBytes>(w + B::kQh));
+            // 64-bit lane L = qh of block kOrder[L]; byte e of it holds the fifth bits of z[e].
+            const __m512i qh = _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(fields, 1));
             const __m512i bits = _mm512_set1_epi64(static_cast<long long>(0x8040201008040201ull));
             const __m512i bit4 = _mm512_set1_epi8(0x10);
             for (int e = 0; e < 4; ++e) {
@@ -82,20 +140,23 @@ struct Nibbles8 : B {
         return g;
     }
 
-    static __m256i sums8(const Group &g, const uint8_t *a, size_t) {
+    MOE_ALWAYS_INLINE static __m256i sums8(const Group &g, const uint8_t *a, size_t) {
         __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g.z[0], load512(a));
         acc = _mm512_dpbusd_epi32(acc, g.z[1], load512(a + 64));
         acc = _mm512_dpbusd_epi32(acc, g.z[2], load512(a + 128));
         acc = _mm512_dpbusd_epi32(acc, g.z[3], load512(a + 192));
-        return _mm512_cvtepi64_epi32(_mm512_add_epi64(acc, _mm512_srli_epi64(acc, 32)));
+        // Even 32-bit lane 2L: total of block kOrder[L]; back to block order.
+        const __m512i t = _mm512_add_epi32(acc, _mm512_srli_epi64(acc, 32));
+        const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+        return _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, t));
     }
 
-    static int32_t sum1(const uint8_t *w, const uint8_t *a) {
+    MOE_ALWAYS_INLINE static int32_t sum1(const uint8_t *w, const uint8_t *a) {
         return hsum_i32(DotVnni::run(B::uints(w), load256(a)));
     }
 
     static void arrange(const uint8_t *act, size_t blk_bytes, size_t qs, int64_t nb, uint8_t *out) {
-        arrange_qwords(act, blk_bytes, qs, nb, out);
+        arrange_qwords(act, blk_bytes, qs, nb, kOrder, out);
     }
 };
 
@@ -108,6 +169,8 @@ struct Q45K {
     static constexpr size_t kBytes = kFive ? q5_k::bytes : q4_k::bytes;
     static constexpr size_t kQs = kFive ? q5_k::qs : q4_k::qs;
     static constexpr bool kMins = true, kArranged = true;
+    using Partial = __m512i;
+    MOE_ALWAYS_INLINE static __m256i total8(const __m512i *x) { return moe::kernels::detail::total8(x); }
     struct Block {
         __m512i v[4];
         __m512i sc[4];  // int16 scale per lane of the vpmaddubsw result
@@ -118,10 +181,9 @@ struct Q45K {
         for (int i = 0; i < 8; ++i) std::memcpy(out + 32 * i, qs + 32 * kPiece[i], 32);
     }
 
-    static Block decode(const uint8_t *w, uint64_t &mins) {
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins) {
         uint64_t sc;
         k_scales_u64(w + q4_k::scales, sc, mins);
-        const __m512i sc16 = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
         const __m512i low4 = _mm512_set1_epi8(0x0F);
         const __m512i q0 = load512(w + kQs), q1 = load512(w + kQs + 64);
         Block k;
@@ -138,20 +200,24 @@ struct Q45K {
             for (int i = 0; i < 4; ++i)
                 k.v[i] = _mm512_mask_add_epi8(k.v[i], _mm512_test_epi8_mask(h, test[i]), k.v[i], bit4);
         }
-        static constexpr short kA[4] = {0, 1, 4, 5}, kB[4] = {2, 3, 6, 7};
+        // Sub-block scales (int16) in every 128-bit lane; register i takes
+        // scale kA[i] in lanes 0..15 and kB[i] in lanes 16..31.
+        const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+        static constexpr int kA[4] = {0, 1, 4, 5}, kB[4] = {2, 3, 6, 7};
         for (int i = 0; i < 4; ++i) {
-            const __m512i idx = _mm512_inserti64x4(_mm512_zextsi256_si512(_mm256_set1_epi16(kA[i])),
-                                                   _mm256_set1_epi16(kB[i]), 1);
-            k.sc[i] = _mm512_permutexvar_epi16(idx, sc16);
+            const short a = static_cast<short>((2 * kA[i] + 1) << 8 | 2 * kA[i]);
+            const short b = static_cast<short>((2 * kB[i] + 1) << 8 | 2 * kB[i]);
+            const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16(a), _mm256_set1_epi16(b), 1);
+            k.sc[i] = _mm512_shuffle_epi8(sc16, pick);
         }
         return k;
     }
 
-    static __m256i sums(const Block &k, const uint8_t *a, const uint8_t *) {
+    MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *a, const uint8_t *) {
         __m512i acc = _mm512_setzero_si512();
         for (int i = 0; i < 4; ++i)
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(k.v[i], load512(a + 64 * i)), k.sc[i]);
-        return fold(acc);
+        return acc;
     }
 };
 
@@ -159,13 +225,15 @@ struct Q45K {
 struct Q6K {
     static constexpr size_t kBytes = q6_k::bytes;
     static constexpr bool kMins = false, kArranged = false;
+    using Partial = __m512i;
+    MOE_ALWAYS_INLINE static __m256i total8(const __m512i *x) { return moe::kernels::detail::total8(x); }
     struct Block {
         __m512i v[4];
         __m512i sc[4];
         __m512i corr;  // int16 lanes 0..15: -32 * scale of group g
     };
 
-    static Block decode(const uint8_t *w, uint64_t &mins) {
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins) {
         mins = 0;
         const __m512i low4 = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x30);
         Block k;
@@ -195,12 +263,12 @@ struct Q6K {
         return k;
     }
 
-    static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
+    MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *act, const uint8_t *) {
         __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(load256(act + q8_k::bsums)),
                                           k.corr);
         for (int i = 0; i < 4; ++i)
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(k.v[i], load512(act + q8_k::qs + 64 * i)), k.sc[i]);
-        return fold(acc);
+        return acc;
     }
 };
 
