@@ -1,0 +1,121 @@
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "tokenizer/regex_split.hpp"
+
+#include <pcre2.h>
+
+#include "common/error.hpp"
+#include "tokenizer/utf8.hpp"
+
+namespace moe::tok {
+namespace {
+
+std::string pcre2_message(int code) {
+    PCRE2_UCHAR buf[256];
+    if (pcre2_get_error_message(code, buf, sizeof buf) < 0) return format("PCRE2 error %d", code);
+    return reinterpret_cast<const char *>(buf);
+}
+
+// Per-thread match state: one match block and a JIT stack large enough for
+// long runs of whitespace or letters, reused by every call on the thread.
+class MatchState {
+public:
+    MatchState() {
+        data_ = pcre2_match_data_create(1, nullptr);
+        context_ = pcre2_match_context_create(nullptr);
+        jit_stack_ = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
+        if (!data_ || !context_) throw std::bad_alloc();
+        if (jit_stack_) pcre2_jit_stack_assign(context_, nullptr, jit_stack_);
+    }
+    ~MatchState() {
+        pcre2_match_data_free(data_);
+        pcre2_match_context_free(context_);
+        if (jit_stack_) pcre2_jit_stack_free(jit_stack_);
+    }
+    MatchState(const MatchState &) = delete;
+    MatchState &operator=(const MatchState &) = delete;
+    pcre2_match_data *data() const { return data_; }
+    pcre2_match_context *context() const { return context_; }
+
+private:
+    pcre2_match_data *data_ = nullptr;
+    pcre2_match_context *context_ = nullptr;
+    pcre2_jit_stack *jit_stack_ = nullptr;
+};
+
+MatchState &match_state() {
+    thread_local MatchState state;
+    return state;
+}
+
+}  // namespace
+
+struct RegexSplitter::Compiled {
+    pcre2_code *code = nullptr;
+    std::string pattern;
+    ~Compiled() { pcre2_code_free(code); }
+};
+
+RegexSplitter::RegexSplitter(const std::vector<std::string> &patterns) {
+    for (const std::string &p : patterns) {
+        auto c = std::make_unique<Compiled>();
+        c->pattern = p;
+        int err = 0;
+        PCRE2_SIZE err_offset = 0;
+        c->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),
+                                PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &err, &err_offset, nullptr);
+        if (!c->code)
+            fail(Status::internal, "pre-tokenizer expression '%s' does not compile at offset %zu: %s", p.c_str(),
+                 size_t(err_offset), pcre2_message(err).c_str());
+        (void)pcre2_jit_compile(c->code, PCRE2_JIT_COMPLETE);  // the interpreter serves when JIT is unavailable
+        compiled_.push_back(std::move(c));
+    }
+}
+
+RegexSplitter::~RegexSplitter() = default;
+
+void RegexSplitter::split(std::string_view text, Piece range, std::vector<Piece> &out,
+                          SplitScratch &scratch) const {
+    if (compiled_.empty()) {
+        if (range.end > range.begin) out.push_back(range);
+        return;
+    }
+    // Ping-pong between two lists; the last pass writes straight into `out`.
+    std::vector<Piece> &current = scratch.current, &next = scratch.next;
+    current.clear();
+    current.push_back(range);
+    for (size_t r = 0; r < compiled_.size(); ++r) {
+        const bool last = r + 1 == compiled_.size();
+        std::vector<Piece> &dst = last ? out : next;
+        if (!last) dst.clear();
+        for (const Piece &p : current) split_one(*compiled_[r], text, p, dst);
+        if (!last) current.swap(next);
+    }
+}
+
+void RegexSplitter::split_one(const Compiled &re, std::string_view text, Piece range, std::vector<Piece> &out) const {
+    MatchState &ms = match_state();
+    // The subject is the piece alone, so lookarounds and $ stop at its edges.
+    const auto *subject = reinterpret_cast<PCRE2_SPTR>(text.data() + range.begin);
+    const size_t length = range.end - range.begin;
+    size_t pos = 0, gap_start = 0;
+    while (pos < length) {
+        const int rc = pcre2_match(re.code, subject, length, pos, PCRE2_NO_UTF_CHECK, ms.data(), ms.context());
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0)
+            fail(Status::internal, "pre-tokenizer expression '%s' failed on a %zu-byte piece: %s", re.pattern.c_str(),
+                 length, pcre2_message(rc).c_str());
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(ms.data());
+        const size_t m_begin = ov[0], m_end = ov[1];
+        if (m_end <= m_begin) {  // an empty match splits nothing: step over one character
+            if (m_begin >= length) break;
+            pos = m_begin + utf8_char_len(static_cast<uint8_t>(text[range.begin + m_begin]));
+            continue;
+        }
+        if (m_begin > gap_start) out.push_back({range.begin + gap_start, range.begin + m_begin});
+        out.push_back({range.begin + m_begin, range.begin + m_end});
+        pos = gap_start = m_end;
+    }
+    if (length > gap_start) out.push_back({range.begin + gap_start, range.end});
+}
+
+}  // namespace moe::tok

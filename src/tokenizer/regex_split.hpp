@@ -1,0 +1,45 @@
+// Pre-tokenization by regular expressions (PCRE2, UTF-8 with Unicode
+// properties, JIT-compiled where available). The expressions are applied in
+// sequence: each one re-splits every piece produced so far, and both its
+// matches and the unmatched gaps between them become pieces. Lookarounds and
+// anchors see only the piece being split.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moe::tok {
+
+// A byte range of the text being split.
+struct Piece {
+    size_t begin = 0;
+    size_t end = 0;
+};
+
+// Buffers reused across calls.
+struct SplitScratch {
+    std::vector<Piece> current, next;
+};
+
+class RegexSplitter {
+public:
+    // Throws internal when an expression does not compile (they are built in).
+    explicit RegexSplitter(const std::vector<std::string> &patterns);
+    ~RegexSplitter();
+    RegexSplitter(const RegexSplitter &) = delete;
+    RegexSplitter &operator=(const RegexSplitter &) = delete;
+
+    // Splits text[range] into pieces, appended to out. The text must be valid
+    // UTF-8 and the range must start and end on character boundaries.
+    void split(std::string_view text, Piece range, std::vector<Piece> &out, SplitScratch &scratch) const;
+
+private:
+    struct Compiled;
+    void split_one(const Compiled &re, std::string_view text, Piece range, std::vector<Piece> &out) const;
+    std::vector<std::unique_ptr<Compiled>> compiled_;
+};
+
+}  // namespace moe::tok
