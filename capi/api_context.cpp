@@ -86,6 +86,7 @@ MOESTREAM_API int moestream_open(const moestream_params *params, moestream_conte
         auto handle = std::make_unique<moestream_context>();
         handle->log = log;
         handle->ctx = std::make_unique<moe::Context>(to_context_params(*params));
+        moe::capi::attach_tokenizer(*handle);
         log_opened(*handle->ctx, log, params->model_path);
         *out = handle.release();
     });

@@ -4,19 +4,30 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "runtime/context.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 struct moestream_context {
     std::unique_ptr<moe::Context> ctx;
     moe::Log log;  // the caller's moestream_params.log_fn
     // Set while a call is inside the context; a second thread finds it set and gets BUSY.
     std::atomic<bool> busy{false};
+    // Built at open from the model's tokenizer metadata; when absent or
+    // unusable, the tokenizer calls fail with tokenizer_status / tokenizer_error.
+    std::unique_ptr<const moe::tok::Tokenizer> tokenizer;
+    moe::Status tokenizer_status = moe::Status::unsupported;
+    std::string tokenizer_error;
 };
 
 namespace moe::capi {
+
+// Builds handle.tokenizer from the open model (api_tokenizer.cpp); never throws
+// for tokenizer problems, which are recorded and reported by the tokenizer calls.
+void attach_tokenizer(moestream_context &handle);
 
 // Claims a context for the duration of one call; throws busy when another
 // thread holds it and invalid_argument on NULL.

@@ -1,5 +1,5 @@
-// moestream perplexity: token ids from a file, split into chunks of --ctx
-// tokens; within each chunk every token after the first is predicted from the
+// moestream perplexity: a text file tokenized with the model's tokenizer (-f)
+// or token ids from a file (--tokens), split into chunks of --ctx tokens; within each chunk every token after the first is predicted from the
 // ones before it (one token per step) and scored.
 #include <cmath>
 #include <algorithm>
@@ -7,42 +7,52 @@
 #include <stdexcept>
 #include <vector>
 
+#include "cli_tokens.hpp"
 #include "model_options.hpp"
 
 namespace cli {
 
 int cmd_perplexity(const Args &args) {
     ModelOptions opt;
-    std::string token_file;
+    std::string token_file, text_file;
     try {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string &a = args[i];
             if (a == "--help" || a == "-h") {
-                std::fprintf(stderr, "usage: moestream perplexity -m MODEL --tokens FILE [--ctx N] [model options]\n");
+                std::fprintf(stderr, "usage: moestream perplexity -m MODEL (-f TEXT_FILE | --tokens FILE) [--ctx N] [model options]\n");
                 return 0;
             }
             if (parse_model_option(args, i, opt)) continue;
             if (a == "--tokens") token_file = option_value(args, i);
+            else if (a == "-f" || a == "--file") text_file = option_value(args, i);
             else throw std::runtime_error("unknown option '" + a + "'");
         }
-        if (opt.model_path.empty() || token_file.empty()) throw std::runtime_error("-m and --tokens are required");
+        if (opt.model_path.empty() || token_file.empty() == text_file.empty())
+            throw std::runtime_error("-m and one of -f / --tokens are required");
     } catch (const std::exception &e) {
         std::fprintf(stderr, "moestream perplexity: %s\n", e.what());
         return 2;
     }
     std::vector<int32_t> tokens;
+    std::string text;
     try {
-        tokens = read_token_file(token_file);
+        if (!token_file.empty()) tokens = read_token_file(token_file);
+        else text = read_text_file(text_file);
     } catch (const std::exception &e) {
         std::fprintf(stderr, "moestream perplexity: %s\n", e.what());
         return 1;
     }
-    if (tokens.size() < 2) {
-        std::fprintf(stderr, "moestream perplexity: need at least 2 tokens\n");
-        return 1;
-    }
     moestream_context *ctx = open_model(opt);
     if (!ctx) return 1;
+    if (!text_file.empty() && !tokenize_text(ctx, text, true, false, tokens, "perplexity")) {
+        moestream_close(ctx);
+        return 1;
+    }
+    if (tokens.size() < 2) {
+        std::fprintf(stderr, "moestream perplexity: need at least 2 tokens\n");
+        moestream_close(ctx);
+        return 1;
+    }
     const size_t n_ctx = size_t(moestream_n_ctx(ctx));
     std::vector<float> logits(size_t(moestream_n_vocab(ctx)));
     double nll = 0.0;

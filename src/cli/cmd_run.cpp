@@ -1,10 +1,13 @@
-// moestream run: greedy generation from token ids; prints the generated ids
-// and the prompt / generation speed.
+// moestream run: greedy generation from a text prompt (-p, tokenized with the
+// model's tokenizer; prints the generated text and stops at end of sequence)
+// or from token ids (--tokens; prints the generated ids), then the prompt /
+// generation speed.
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
 #include <vector>
 
+#include "cli_tokens.hpp"
 #include "model_options.hpp"
 
 namespace cli {
@@ -26,20 +29,24 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 int cmd_run(const Args &args) {
     ModelOptions opt;
     std::vector<int32_t> prompt;
+    std::string prompt_text;
+    bool text_mode = false;
     int64_t n_gen = 32;
     try {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string &a = args[i];
             if (a == "--help" || a == "-h") {
-                std::fprintf(stderr, "usage: moestream run -m MODEL --tokens 1,2,3 [-n 32] [model options]\n");
+                std::fprintf(stderr, "usage: moestream run -m MODEL (-p TEXT | --tokens 1,2,3) [-n 32] [model options]\n");
                 return 0;
             }
             if (parse_model_option(args, i, opt)) continue;
             if (a == "--tokens") prompt = parse_token_list(option_value(args, i));
+            else if (a == "-p" || a == "--prompt") prompt_text = option_value(args, i), text_mode = true;
             else if (a == "-n" || a == "--n-predict") n_gen = int_option(option_value(args, i), "token count");
             else throw std::runtime_error("unknown option '" + a + "'");
         }
-        if (opt.model_path.empty() || prompt.empty()) throw std::runtime_error("-m and --tokens are required");
+        if (opt.model_path.empty() || prompt.empty() == !text_mode)
+            throw std::runtime_error("-m and one of -p / --tokens are required");
         if (n_gen < 0) throw std::runtime_error("-n must not be negative");
     } catch (const std::exception &e) {
         std::fprintf(stderr, "moestream run: %s\n", e.what());
@@ -47,6 +54,17 @@ int cmd_run(const Args &args) {
     }
     moestream_context *ctx = open_model(opt);
     if (!ctx) return 1;
+    if (text_mode && !tokenize_text(ctx, prompt_text, true, true, prompt, "run")) {
+        moestream_close(ctx);
+        return 1;
+    }
+    if (prompt.empty()) {
+        std::fprintf(stderr, "moestream run: the prompt has no tokens\n");
+        moestream_close(ctx);
+        return 1;
+    }
+    const int32_t eos = text_mode ? moestream_token_eos(ctx) : -1;
+    std::string piece;
     std::vector<float> logits(size_t(moestream_n_vocab(ctx)));
     auto t0 = std::chrono::steady_clock::now();
     int st = moestream_step(ctx, prompt.data(), int32_t(prompt.size()), logits.data());
@@ -60,7 +78,16 @@ int cmd_run(const Args &args) {
     int64_t generated = 0;
     for (; generated < n_gen; ++generated) {
         int32_t next = argmax(logits);
-        std::printf("%d%s", next, generated + 1 < n_gen ? " " : "");
+        if (text_mode) {
+            if (next == eos) break;
+            if (!token_piece(ctx, next, piece, "run")) {
+                moestream_close(ctx);
+                return 1;
+            }
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
+        } else {
+            std::printf("%d%s", next, generated + 1 < n_gen ? " " : "");
+        }
         std::fflush(stdout);
         if (generated + 1 == n_gen) {
             ++generated;

@@ -12,6 +12,7 @@ int cmd_logits(const Args &args);
 int cmd_perplexity(const Args &args);
 int cmd_run(const Args &args);
 int cmd_pack(const Args &args);
+int cmd_tokenize(const Args &args);
 
 const std::vector<Command> &commands() {
     static const std::vector<Command> list = {
@@ -23,8 +24,9 @@ const std::vector<Command> &commands() {
         {"bench", "measure decode/prefill speed, bytes read, hit rate and peak RSS (--sweep, --disk)", cmd_bench},
         {"trace", "synthesise, inspect, replay and record expert routing traces", cmd_trace},
         {"logits", "write the logits of a token sequence (raw float32)", cmd_logits},
-        {"perplexity", "perplexity of a token id file", cmd_perplexity},
-        {"run", "greedy generation from token ids", cmd_run},
+        {"perplexity", "perplexity of a text file (-f) or a token id file (--tokens)", cmd_perplexity},
+        {"run", "greedy generation from a prompt (-p) or token ids", cmd_run},
+        {"tokenize", "print the token ids of a text", cmd_tokenize},
     };
     return list;
 }

@@ -1,0 +1,63 @@
+// moestream tokenize: prints the token ids of a text (and, with --pieces,
+// each token's text) using the model's tokenizer.
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cli_tokens.hpp"
+#include "model_options.hpp"
+
+namespace cli {
+
+int cmd_tokenize(const Args &args) {
+    ModelOptions opt;
+    std::string text;
+    bool have_text = false, add_special = true, parse_special = true, pieces = false;
+    try {
+        for (size_t i = 0; i < args.size(); ++i) {
+            const std::string &a = args[i];
+            if (a == "--help" || a == "-h") {
+                std::fprintf(stderr,
+                             "usage: moestream tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--no-parse-special] "
+                             "[--pieces]\n");
+                return 0;
+            }
+            if (parse_model_option(args, i, opt)) continue;
+            if (a == "-p" || a == "--prompt") text = option_value(args, i), have_text = true;
+            else if (a == "-f" || a == "--file") text = read_text_file(option_value(args, i)), have_text = true;
+            else if (a == "--no-bos") add_special = false;
+            else if (a == "--no-parse-special") parse_special = false;
+            else if (a == "--pieces") pieces = true;
+            else throw std::runtime_error("unknown option '" + a + "'");
+        }
+        if (opt.model_path.empty() || !have_text) throw std::runtime_error("-m and -p (or -f) are required");
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "moestream tokenize: %s\n", e.what());
+        return 2;
+    }
+    moestream_context *ctx = open_model(opt);
+    if (!ctx) return 1;
+    std::vector<int32_t> ids;
+    if (!tokenize_text(ctx, text, add_special, parse_special, ids, "tokenize")) {
+        moestream_close(ctx);
+        return 1;
+    }
+    std::string piece;
+    for (size_t i = 0; i < ids.size(); ++i) {
+        if (pieces) {
+            if (!token_piece(ctx, ids[i], piece, "tokenize")) {
+                moestream_close(ctx);
+                return 1;
+            }
+            std::printf("%d\t'%s'\n", ids[i], piece.c_str());
+        } else {
+            std::printf("%s%d", i ? " " : "", ids[i]);
+        }
+    }
+    if (!pieces) std::printf("\n");
+    moestream_close(ctx);
+    return 0;
+}
+
+}  // namespace cli

@@ -1,0 +1,149 @@
+"""Tokenizer through the C API and the Python binding: round trips on a
+synthetic byte-level vocabulary, special tokens, errors, reference vectors on
+models carrying the shared reference vocabularies (skipped without them), and
+the CLI commands that take text."""
+import os
+import subprocess
+
+import pytest
+
+import moestream
+from moestream import _ffi
+from moestream import Status
+
+ROUND_TRIP = [
+    "",
+    "the quick brown fox",
+    "  leading, trailing  ",
+    "tabs\tnew\nlines\r\n\n",
+    "numbers 1234567 and 3.14",
+    "it's we'll they're \"quoted\" (parens) [x] {y}",
+    "ünïcödé 日本語 한국어 текст 🦙🚀",
+    "<|endoftext|> in the middle <|endoftext|>",
+]
+
+
+@pytest.fixture(scope="module")
+def lib():
+    if not os.environ.get("MOESTREAM_LIB"):
+        pytest.skip("MOESTREAM_LIB not set (run through ctest)")
+    return _ffi.lib()
+
+
+def _model(dirpath, name, tokenizer, n_vocab=512):
+    from tools.make_model import ModelSpec, make_model
+    spec = ModelSpec(arch="qwen3moe", n_embd=64, n_layer=1, n_head=2, n_head_kv=1, n_expert=4, n_expert_used=2,
+                     n_ff_expert=32, n_vocab=n_vocab, n_ctx=64, quant_mix="q8_0", seed=1, tokenizer=tokenizer)
+    path = dirpath / name
+    make_model(path, spec)
+    return path
+
+
+@pytest.fixture(scope="module")
+def models(lib, tmp_path_factory):
+    d = tmp_path_factory.mktemp("tokenizer")
+    return {"synthetic": _model(d, "synthetic.gguf", "synthetic"), "none": _model(d, "none.gguf", "none")}
+
+
+@pytest.fixture(scope="module")
+def ctx(models):
+    c = moestream.Context(models["synthetic"], n_threads=1, n_ctx=64, profile_path="")
+    yield c
+    c.close()
+
+
+@pytest.mark.parametrize("text", ROUND_TRIP)
+def test_round_trip(ctx, text):
+    for parse_special in (False, True):
+        tokens = ctx.tokenize(text, add_special=False, parse_special=parse_special)
+        assert all(0 <= t < ctx.n_vocab for t in tokens)
+        assert ctx.detokenize(tokens) == text
+
+
+def test_merges_shorten_known_words(ctx):
+    text = "the quick brown fox jumps over the lazy dog"
+    assert len(ctx.tokenize(text, add_special=False)) < len(text) // 2
+
+
+def test_special_tokens_and_ids(ctx):
+    eot = ctx.n_vocab - 1
+    assert ctx.bos_token == eot and ctx.eos_token == eot
+    assert ctx.tokenize("<|endoftext|>", add_special=False, parse_special=True) == [eot]
+    assert eot not in ctx.tokenize("<|endoftext|>", add_special=False, parse_special=False)
+    # add_bos_token is false in this vocabulary.
+    assert ctx.tokenize("x", add_special=True) == ctx.tokenize("x", add_special=False)
+    assert ctx.token_to_piece(eot) == b"<|endoftext|>"
+
+
+def test_errors(lib, ctx):
+    with pytest.raises(moestream.Error) as e:
+        ctx.tokenize(b"bad \xff utf-8", add_special=False)
+    assert e.value.status == Status.INVALID_ARGUMENT and "UTF-8" in str(e.value)
+    for bad in (-1, ctx.n_vocab):
+        with pytest.raises(moestream.Error) as e:
+            ctx.token_to_piece(bad)
+        assert e.value.status == Status.INVALID_ARGUMENT
+
+
+def test_small_capacity_reports_the_count(lib, ctx):
+    import ctypes
+    text = b"the quick brown fox"
+    need = len(ctx.tokenize(text, add_special=False))
+    buf = (ctypes.c_int32 * 2)()
+    n = ctypes.c_size_t(0)
+    status = lib.raw("moestream_tokenize")(ctx._h(), text, len(text), 0, 0, buf, 2, ctypes.byref(n))
+    assert status == Status.INVALID_ARGUMENT and n.value == need
+    status = lib.raw("moestream_tokenize")(ctx._h(), text, len(text), 0, 0, None, 0, ctypes.byref(n))
+    assert status == Status.INVALID_ARGUMENT and n.value == need
+
+
+def test_model_without_tokenizer_is_unsupported(models):
+    with moestream.Context(models["none"], n_threads=1, n_ctx=64, profile_path="") as c:
+        with pytest.raises(moestream.Error) as e:
+            c.tokenize("hello")
+        assert e.value.status == Status.UNSUPPORTED and "no tokenizer" in str(e.value)
+        with pytest.raises(moestream.Error) as e:
+            c.token_to_piece(1)
+        assert e.value.status == Status.UNSUPPORTED
+        assert c.bos_token is None and c.eos_token is None
+
+
+def _vectors(base):
+    with open(str(base) + ".inp", "rb") as f:
+        texts = f.read().decode("utf-8").split("\n__ggml_vocab_test__\n")[:-1]
+    with open(str(base) + ".out", encoding="utf-8") as f:
+        expected = [[int(x) for x in line.split()] for line in f.read().split("\n")[: len(texts)]]
+    return texts, expected
+
+
+@pytest.mark.parametrize("name", ["gpt-2", "llama-spm"])
+def test_reference_vocab_through_a_model(lib, shared_dir, tmp_path, name):
+    base = shared_dir / "vocab" / f"ggml-vocab-{name}.gguf" if shared_dir else None
+    if base is None or not base.exists() or not os.path.exists(str(base) + ".inp"):
+        pytest.skip("reference vocabularies not available")
+    path = _model(tmp_path, "m.gguf", f"copy:{base}")
+    texts, expected = _vectors(base)
+    with moestream.Context(path, n_threads=1, n_ctx=64, profile_path="") as c:
+        for text, ids in zip(texts, expected):
+            assert c.tokenize(text, add_special=False, parse_special=False) == ids, repr(text)
+
+
+def test_cli_tokenize_run_and_perplexity(cli_path, ctx, models, tmp_path):
+    model = str(models["synthetic"])
+    r = subprocess.run([str(cli_path), "tokenize", "-m", model, "-p", "the fox<|endoftext|>"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert [int(x) for x in r.stdout.split()] == ctx.tokenize("the fox<|endoftext|>", parse_special=True)
+    r = subprocess.run([str(cli_path), "run", "-m", model, "-p", "the quick", "-n", "4", "--ctx", "64"],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert b"prompt: 2 tokens" in r.stderr or b"prompt:" in r.stderr
+    text = tmp_path / "text.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog\n" * 3)
+    r = subprocess.run([str(cli_path), "perplexity", "-m", model, "-f", str(text), "--ctx", "16"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "perplexity" in r.stdout
+    r = subprocess.run([str(cli_path), "tokenize", "-m", str(models["none"]), "-p", "x"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "no tokenizer" in r.stderr

@@ -1,0 +1,288 @@
+// Tokenizer behaviour on generated vocabularies: byte-level BPE round trips,
+// merge order, special tokens, BOS/EOS, SPM byte fallback, and clear errors
+// for hostile metadata and invalid text.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "gguf/gguf_file.hpp"
+#include "model/generator.hpp"
+#include "support/gguf_builder.hpp"
+#include "support/paths.hpp"
+#include "tokenizer/byte_unicode.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace {
+
+using moe::Status;
+using moe::test::GgufBuilder;
+using moe::tok::Tokenizer;
+
+std::string byte_level(std::string_view s) {
+    std::string out;
+    for (char c : s) out += moe::tok::byte_to_unicode(static_cast<uint8_t>(c));
+    return out;
+}
+
+// 256 byte tokens, a few merges, control tokens <|im_start|> / <|im_end|>.
+GgufBuilder bpe_vocab(const std::string &pre = "qwen2") {
+    std::vector<std::string> tokens;
+    std::vector<int32_t> types;
+    for (int b = 0; b < 256; ++b) {
+        tokens.emplace_back(moe::tok::byte_to_unicode(uint8_t(b)));
+        types.push_back(1);
+    }
+    const std::vector<std::string> merges = {byte_level(" ") + " t", "h e", byte_level(" t") + " he", "l l", "o w"};
+    for (const char *t : {" t", "he", " the", "ll", "ow"}) {
+        tokens.push_back(byte_level(t));
+        types.push_back(1);
+    }
+    tokens.push_back("<|im_start|>");
+    types.push_back(3);
+    tokens.push_back("<|im_end|>");
+    types.push_back(3);
+    tokens.push_back("<user>");
+    types.push_back(4);
+    GgufBuilder b;
+    b.kv_string("general.architecture", "qwen3moe")
+        .kv_string("tokenizer.ggml.model", "gpt2")
+        .kv_string("tokenizer.ggml.pre", pre)
+        .kv_array_string("tokenizer.ggml.tokens", tokens)
+        .kv_array_i32("tokenizer.ggml.token_type", types)
+        .kv_array_string("tokenizer.ggml.merges", merges)
+        .kv_u32("tokenizer.ggml.bos_token_id", 261)
+        .kv_u32("tokenizer.ggml.eos_token_id", 262)
+        .kv_bool("tokenizer.ggml.add_bos_token", true);
+    return b;
+}
+
+std::unique_ptr<Tokenizer> load(const GgufBuilder &b) {
+    const auto bytes = b.build();
+    const auto file = moe::gguf::GgufFile::parse_memory(bytes.data(), bytes.size(), "test.gguf");
+    return Tokenizer::from_gguf(*file);
+}
+
+Status load_status(const GgufBuilder &b, std::string *message = nullptr) {
+    try {
+        (void)load(b);
+    } catch (const moe::Error &e) {
+        if (message) *message = e.what();
+        return e.status();
+    }
+    return Status::ok;
+}
+
+std::vector<int32_t> tokenize(const Tokenizer &t, const std::string &s, bool add_special = false,
+                              bool parse_special = false) {
+    std::vector<int32_t> ids;
+    t.tokenize(s, add_special, parse_special, ids);
+    return ids;
+}
+
+const std::vector<std::string> kRoundTripTexts = {
+    "",
+    "the",
+    "Hello world",
+    " leading and trailing spaces  ",
+    "tabs\tand\nnew\r\nlines\n\n\n",
+    "numbers 1234567 3.14159 -42",
+    "punctuation!?... (brackets) [x] {y} <z> 'quoted' \"double\" it's we'll",
+    "ünïcödé 日本語のテキスト 한국어 текст عربى",
+    "emoji 🦙🚀 and combining e\xCC\x81",
+    "<|im_start|>user\nhi<|im_end|>",
+    "    indented code();\n\tx = y + 1;",
+};
+
+TEST(Tokenizer, BpeMergesInRankOrder) {
+    const auto t = load(bpe_vocab());
+    // " the": " t" (rank 0) first, then "he" (rank 1), then " t"+"he" (rank 2).
+    EXPECT_EQ(tokenize(*t, " the"), (std::vector<int32_t>{258}));
+    EXPECT_EQ(tokenize(*t, "the"), (std::vector<int32_t>{t->vocab().find("t"), 257}));
+    EXPECT_EQ(tokenize(*t, "hello"), (std::vector<int32_t>{257, 259, t->vocab().find("o")}));
+}
+
+TEST(Tokenizer, BpeRoundTripsOnSyntheticVocab) {
+    for (const char *pre : {"qwen2", "gpt-2", "llama-bpe", "default", "deepseek-llm", "deepseek-coder", "deepseek-v3"}) {
+        SCOPED_TRACE(pre);
+        const auto t = load(bpe_vocab(pre));
+        for (const std::string &s : kRoundTripTexts) {
+            const auto ids = tokenize(*t, s, false, true);
+            EXPECT_EQ(t->detokenize(ids), s);
+            EXPECT_EQ(t->detokenize(tokenize(*t, s)), s);
+        }
+    }
+}
+
+TEST(Tokenizer, BpeRoundTripsOnGeneratedModel) {
+    moe::GeneratorConfig c;
+    c.preset = "tiny";
+    c.quant = "q8_0";
+    c.n_vocab = 1024;
+    const std::string path = moe::test::scratch_dir() + "/tiny.gguf";
+    moe::generate_model(c, path);
+    const auto t = Tokenizer::open_vocab_only(path);
+    EXPECT_EQ(t->n_tokens(), 1024);
+    EXPECT_EQ(t->vocab().pre(), "qwen2");
+    for (const std::string &s : kRoundTripTexts) EXPECT_EQ(t->detokenize(tokenize(*t, s, true, true)), s);
+    // Lower-case words merge into letter pairs: fewer tokens than bytes.
+    EXPECT_LT(tokenize(*t, "the quick brown fox").size(), std::string("the quick brown fox").size());
+}
+
+TEST(Tokenizer, SpecialTokensNeedParseSpecialButUserDefinedDoNot) {
+    const auto t = load(bpe_vocab());
+    const int32_t start = t->vocab().find("<|im_start|>"), user = t->vocab().find("<user>");
+    const auto parsed = tokenize(*t, "<|im_start|>x<user>", false, true);
+    ASSERT_EQ(parsed.size(), 3u);
+    EXPECT_EQ(parsed[0], start);
+    EXPECT_EQ(parsed[2], user);
+    const auto plain = tokenize(*t, "<|im_start|>x<user>", false, false);
+    EXPECT_GT(plain.size(), 3u);
+    EXPECT_EQ(plain.back(), user);
+    for (int32_t id : plain) EXPECT_NE(id, start);
+}
+
+TEST(Tokenizer, AddSpecialAddsBosAsTheVocabularyAsks) {
+    const auto t = load(bpe_vocab());
+    EXPECT_EQ(t->bos(), 261);
+    EXPECT_EQ(t->eos(), 262);
+    const auto ids = tokenize(*t, "x", true, false);
+    ASSERT_EQ(ids.size(), 2u);
+    EXPECT_EQ(ids[0], 261);
+    auto b = bpe_vocab();
+    b.kv_bool("tokenizer.ggml.add_bos_token", false).kv_bool("tokenizer.ggml.add_eos_token", true);
+    const auto t2 = load(b);
+    EXPECT_EQ(tokenize(*t2, "x", true, false), (std::vector<int32_t>{t2->vocab().find("x"), 262}));
+}
+
+TEST(Tokenizer, SpmMergesByScoreWithSpacePrefixAndByteFallback) {
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    std::vector<int32_t> types = {2, 3, 3};
+    std::vector<float> scores = {0, 0, 0};
+    for (int b = 0; b < 256; ++b) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        tokens.push_back(name);
+        types.push_back(6);
+        scores.push_back(0);
+    }
+    const std::string sp = "\xE2\x96\x81";
+    for (const std::string &s : std::vector<std::string>{sp + "h", "h", "i", sp + "hi", sp, "hi"}) {
+        tokens.push_back(s);
+        types.push_back(1);
+        scores.push_back(-float(tokens.size()));  // earlier tokens score higher
+    }
+    GgufBuilder b;
+    b.kv_string("tokenizer.ggml.model", "llama")
+        .kv_array_string("tokenizer.ggml.tokens", tokens)
+        .kv_array_i32("tokenizer.ggml.token_type", types)
+        .kv_array_f32("tokenizer.ggml.scores", scores);
+    const auto t = load(b);
+    const int32_t sp_hi = t->vocab().find(sp + "hi");
+    EXPECT_EQ(tokenize(*t, "hi"), (std::vector<int32_t>{sp_hi}));
+    EXPECT_EQ(tokenize(*t, "hi", true), (std::vector<int32_t>{1, sp_hi}));
+    // 'é' has no token: one <0xXX> token per byte.
+    const auto ids = tokenize(*t, "hi\xC3\xA9");
+    EXPECT_EQ(ids, (std::vector<int32_t>{sp_hi, 3 + 0xC3, 3 + 0xA9}));
+    EXPECT_EQ(t->detokenize(ids), " hi\xC3\xA9");
+}
+
+TEST(Tokenizer, InvalidUtf8TextIsInvalidArgumentNamingTheOffset) {
+    const auto t = load(bpe_vocab());
+    for (const std::string &bad : {std::string("ab\xFF"), std::string("\xC3"), std::string("x\xED\xA0\x80"),
+                                   std::string("\xC0\x80")}) {
+        std::vector<int32_t> ids;
+        try {
+            t->tokenize(bad, false, false, ids);
+            ADD_FAILURE() << "accepted invalid UTF-8";
+        } catch (const moe::Error &e) {
+            EXPECT_EQ(e.status(), Status::invalid_argument);
+            EXPECT_NE(std::string(e.what()).find("offset"), std::string::npos) << e.what();
+        }
+    }
+}
+
+TEST(Tokenizer, PieceOfOutOfRangeTokenIsInvalidArgument) {
+    const auto t = load(bpe_vocab());
+    std::string out;
+    for (int32_t id : {-1, t->n_tokens(), std::numeric_limits<int32_t>::max()}) {
+        try {
+            t->append_piece(id, out);
+            ADD_FAILURE() << id;
+        } catch (const moe::Error &e) {
+            EXPECT_EQ(e.status(), Status::invalid_argument);
+        }
+    }
+}
+
+TEST(Tokenizer, HostileMetadataGivesClearErrors) {
+    std::string msg;
+    {
+        auto b = bpe_vocab();
+        b.kv_array_string("tokenizer.ggml.merges", {"h e", "nospace"});
+        EXPECT_EQ(load_status(b, &msg), Status::bad_format);
+        EXPECT_NE(msg.find("tokenizer.ggml.merges[1]"), std::string::npos) << msg;
+    }
+    {
+        auto b = bpe_vocab();
+        b.kv_array_i32("tokenizer.ggml.token_type", {1, 1});
+        EXPECT_EQ(load_status(b, &msg), Status::bad_format);
+        EXPECT_NE(msg.find("token_type"), std::string::npos) << msg;
+    }
+    {
+        auto b = bpe_vocab();
+        b.kv_u32("tokenizer.ggml.bos_token_id", 100000);
+        EXPECT_EQ(load_status(b, &msg), Status::bad_format);
+        EXPECT_NE(msg.find("bos_token_id"), std::string::npos) << msg;
+    }
+    {
+        auto b = bpe_vocab();
+        b.kv_string("tokenizer.ggml.pre", "no-such-pre");
+        EXPECT_EQ(load_status(b, &msg), Status::unsupported);
+        EXPECT_NE(msg.find("no-such-pre"), std::string::npos) << msg;
+    }
+    {
+        auto b = bpe_vocab();
+        b.kv_string("tokenizer.ggml.model", "bert");
+        EXPECT_EQ(load_status(b, &msg), Status::unsupported);
+    }
+    {
+        auto b = bpe_vocab();
+        b.remove_kv("tokenizer.ggml.model");
+        EXPECT_EQ(load_status(b, &msg), Status::unsupported);
+        EXPECT_NE(msg.find("no tokenizer"), std::string::npos) << msg;
+    }
+    {
+        auto b = bpe_vocab();
+        b.kv_array_string("tokenizer.ggml.tokens", {});
+        EXPECT_EQ(load_status(b, &msg), Status::bad_format);
+    }
+    {
+        auto b = bpe_vocab();
+        b.kv_array_i32("tokenizer.ggml.token_type", std::vector<int32_t>(264, 9));
+        EXPECT_EQ(load_status(b, &msg), Status::bad_format);
+    }
+    {
+        auto b = bpe_vocab();
+        b.kv_array_f32("tokenizer.ggml.scores", std::vector<float>(264, std::nanf("")));
+        EXPECT_EQ(load_status(b, &msg), Status::bad_format);
+    }
+    {
+        auto b = bpe_vocab();
+        b.kv_u32("tokenizer.ggml.tokens", 7);  // wrong type
+        EXPECT_EQ(load_status(b, &msg), Status::bad_format);
+    }
+}
+
+TEST(Tokenizer, MergesOfUnknownTextsAndDuplicateTokensDoNotBreakTokenizing) {
+    auto b = bpe_vocab();
+    b.kv_array_string("tokenizer.ggml.merges", {"q z", "qz y", "\xFF\xFE x", "h e", "h e"});
+    const auto t = load(b);
+    const auto ids = tokenize(*t, "qzy hex");
+    EXPECT_EQ(t->detokenize(ids), "qzy hex");
+}
+
+}  // namespace
