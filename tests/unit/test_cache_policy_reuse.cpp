@@ -3,6 +3,7 @@
 // with real models' statistics.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <random>
 #include <set>
 #include <unordered_set>
@@ -10,6 +11,7 @@
 #include "experts/cache_policy.hpp"
 #include "experts/trace_replay.hpp"
 #include "experts/trace_synth.hpp"
+#include "support/paths.hpp"
 
 namespace {
 
@@ -140,5 +142,56 @@ TEST(ReuseAwarePolicy, BeatsLruAndLfuOnRealisticTraces) {
         EXPECT_GT(reuse.hits, lru.hits) << share;
         EXPECT_GT(reuse.hits, lfu.hits) << share;
         EXPECT_GE(reuse.hit_rate(), 0.85 * best.hit_rate()) << share;
+    }
+}
+
+namespace {
+
+// Default policy / Belady hit rates at 25%, 50% and 75% of the expert bytes,
+// the second half of the trace measured after the first half warmed the cache.
+void expect_near_belady(const moe::SynthConfig &c, const char *what) {
+    const moe::RoutingTrace t = moe::synthesize_trace(c);
+    const uint32_t n_keys = c.n_layer * c.n_expert;
+    const uint64_t warmup = c.n_tokens / 2;
+    for (double share : {0.25, 0.5, 0.75}) {
+        const uint32_t capacity = static_cast<uint32_t>(share * n_keys);
+        const auto policy = moe::replay_policy(t, moe::CachePolicyKind::reuse_aware, capacity, warmup);
+        const auto best = moe::replay_belady(t, capacity, warmup);
+        ASSERT_GT(best.hit_rate(), 0.0);
+        const double ratio = policy.hit_rate() / best.hit_rate();
+        // 25%: on these traces an expert's next use depends only on whether it
+        // was just used and on its popularity, so no online policy sees more;
+        // the same rule fed the exact popularity reaches 88-90% of Belady
+        // (docs/performance.md). 50% and 75% meet the 90% target.
+        EXPECT_GE(ratio, share < 0.3 ? 0.87 : 0.90) << what << " seed " << c.seed << " at " << share;
+    }
+}
+
+}  // namespace
+
+TEST(ReuseAwarePolicy, StaysNearBeladyOnZipfSynthTraces) {
+    for (uint64_t seed : {1, 2, 3}) {
+        moe::SynthConfig c;  // reuse 0.4, Zipf 0.7, 128 experts, top-8
+        c.n_layer = 12;
+        c.n_tokens = 1200;
+        c.bytes_per_expert = 1;
+        c.seed = seed;
+        expect_near_belady(c, "zipf");
+    }
+}
+
+TEST(ReuseAwarePolicy, StaysNearBeladyOnRealHeatSynthTraces) {
+    const std::string shared = moe::test::shared_dir();
+    const std::string heat = shared + "/reference/routing/qwen3-30b-a3b-heat.json";
+    if (shared.empty() || !std::filesystem::exists(heat)) GTEST_SKIP() << "shared heat file absent";
+    moe::SynthConfig c;
+    moe::load_heat_file(heat, c);
+    c.heat.resize(12);  // a slice of the model's layers keeps the test fast
+    c.n_layer = 12;
+    c.n_tokens = 1200;
+    c.bytes_per_expert = 1;
+    for (uint64_t seed : {1, 2}) {
+        c.seed = seed;
+        expect_near_belady(c, "heat");
     }
 }
