@@ -62,8 +62,8 @@ public:
     virtual ReadyExpert next_ready() = 0;
     // Releases the pins taken by begin_layer.
     virtual void end_layer(int32_t layer) = 0;
-    // Hint: these experts of `layer` will probably be needed soon. Never
-    // delays demand reads; may be ignored.
+    // Hint: these experts of `layer` will probably be needed soon, most likely
+    // first. Never delays demand reads; may be ignored in part or whole.
     virtual void prefetch(int32_t layer, std::span<const int32_t> experts) = 0;
     // Waits for every read in flight (before state save/load and close).
     virtual void drain() = 0;

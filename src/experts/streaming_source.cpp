@@ -100,12 +100,17 @@ StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg
     key_state_.assign(n_keys, KeyState::absent);
     key_slot_.assign(n_keys, -1);
     key_stamp_.assign(n_keys, 0);
+    awaiting_visit_.assign(n_keys, 0);
     slots_.resize(n_slots_);
     for (uint32_t s = n_slots_; s > 0; --s) free_slots_.push_back(int32_t(s - 1));
     demoted_.reserve(n_slots_);
     demand_queue_.reserve(n_expert_);
     prefetch_queue_.reserve(2 * n_slots_);
     prefetched_by_layer_.resize(n_layer_);
+    // Hints start just above the bar: the first wrong read stops a rank until it proves itself.
+    hint_precision_.assign(size_t(n_layer_) * kHintRanks, std::min(1.0f, cfg_.prefetch_min_precision + 0.05f));
+    hinted_.resize(n_layer_);
+    for (auto &h : hinted_) h.reserve(n_expert_);
     ready_.reserve(n_expert_);
     layer_pins_.reserve(n_expert_);
     completions_.resize(backend_->queue_depth());
@@ -196,7 +201,9 @@ bool StreamingExpertSource::evictable_cb(void *ctx, uint32_t key) {
     const int32_t s = self->key_slot_[key];
     if (s < 0) return false;
     const Slot &sl = self->slots_[size_t(s)];
-    return sl.busy && !sl.loading && sl.pins == 0;
+    // A prefetch waiting for its layer's visit is not the policy's to take:
+    // the policy sees an expert nobody has used yet and would pick it first.
+    return sl.busy && !sl.loading && sl.pins == 0 && !self->awaiting_visit_[key];
 }
 
 void StreamingExpertSource::evict(int32_t s) {
@@ -486,6 +493,7 @@ void StreamingExpertSource::begin_layer(int32_t layer, std::span<const int32_t> 
     // Prefetches for this layer that the router did not confirm were wrong:
     // drop the queued ones, cancel the ones in flight, evict the arrived ones first.
     for (uint32_t key : prefetched_by_layer_[size_t(layer)]) {
+        awaiting_visit_[key] = 0;
         if (key_stamp_[key] == visit_) continue;
         const KeyState st = key_state_[key];
         if (st == KeyState::queued_prefetch) {
@@ -503,10 +511,26 @@ void StreamingExpertSource::begin_layer(int32_t layer, std::span<const int32_t> 
         }
     }
     prefetched_by_layer_[size_t(layer)].clear();
+    score_hints(layer);
     last_experts_[size_t(layer)].assign(experts.begin(), experts.end());
     pump();
-    if (cfg_.prefetch_previous && uint32_t(layer) + 1 < n_layer_ && !last_experts_[size_t(layer) + 1].empty())
-        prefetch(layer + 1, last_experts_[size_t(layer) + 1]);
+    if (cfg_.prefetch_previous && uint32_t(layer) + 1 < n_layer_ && !last_experts_[size_t(layer) + 1].empty()) {
+        for (int32_t e : last_experts_[size_t(layer) + 1])
+            if (!enqueue_prefetch(layer + 1, e)) break;
+        pump();
+    }
+}
+
+void StreamingExpertSource::score_hints(int32_t layer) {
+    // Called once the layer's request is stamped with visit_: a hinted key
+    // carries the stamp exactly when the layer asked for it.
+    constexpr float kWeight = 1.0f / 8.0f;
+    auto &hinted = hinted_[size_t(layer)];
+    for (const Hint &h : hinted) {
+        float &p = hint_precision(layer, h.rank);
+        p += kWeight * ((key_stamp_[h.key] == visit_ ? 1.0f : 0.0f) - p);
+    }
+    hinted.clear();
 }
 
 ReadyExpert StreamingExpertSource::next_ready() {
@@ -552,18 +576,34 @@ void StreamingExpertSource::end_layer(int32_t layer) {
     pump();
 }
 
+bool StreamingExpertSource::enqueue_prefetch(int32_t layer, int32_t expert) {
+    if (prefetch_queue_.size() - prefetch_head_ >= n_slots_) return false;
+    const uint32_t key = key_of(layer, expert);
+    if (key_state_[key] != KeyState::absent) return true;
+    key_state_[key] = KeyState::queued_prefetch;
+    prefetch_queue_.push_back(key);
+    prefetched_by_layer_[size_t(layer)].push_back(key);
+    awaiting_visit_[key] = 1;
+    return true;
+}
+
 void StreamingExpertSource::prefetch(int32_t layer, std::span<const int32_t> experts) {
     if (layer < 0 || uint32_t(layer) >= n_layer_) return;
     const int32_t n_layer_expert = cfg_.layers[size_t(layer)].n_expert;
-    auto &mine = prefetched_by_layer_[size_t(layer)];
+    auto &hinted = hinted_[size_t(layer)];
+    hinted.clear();
+    bool room = true;
+    uint32_t rank = 0;
     for (int32_t e : experts) {
         if (e < 0 || e >= n_layer_expert) continue;
-        if (prefetch_queue_.size() - prefetch_head_ >= n_slots_) break;
         const uint32_t key = key_of(layer, e);
-        if (key_state_[key] != KeyState::absent) continue;
-        key_state_[key] = KeyState::queued_prefetch;
-        prefetch_queue_.push_back(key);
-        mine.push_back(key);
+        const uint32_t r = rank++;
+        if (key_state_[key] == KeyState::resident || key_state_[key] == KeyState::loading) continue;  // costs nothing
+        if (hinted.size() < size_t(n_expert_)) hinted.push_back(Hint{key, r});
+        // A rank whose reads have mostly been wrong would only spend device
+        // time and evict a cached expert; its precision keeps being measured.
+        if (!room || hint_precision(layer, r) < cfg_.prefetch_min_precision) continue;
+        room = enqueue_prefetch(layer, e);
     }
     pump();
 }

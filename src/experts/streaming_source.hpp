@@ -9,6 +9,7 @@
 // one thread (the forward pass); completions are reaped on that thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -42,6 +43,12 @@ struct StreamingSourceConfig {
     // Previous-token prefetch: when layer L starts, read ahead the experts
     // layer L+1 used last time that are no longer cached.
     bool prefetch_previous = false;
+    // Lookahead hints (prefetch()) are read only at ranks whose measured
+    // precision is at least this: the decayed share of hinted experts that
+    // were not cached when hinted (the ones a hint would read) and that the
+    // layer then requested. It is measured whether the hint was read or not,
+    // so a rank that becomes reliable is read again. 0 = read every hint.
+    float prefetch_min_precision = 0.7f;
     // Usage profile written when the source is destroyed ("" = none): the
     // routing counts of this run added to `profile`'s.
     std::string profile_save_path;
@@ -113,6 +120,11 @@ private:
     ExpertView view_of(int32_t s) const;
     uint32_t plan_parts(uint32_t key, Part out[3]) const;
 
+    bool enqueue_prefetch(int32_t layer, int32_t expert);
+    void score_hints(int32_t layer);
+    float &hint_precision(int32_t layer, size_t rank) {
+        return hint_precision_[size_t(layer) * kHintRanks + std::min<size_t>(rank, kHintRanks - 1)];
+    }
     void pump();
     int32_t acquire_slot(bool for_demand);
     void evict(int32_t s);
@@ -147,6 +159,7 @@ private:
     std::vector<KeyState> key_state_;
     std::vector<int32_t> key_slot_;
     std::vector<uint64_t> key_stamp_;    // begin_layer visit that requested the key
+    std::vector<uint8_t> awaiting_visit_; // prefetched for a layer that has not run since
     std::vector<Slot> slots_;
     std::vector<int32_t> free_slots_;
     std::vector<int32_t> demoted_;
@@ -155,6 +168,15 @@ private:
     std::vector<uint32_t> prefetch_queue_;
     size_t prefetch_head_ = 0;
     std::vector<std::vector<uint32_t>> prefetched_by_layer_;
+    // Lookahead precision per (layer, rank of the hint); ranks past the last
+    // share its entry.
+    static constexpr size_t kHintRanks = 16;
+    std::vector<float> hint_precision_;
+    struct Hint {
+        uint32_t key;
+        uint32_t rank;
+    };
+    std::vector<std::vector<Hint>> hinted_;  // per layer, the last hint's uncached keys
     std::vector<int32_t> ready_;         // slots ready to hand out this layer
     size_t ready_head_ = 0;
     std::vector<int32_t> layer_pins_;    // slots pinned by the running layer

@@ -246,6 +246,58 @@ TEST(StreamingSource, UsefulAndWastedPrefetchesAreCounted) {
     std::filesystem::remove_all(dir);
 }
 
+TEST(StreamingSource, HintRanksThatKeepMissingStopBeingReadAndComeBackWhenRight) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 32, 5);
+    Stats stats;
+    auto cfg = basic_config(f, 8);
+    cfg.stats = &stats;
+    cfg.queue_depth = 32;
+    StreamingExpertSource src(std::move(cfg));
+    const std::vector<int32_t> want{3};
+    auto run_layer = [&](const std::vector<int32_t> &experts) {
+        src.begin_layer(2, experts);
+        for (size_t i = 0; i < experts.size(); ++i) expect_view(f, 2, src.next_ready());
+        src.end_layer(2);
+    };
+    // Rank 0 (expert 3) is always right, rank 1 never: rank 1 stops being read.
+    uint64_t issued_at_10 = 0;
+    for (int round = 0; round < 20; ++round) {
+        const std::vector<int32_t> hint{3, int32_t(4 + round % 12)};
+        src.prefetch(2, hint);
+        src.drain();  // every hint let through is read in full
+        run_layer(want);
+        if (round == 9) issued_at_10 = stats.prefetch_issued;
+    }
+    EXPECT_LT(issued_at_10, 10u);
+    EXPECT_EQ(stats.prefetch_issued, issued_at_10) << "a rank that was always wrong is still read";
+    // The same rank turns right: it is read again after a few rounds.
+    for (int round = 0; round < 12 && stats.prefetch_issued == issued_at_10; ++round) {
+        const std::vector<int32_t> hint{3, int32_t(16 + round)};
+        src.prefetch(2, hint);
+        src.drain();
+        run_layer({3, int32_t(16 + round)});
+    }
+    EXPECT_GT(stats.prefetch_issued, issued_at_10);
+    // With no threshold every hint is read.
+    Stats all_stats;
+    auto all_cfg = basic_config(f, 8);
+    all_cfg.stats = &all_stats;
+    all_cfg.queue_depth = 32;
+    all_cfg.prefetch_min_precision = 0.0f;
+    StreamingExpertSource all(std::move(all_cfg));
+    for (int round = 0; round < 12; ++round) {
+        const std::vector<int32_t> hint{int32_t(4 + round)};
+        all.prefetch(2, hint);
+        all.drain();
+        all.begin_layer(2, want);
+        expect_view(f, 2, all.next_ready());
+        all.end_layer(2);
+    }
+    EXPECT_EQ(all_stats.prefetch_issued, 12u);
+    std::filesystem::remove_all(dir);
+}
+
 TEST(StreamingSource, TooSmallCacheIsAClearError) {
     const std::string dir = test::scratch_dir();
     ExpertFile f = make_expert_file(dir, 3, 6, 4);
