@@ -84,6 +84,15 @@ void measure(const BenchConfig &c, BenchResult &r) {
     std::vector<int32_t> prompt(static_cast<size_t>(std::max(1, c.prompt)));
     for (int32_t &t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(std::min(n_vocab, 256 + 676)));
 
+    if (c.resident) {
+        // Untimed: faults the mapping in; the timed run then starts from position 0 again.
+        const auto t_warm = Clock::now();
+        st = moestream_step(ctx, prompt.data(), static_cast<int32_t>(prompt.size()), logits.data());
+        if (st != MOESTREAM_OK) return set_error(r, "moestream_step (warm-up)", st);
+        st = moestream_reset(ctx);
+        if (st != MOESTREAM_OK) return set_error(r, "moestream_reset", st);
+        r.warmup_s = since(t_warm);
+    }
     const auto t_prefill = Clock::now();
     st = moestream_step(ctx, prompt.data(), static_cast<int32_t>(prompt.size()), logits.data());
     if (st != MOESTREAM_OK) return set_error(r, "moestream_step (prompt)", st);
@@ -132,6 +141,13 @@ void measure(const BenchConfig &c, BenchResult &r) {
     r.decode_bytes_read = std::max(r.engine_bytes_read, r.device_bytes_read);
     r.decode_hits = s1.cache_hits - s0.cache_hits;
     r.decode_misses = s1.cache_misses - s0.cache_misses;
+    if (!c.touched_expert_bytes.empty()) {
+        // Every expert request of a layer (hit or miss) is one expert whose weights the step reads.
+        r.decode_touched_bytes = c.touched_dense * uint64_t(r.decode_tokens);
+        for (int32_t l = 0; l < s1.n_layer && size_t(l) < c.touched_expert_bytes.size(); ++l)
+            r.decode_touched_bytes += (s1.layer_hits[l] + s1.layer_misses[l] - s0.layer_hits[l] - s0.layer_misses[l]) *
+                                      c.touched_expert_bytes[size_t(l)];
+    }
     r.decode_io_wait_ns = s1.io_wait_ns - s0.io_wait_ns;
     r.decode_step_ns = s1.step_ns - s0.step_ns;
     r.decode_bytes_demand = s1.bytes_read_demand - s0.bytes_read_demand;
@@ -191,7 +207,7 @@ BenchResult run_bench(const BenchConfig &c) {
         if (c.budget == 0) why = "no budget to hold the run to";
         else cgroup = MemoryCgroup::create(cgroup_limit_for(c.budget), why);
     }
-    if (c.cold) drop_page_cache(c.model);
+    if (c.cold && !c.resident) drop_page_cache(c.model);
     int fds[2];
     if (::pipe(fds) != 0) {
         std::snprintf(result.error, sizeof result.error, "pipe: %s", std::strerror(errno));
@@ -288,7 +304,23 @@ double measure_disk_bandwidth(const std::string &path, uint64_t request_bytes, i
     return elapsed > 0 ? double(bytes.load()) / elapsed : 0;
 }
 
-std::string bench_result_json(const BenchConfig &c, const BenchResult &r) {
+bool load_into_page_cache(const std::string &path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    std::vector<uint8_t> buf(size_t{8} << 20);
+    bool ok = true;
+    for (;;) {
+        const ssize_t n = ::read(fd, buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) ok = false;
+        if (n <= 0) break;
+    }
+    ::close(fd);
+    return ok;
+}
+
+std::string bench_result_json(const BenchConfig &c, const BenchResult &r, double membw) {
     char buf[3072];
     std::snprintf(
         buf, sizeof buf,
@@ -312,7 +344,19 @@ std::string bench_result_json(const BenchConfig &c, const BenchResult &r) {
         r.per_token(r.decode_bytes_demand), r.per_token(r.decode_bytes_prefetch), r.per_token(r.decode_bytes_wasted),
         static_cast<unsigned long long>(r.decode_prefetch_issued),
         static_cast<unsigned long long>(r.decode_prefetch_useful), r.decode_cpu_s);
-    return buf;
+    std::string j = buf;
+    if (c.resident || r.decode_touched_bytes > 0) {
+        j.pop_back();
+        const double roofline = membw > 0 && r.touched_per_token() > 0 ? membw / r.touched_per_token() : 0;
+        std::snprintf(buf, sizeof buf,
+                      ", \"resident\": %s, \"warmup_s\": %.4f, \"bytes_touched_per_token\": %.1f, "
+                      "\"touched_bw_bytes_s\": %.1f, \"membw_bytes_s\": %.1f, \"roofline_tok_s\": %.4f, "
+                      "\"roofline_ratio\": %.4f}",
+                      c.resident ? "true" : "false", r.warmup_s, r.touched_per_token(), r.touched_bw(), membw,
+                      roofline, roofline > 0 ? r.decode_tok_s() / roofline : 0.0);
+        j += buf;
+    }
+    return j;
 }
 
 }  // namespace cli

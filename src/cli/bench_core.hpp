@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "moestream.h"
 
@@ -31,6 +32,14 @@ struct BenchConfig {
     // random-weight model's greedy output tends to repeat one token, which routes
     // the same experts every step and flatters any cache).
     bool random_feed = true;
+    // Resident run: the model file is read into the page cache first and the
+    // prompt is run once untimed (mapping faulted in), so the measured run
+    // sees every weight in memory: compute and memory bandwidth only.
+    bool resident = false;
+    // Weight bytes a token touches: dense part and one routed expert per layer
+    // (from the GGUF tensor table; empty = not counted).
+    uint64_t touched_dense = 0;
+    std::vector<uint64_t> touched_expert_bytes;
 };
 
 struct BenchResult {
@@ -45,6 +54,8 @@ struct BenchResult {
     uint64_t engine_bytes_read = 0;   // expert bytes the engine read (demand + prefetch)
     uint64_t device_bytes_read = 0;   // /proc/self/io read_bytes: includes mmap page faults
     uint64_t decode_hits = 0, decode_misses = 0;
+    uint64_t decode_touched_bytes = 0;  // weight bytes the decode steps touched (0 = not counted)
+    double warmup_s = 0;                // untimed resident warm-up
     uint64_t decode_io_wait_ns = 0, decode_step_ns = 0;
     // Expert reads during decode, split by why they were made.
     uint64_t decode_bytes_demand = 0, decode_bytes_prefetch = 0, decode_bytes_wasted = 0;
@@ -60,6 +71,9 @@ struct BenchResult {
     double decode_tok_s() const { return decode_s > 0 ? decode_tokens / decode_s : 0; }
     double prefill_tok_s() const { return prefill_s > 0 ? prompt_tokens / prefill_s : 0; }
     double bytes_per_token() const { return decode_tokens ? double(decode_bytes_read) / decode_tokens : 0; }
+    double touched_per_token() const { return decode_tokens ? double(decode_touched_bytes) / decode_tokens : 0; }
+    // Weight bytes per second the decode achieved.
+    double touched_bw() const { return decode_s > 0 ? double(decode_touched_bytes) / decode_s : 0; }
     double read_bw() const { return decode_s > 0 ? double(decode_bytes_read) / decode_s : 0; }
     double hit_rate() const {
         const uint64_t n = decode_hits + decode_misses;
@@ -86,7 +100,13 @@ double measure_disk_bandwidth(const std::string &path, uint64_t request_bytes, i
 // Writes back and drops the file's pages from the page cache (cold start).
 bool drop_page_cache(const std::string &path);
 
-// One JSON object for a run (no trailing newline).
-std::string bench_result_json(const BenchConfig &config, const BenchResult &r);
+// Reads the whole file through the page cache (a resident run's setup).
+// Returns false if the file cannot be read.
+bool load_into_page_cache(const std::string &path);
+
+// One JSON object for a run (no trailing newline). membw > 0 adds the
+// roofline fields (decode tok/s the bandwidth allows for the bytes touched
+// per token, and the achieved share of it).
+std::string bench_result_json(const BenchConfig &config, const BenchResult &r, double membw = 0);
 
 }  // namespace cli

@@ -1,14 +1,19 @@
 // moestream bench: decode/prefill speed, bytes read, hit rate, I/O wait and
 // peak RSS from moestream_stats; --disk measures the device with the engine's
-// request pattern; --sweep repeats across budgets and I/O modes.
+// request pattern; --sweep repeats across budgets and I/O modes; --io-mode
+// resident measures compute with every weight in memory against the
+// memory-bandwidth roofline (--membw probes the bandwidth in the same run).
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_core.hpp"
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "gguf_tensor_sizes.hpp"
+#include "membw_probe.hpp"
 #include "moestream.h"
 
 namespace cli {
@@ -16,24 +21,34 @@ namespace {
 
 const char *kUsage =
     "usage: moestream bench -m MODEL [--memory-budget SIZE|N%] [-n 64] [--prompt 16]\n"
-    "                       [--io-mode auto|mmap|direct|pread[,...]] [--prefetch off|previous|lookahead|both|auto]\n"
+    "                       [--io-mode auto|mmap|direct|pread|resident[,...]] [--prefetch off|previous|lookahead|both|auto]\n"
     "                       [--policy auto|lru|lfu-decay|pinned-hot|reuse-aware] [--threads N]\n"
-    "                       [--sweep 25%,50%,75%,100%] [--disk] [--warm] [--no-cgroup] [--max-seconds S]\n"
-    "                       [--feed random|greedy] [--json]\n"
+    "                       [--sweep 25%,50%,75%,100%] [--disk] [--membw] [--membw-size 1GiB] [--warm] [--no-cgroup]\n"
+    "                       [--max-seconds S] [--feed random|greedy] [--json]\n"
+    "       moestream bench --membw [--threads N] [--json]\n"
     "Budgets in % are shares of the model file. The page cache is dropped for the model before each\n"
     "run (cold start) unless --warm. mmap runs are held to the budget with a memory cgroup when permitted.\n"
     "Decode steps are fed random tokens (--feed random, the default: routing varies as with real text) or the\n"
     "greedy choice (a random-weight model's greedy output repeats a few tokens and routes the same experts).\n"
     "predicted read/token = n_layer x top-k x expert bytes x (1 - cache bytes / expert bytes): what an expert\n"
-    "cache of that size reads per token under uniform routing.\n";
+    "cache of that size reads per token under uniform routing.\n"
+    "resident: the model file is read into the page cache and mapped, the prompt is run once untimed,\n"
+    "then prompt and decode are timed; reports the weight bytes a decode token touches (dense + routed\n"
+    "experts used) and, with the memory bandwidth probed in the same run (--membw, implied), the\n"
+    "roofline ratio = achieved bytes/s / probed bytes/s.\n";
 
 int usage_error(const std::string &what) {
     std::fprintf(stderr, "moestream bench: %s\n%s", what.c_str(), kUsage);
     return 2;
 }
 
-bool parse_io_mode(const std::string &s, int32_t &out) {
-    if (s == "auto") out = MOESTREAM_IO_AUTO;
+// "resident" is mmap with the file loaded into the page cache first.
+bool parse_io_mode(const std::string &s, int32_t &out, bool &resident) {
+    resident = false;
+    if (s == "resident") {
+        out = MOESTREAM_IO_MMAP;
+        resident = true;
+    } else if (s == "auto") out = MOESTREAM_IO_AUTO;
     else if (s == "mmap") out = MOESTREAM_IO_MMAP;
     else if (s == "direct") out = MOESTREAM_IO_DIRECT;
     else if (s == "pread") out = MOESTREAM_IO_PREAD;
@@ -89,6 +104,18 @@ void print_header() {
                 "ttft", "hit", "read/token", "read bw", "io wait", "ceil%", "peak RSS", "memory");
 }
 
+void print_resident(const BenchResult &r, const MembwResult &bw) {
+    if (!r.ok || r.touched_per_token() <= 0) return;
+    std::printf("  resident: %s touched/token, %.2f GB/s achieved", format_bytes(uint64_t(r.touched_per_token())).c_str(),
+                r.touched_bw() / 1e9);
+    if (bw.bytes_per_s > 0) {
+        const double roofline = bw.bytes_per_s / r.touched_per_token();
+        std::printf(", probe %.2f GB/s -> roofline %.2f tok/s, decode at %.1f%% of it", bw.bytes_per_s / 1e9, roofline,
+                    100.0 * r.decode_tok_s() / roofline);
+    }
+    std::printf(" (warm-up %.2fs)\n", r.warmup_s);
+}
+
 void print_row(const BenchConfig &c, const BenchResult &r, double disk_bw) {
     if (!r.ok) {
         std::printf("%-7s %-10s  failed: %s\n", moestream_io_mode_name(c.io_mode), format_bytes(c.budget).c_str(), r.error);
@@ -111,15 +138,48 @@ int cmd_bench(const Args &args) {
     std::string error;
     if (!parse_args(args,
                     {"-m", "--memory-budget", "-n", "--prompt", "--io-mode", "--prefetch", "--policy", "--threads",
-                     "--sweep", "--max-seconds", "--seed", "--feed"},
-                    {"--disk", "--json", "--warm", "--no-cgroup", "--help"}, a, error,
+                     "--sweep", "--max-seconds", "--seed", "--feed", "--membw-size"},
+                    {"--disk", "--json", "--warm", "--no-cgroup", "--membw", "--help"}, a, error,
                     {{"--model", "-m"}, {"--budget", "--memory-budget"}, {"--tokens", "-n"}, {"-t", "--threads"}}))
         return usage_error(error);
     if (a.flags.count("--help")) {
         std::printf("%s", kUsage);
         return 0;
     }
+    const bool json = a.flags.count("--json");
+    int32_t probe_threads = 0;
+    if (auto s = a.get("--threads")) {
+        int64_t t = 0;
+        if (!parse_int(*s, t) || t < 0) return usage_error("bad --threads");
+        probe_threads = int32_t(t);
+    }
+    if (probe_threads == 0) probe_threads = int32_t(std::max(1u, std::thread::hardware_concurrency()));
+    uint64_t probe_bytes = 1ull << 30;
+    if (auto s = a.get("--membw-size"); s && (!parse_size(*s, probe_bytes) || probe_bytes < (1u << 20)))
+        return usage_error("bad --membw-size (at least 1MiB)");
+    MembwResult membw;
+    auto probe = [&]() -> bool {
+        std::string why;
+        if (!measure_memory_bandwidth(probe_bytes, probe_threads, 2.0, membw, why)) {
+            std::fprintf(stderr, "moestream bench: memory bandwidth probe failed: %s\n", why.c_str());
+            return false;
+        }
+        if (!json)
+            std::printf("memory bandwidth: %.2f GB/s best, %.2f GB/s median (%d threads summing %s, %d passes)\n",
+                        membw.bytes_per_s / 1e9, membw.median_bytes_per_s / 1e9, membw.threads,
+                        format_bytes(membw.buffer_bytes).c_str(), membw.passes);
+        return true;
+    };
     auto model = a.get("-m");
+    if (!model && a.flags.count("--membw")) {
+        if (!probe()) return 1;
+        if (json)
+            std::printf("{\"membw_bytes_s\": %.1f, \"membw_median_bytes_s\": %.1f, \"threads\": %d, "
+                        "\"buffer_bytes\": %llu, \"passes\": %d}\n",
+                        membw.bytes_per_s, membw.median_bytes_per_s, membw.threads,
+                        static_cast<unsigned long long>(membw.buffer_bytes), membw.passes);
+        return 0;
+    }
     if (!model) return usage_error("-m MODEL is required");
     moestream_model_info info;
     moestream_model_info_init(&info);
@@ -172,14 +232,33 @@ int cmd_bench(const Args &args) {
             return usage_error("bad --memory-budget");
         budgets.push_back(bytes);
     }
-    std::vector<int32_t> modes;
+    std::vector<std::pair<int32_t, bool>> modes;  // (io mode, resident)
     const std::string default_modes = a.get("--sweep") ? "direct,mmap" : "auto";
+    bool any_resident = false;
     for (const std::string &m : split_list(a.get_or("--io-mode", default_modes))) {
         int32_t mode = 0;
-        if (!parse_io_mode(m, mode)) return usage_error("bad --io-mode '" + m + "'");
-        modes.push_back(mode);
+        bool resident = false;
+        if (!parse_io_mode(m, mode, resident)) return usage_error("bad --io-mode '" + m + "'");
+        modes.emplace_back(mode, resident);
+        any_resident = any_resident || resident;
     }
-    const bool json = a.flags.count("--json");
+    // Weight bytes a decode token touches, from the tensor table.
+    std::vector<GgufTensorSize> tensor_sizes;
+    std::string gguf_why;
+    if (read_gguf_tensor_sizes(*model, tensor_sizes, gguf_why)) {
+        const TouchedBytes touched = touched_bytes_model(tensor_sizes, info.n_layer, info.n_expert, info.n_vocab);
+        base.touched_dense = touched.dense;
+        base.touched_expert_bytes = touched.bytes_per_expert;
+    } else if (any_resident) {
+        std::fprintf(stderr, "moestream bench: bytes touched per token not counted: %s\n", gguf_why.c_str());
+    }
+    if (any_resident) {
+        if (!json) std::printf("loading %s into the page cache\n", model->c_str());
+        if (!load_into_page_cache(*model)) {
+            std::fprintf(stderr, "moestream bench: cannot read %s\n", model->c_str());
+            return 1;
+        }
+    }
 
     double disk_bw = 0;
     std::string disk_note;
@@ -194,12 +273,15 @@ int cmd_bench(const Args &args) {
                 std::printf("disk: not measured: %s\n", disk_note.c_str());
         }
     }
+    if ((a.flags.count("--membw") || any_resident) && !probe()) return 1;
     if (!json) {
         std::printf("model: %s (%s, %s, %d layers, %d experts, top-%d; experts %s)\n", model->c_str(), info.architecture,
                     format_bytes(info.file_bytes).c_str(), info.n_layer, info.n_expert, info.n_expert_used,
                     format_bytes(info.expert_bytes).c_str());
-        std::printf("run: prompt %d tokens, decode %d tokens, %s page cache\n", base.prompt, base.n_tokens,
-                    base.cold ? "cold" : "warm");
+        std::printf("run: prompt %d tokens, decode %d tokens, %s\n", base.prompt, base.n_tokens,
+                    any_resident && modes.size() == 1 ? "resident (file loaded into the page cache, untimed warm-up)"
+                    : base.cold                       ? "cold page cache"
+                                                      : "warm page cache");
         print_header();
     }
     std::vector<std::string> runs_json;
@@ -209,12 +291,14 @@ int cmd_bench(const Args &args) {
     };
     std::vector<Pair> pairs(budgets.size());
     int failures = 0;
-    for (int32_t mode : modes)
+    for (const auto &[mode, resident] : modes)
         for (const uint64_t &budget : budgets) {
             BenchConfig c = base;
             c.io_mode = mode;
             c.budget = budget;
-            c.cgroup = mode == MOESTREAM_IO_MMAP && budget > 0 && !a.flags.count("--no-cgroup");
+            c.resident = resident;
+            c.cold = base.cold && !resident;
+            c.cgroup = mode == MOESTREAM_IO_MMAP && !resident && budget > 0 && !a.flags.count("--no-cgroup");
             const BenchResult r = run_bench(c);
             failures += !r.ok;
             if (r.ok) {
@@ -222,7 +306,7 @@ int cmd_bench(const Args &args) {
                 (r.io_mode == MOESTREAM_IO_MMAP ? p.mmap : p.streaming) = r.decode_tok_s();
             }
             if (json) {
-                std::string j = bench_result_json(c, r);
+                std::string j = bench_result_json(c, r, membw.bytes_per_s);
                 char extra[256];
                 const double predicted = r.ok ? predicted_bytes_per_token(info, r) : 0;
                 std::snprintf(extra, sizeof extra, ", \"predicted_bytes_per_token\": %.1f, \"read_vs_predicted\": %.4f",
@@ -240,16 +324,19 @@ int cmd_bench(const Args &args) {
             } else {
                 print_row(c, r, disk_bw);
                 print_details(info, r);
+                if (resident) print_resident(r, membw);
                 std::fflush(stdout);
             }
         }
     if (json) {
         std::printf("{\"model\": %s, \"file_bytes\": %llu, \"expert_bytes\": %llu, \"n_layer\": %d, \"n_expert\": %d, "
                     "\"n_expert_used\": %d, \"prompt\": %d, \"n_tokens\": %d, \"cold\": %s, \"disk_bw_bytes_s\": %.1f, "
-                    "\"runs\": [",
+                    "\"membw_bytes_s\": %.1f, \"membw_median_bytes_s\": %.1f, \"membw_threads\": %d, "
+                    "\"touched_dense_bytes_per_token\": %llu, \"runs\": [",
                     json_string(*model).c_str(), static_cast<unsigned long long>(info.file_bytes),
                     static_cast<unsigned long long>(info.expert_bytes), info.n_layer, info.n_expert, info.n_expert_used,
-                    base.prompt, base.n_tokens, base.cold ? "true" : "false", disk_bw);
+                    base.prompt, base.n_tokens, base.cold ? "true" : "false", disk_bw, membw.bytes_per_s,
+                    membw.median_bytes_per_s, membw.threads, static_cast<unsigned long long>(base.touched_dense));
         for (size_t i = 0; i < runs_json.size(); ++i) std::printf("%s%s", i ? ", " : "", runs_json[i].c_str());
         std::printf("], \"streaming_over_mmap\": [");
         for (size_t i = 0; i < pairs.size(); ++i)

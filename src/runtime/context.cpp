@@ -49,6 +49,7 @@ Context::Context(const ContextParams &params)
     fo.max_batch = std::min(params_.max_batch, n_ctx_);
     fo.exact = params_.exact;
     fo.lookahead = wants_lookahead(params_.prefetch, source_.resident);
+    fo.resident_experts = source_.resident;
     forward_ = std::make_unique<ForwardPass>(*model_, *source_.source, pool_, fo);
     if (!params_.routing_trace_path.empty()) {
         TraceHeader th;

@@ -30,13 +30,21 @@ void ForwardPass::attention_block(int32_t layer, int32_t n_tokens, int32_t n_pas
     for (int32_t t = 0; t < n_tokens; ++t)
         rms_norm(&x_[size_t(t) * E], lw.attn_norm.data(), &xn_[size_t(t) * E], n_embd_, hp_.rms_eps);
 
-    // Q, K and V share one activation conversion when their types agree.
+    // Q, K and V share one activation conversion (and one parallel_for) when
+    // their types take the same activation format.
     linear_.prepare(lw.wq.type, lw.wq.cols, xn_.data(), E, n_tokens);
-    linear_.multiply(lw.wq, q_.data(), size_t(q_dim_), bias_or_null(lw.bq));
-    if (!linear_.prepared_for(lw.wk)) linear_.prepare(lw.wk.type, lw.wk.cols, xn_.data(), E, n_tokens);
-    linear_.multiply(lw.wk, k_.data(), size_t(k_dim_), bias_or_null(lw.bk));
-    if (!linear_.prepared_for(lw.wv)) linear_.prepare(lw.wv.type, lw.wv.cols, xn_.data(), E, n_tokens);
-    linear_.multiply(lw.wv, v_.data(), size_t(v_dim_), bias_or_null(lw.bv));
+    if (linear_.prepared_for(lw.wk) && linear_.prepared_for(lw.wv)) {
+        const LinearOutput qkv[3] = {{&lw.wq, q_.data(), size_t(q_dim_), bias_or_null(lw.bq)},
+                                     {&lw.wk, k_.data(), size_t(k_dim_), bias_or_null(lw.bk)},
+                                     {&lw.wv, v_.data(), size_t(v_dim_), bias_or_null(lw.bv)}};
+        linear_.multiply_group(qkv);
+    } else {
+        linear_.multiply(lw.wq, q_.data(), size_t(q_dim_), bias_or_null(lw.bq));
+        if (!linear_.prepared_for(lw.wk)) linear_.prepare(lw.wk.type, lw.wk.cols, xn_.data(), E, n_tokens);
+        linear_.multiply(lw.wk, k_.data(), size_t(k_dim_), bias_or_null(lw.bk));
+        if (!linear_.prepared_for(lw.wv)) linear_.prepare(lw.wv.type, lw.wv.cols, xn_.data(), E, n_tokens);
+        linear_.multiply(lw.wv, v_.data(), size_t(v_dim_), bias_or_null(lw.bv));
+    }
 
     const int32_t n_rot = hp_.n_rot;
     for (int32_t t = 0; t < n_tokens; ++t) {

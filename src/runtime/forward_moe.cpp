@@ -76,45 +76,6 @@ void ForwardPass::group_by_expert(int32_t n_tokens) {
     fill_[0] = n_unique;  // reused as the unique count (fill_ is rebuilt every layer)
 }
 
-void ForwardPass::compute_expert(const LayerWeights &lw, const ReadyExpert &ready) {
-    const int32_t e = ready.expert;
-    if (e < 0 || e >= n_expert_ || count_[size_t(e)] == 0)
-        fail(Status::internal, "expert source returned expert %d, which was not requested", e);
-    const ExpertLayerLayout &lay = lw.experts;
-    const int32_t n = count_[size_t(e)], first = offset_[size_t(e)];
-    const size_t E = size_t(n_embd_), K = size_t(n_used_);
-    const int64_t n_ff = lay.up.rows;
-    for (int32_t i = 0; i < n; ++i) {
-        const float *src = &xn_[size_t(entry_token_[size_t(first + i)]) * E];
-        std::copy(src, src + E, &gather_[size_t(i) * E]);
-    }
-    auto view = [](const ExpertMatrixLayout &m, const uint8_t *data) {
-        MatrixView v;
-        v.data = data;
-        v.type = m.type;
-        v.cols = m.cols;
-        v.rows = m.rows;
-        v.row_bytes = size_t(m.expert_stride / uint64_t(m.rows));
-        return v;
-    };
-    const MatrixView gate = view(lay.gate, ready.view.gate);
-    const MatrixView up = view(lay.up, ready.view.up);
-    const MatrixView down = view(lay.down, ready.view.down);
-    linear_.prepare(gate.type, gate.cols, gather_.data(), E, n);
-    linear_.multiply(gate, gate_.data(), size_t(n_ff));
-    if (!linear_.prepared_for(up)) linear_.prepare(up.type, up.cols, gather_.data(), E, n);
-    linear_.multiply(up, up_.data(), size_t(n_ff));
-    swiglu(gate_.data(), up_.data(), hidden_.data(), int64_t(n) * n_ff);
-    linear_.run(down, hidden_.data(), size_t(n_ff), n, down_.data(), E);
-    for (int32_t i = 0; i < n; ++i) {
-        const size_t t = size_t(entry_token_[size_t(first + i)]), s = size_t(entry_slot_[size_t(first + i)]);
-        const float w = topk_w_[t * K + s];
-        const float *y = &down_[size_t(i) * E];
-        float *dst = &slot_out_[(t * K + s) * E];
-        for (size_t j = 0; j < E; ++j) dst[j] = y[j] * w;
-    }
-}
-
 void ForwardPass::shared_expert(const LayerWeights &lw, int32_t n_tokens) {
     const size_t E = size_t(n_embd_);
     const int64_t n_ff = lw.shexp_up.rows;
@@ -151,12 +112,19 @@ void ForwardPass::moe_block(int32_t layer, int32_t n_tokens) {
     experts_.begin_layer(layer, std::span<const int32_t>(unique_.data(), size_t(n_unique)));
     LayerScope scope(experts_, layer);
     if (opt_.lookahead && layer + 1 < hp_.n_layer) predict_and_prefetch(layer + 1, n_tokens);
+    prepare_expert_inputs(lw, n_tokens);
+    // Resident experts are computed as one group (both threads share every
+    // expert's rows); streamed ones as each arrives, overlapping the reads.
+    int32_t n_ready = 0;
     for (int32_t i = 0; i < n_unique; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
-        const ReadyExpert ready = experts_.next_ready();
+        ready_[size_t(n_ready++)] = experts_.next_ready();
         expert_wait_ns_ += uint64_t(
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-        compute_expert(lw, ready);
+        if (!opt_.resident_experts || i + 1 == n_unique) {
+            compute_experts(lw, ready_.data(), n_ready, n_tokens);
+            n_ready = 0;
+        }
     }
     scope.close();
 

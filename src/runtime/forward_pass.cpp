@@ -88,11 +88,26 @@ ForwardPass::ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &
     fill_.assign(size_t(n_expert_), 0);
     entry_token_.assign(B * K, 0);
     entry_slot_.assign(B * K, 0);
-    gather_.assign(B * E, 0.0f);
-    gate_.assign(B * size_t(n_ff_max_), 0.0f);
-    up_.assign(B * size_t(n_ff_max_), 0.0f);
-    hidden_.assign(B * size_t(n_ff_max_), 0.0f);
-    down_.assign(B * E, 0.0f);
+    gate_.assign(B * K * size_t(n_ff_max_), 0.0f);
+    up_.assign(B * K * size_t(n_ff_max_), 0.0f);
+    hidden_.assign(B * K * size_t(n_ff_max_), 0.0f);
+    down_.assign(B * K * E, 0.0f);
+    size_t in_row = 0, hidden_row = 0;
+    for (const LayerWeights &l : model.weights().layers) {
+        for (const ExpertMatrixLayout *m : {&l.experts.gate, &l.experts.up})
+            if (m->cols > 0) in_row = std::max(in_row, kernels::act_row_bytes(m->type, m->cols, opt.exact));
+        if (l.experts.down.cols > 0)
+            hidden_row = std::max(hidden_row, kernels::act_row_bytes(l.experts.down.type, l.experts.down.cols, opt.exact));
+    }
+    xq_gate_.assign(B * in_row, 0);
+    xq_up_.assign(B * in_row, 0);
+    if (B > 1) {
+        eq_gate_.assign(B * K * in_row, 0);
+        eq_up_.assign(B * K * in_row, 0);
+    }
+    hq_.assign(B * K * hidden_row, 0);
+    ready_.assign(size_t(n_expert_), ReadyExpert{});
+    chunks_left_ = std::make_unique<std::atomic<int32_t>[]>(size_t(n_expert_));
     if (n_ff_shared_max_ > 0) {
         sh_gate_.assign(B * size_t(n_ff_shared_max_), 0.0f);
         sh_up_.assign(B * size_t(n_ff_shared_max_), 0.0f);
@@ -115,14 +130,16 @@ size_t ForwardPass::scratch_bytes() const {
     size_t f = 0;
     for (const std::vector<float> *v :
          {&x_, &xn_, &q_, &k_, &v_, &attn_, &tmp_, &rope_cs_, &scores_, &router_, &topk_w_, &slot_out_, &moe_out_,
-          &gather_, &gate_, &up_, &hidden_, &down_, &sh_gate_, &sh_up_, &sh_hidden_, &sh_out_, &sh_g_, &la_xn_,
+          &gate_, &up_, &hidden_, &down_, &sh_gate_, &sh_up_, &sh_hidden_, &sh_out_, &sh_g_, &la_xn_,
           &la_router_, &la_w_, &final_xn_})
         f += v->size();
     size_t i = 0;
     for (const std::vector<int32_t> *v :
          {&topk_ids_, &unique_, &count_, &offset_, &entry_token_, &entry_slot_, &fill_, &la_ids_, &la_unique_})
         i += v->size();
-    return f * sizeof(float) + i * sizeof(int32_t) + act_.size() + la_mark_.size();
+    size_t b = act_.size() + la_mark_.size();
+    for (const std::vector<uint8_t> *v : {&xq_gate_, &xq_up_, &eq_gate_, &eq_up_, &hq_}) b += v->size();
+    return f * sizeof(float) + i * sizeof(int32_t) + b;
 }
 
 void ForwardPass::run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, float *logits) {

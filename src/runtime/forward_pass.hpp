@@ -5,7 +5,9 @@
 // run() does not allocate.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "experts/routing_trace.hpp"
@@ -24,6 +26,7 @@ struct ForwardOptions {
     int32_t max_batch = 0;  // tokens per run() call
     bool exact = false;     // f32 activations and f32 KV cache
     bool lookahead = false; // run layer L+1's router on layer L's state and prefetch
+    bool resident_experts = false; // the source has every expert at once: compute a layer's experts together
 };
 
 class ForwardPass {
@@ -50,7 +53,10 @@ private:
     void moe_block(int32_t layer, int32_t n_tokens);
     void route(const LayerWeights &lw, int32_t n_tokens);
     void group_by_expert(int32_t n_tokens);
-    void compute_expert(const LayerWeights &lw, const ReadyExpert &ready);
+    // Converts the normalised tokens for the experts' gate/up matrices (forward_experts.cpp).
+    void prepare_expert_inputs(const LayerWeights &lw, int32_t n_tokens);
+    // Gate/up/SwiGLU/down of a group of delivered experts, into slot_out_.
+    void compute_experts(const LayerWeights &lw, const ReadyExpert *group, int32_t n_group, int32_t n_tokens);
     void shared_expert(const LayerWeights &lw, int32_t n_tokens);
     void predict_and_prefetch(int32_t next_layer, int32_t n_tokens);
     void output_head(int32_t last_token, float *logits);
@@ -78,7 +84,14 @@ private:
     uint64_t traced_tokens_ = 0;
     // Routed experts: unique experts in request order and their (token, slot) entries.
     std::vector<int32_t> unique_, count_, offset_, entry_token_, entry_slot_, fill_;
-    std::vector<float> gather_, gate_, up_, hidden_, down_;
+    // Per entry (token, slot) of the layer, in entry order: gate, up, hidden
+    // and down rows; converted inputs per token (xq_) and per entry (eq_, hq_).
+    std::vector<float> gate_, up_, hidden_, down_;
+    std::vector<uint8_t> xq_gate_, xq_up_, eq_gate_, eq_up_, hq_;
+    size_t xq_row_gate_ = 0, xq_row_up_ = 0;
+    bool up_shares_gate_input_ = true;
+    std::vector<ReadyExpert> ready_;
+    std::unique_ptr<std::atomic<int32_t>[]> chunks_left_;  // phase-1 chunks not yet done, per group member
     // Shared expert.
     std::vector<float> sh_gate_, sh_up_, sh_hidden_, sh_out_, sh_g_;
     // Lookahead.

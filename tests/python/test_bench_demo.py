@@ -87,3 +87,49 @@ def test_bench_greedy_feed_is_reported(cli_path, small_model):
     bad = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "--feed", "loop"], capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "feed" in bad.stderr
+
+
+def test_bench_resident_roofline(cli_path, small_model):
+    from test_generate import read_gguf
+
+    out = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "-n", "5", "--prompt", "3",
+                          "--io-mode", "resident", "--membw-size", "64MiB", "--threads", "2", "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    run = data["runs"][0]
+    assert run["ok"], run["error"]
+    assert run["resident"] and run["io_mode"] == "mmap" and run["cold"] is False
+    assert run["decode_tokens"] == 5 and run["prompt_tokens"] == 3
+    assert data["membw_bytes_s"] > 0 and data["membw_threads"] == 2
+    # Independent count of the weight bytes one decode token reads: every
+    # tensor but the routed experts and the embedding table, one embedding
+    # row, and top-k experts in every layer.
+    block = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
+             12: (256, 144), 13: (256, 176), 14: (256, 210), 30: (1, 2)}
+    _, kv, tensors, _ = read_gguf(small_model)
+    arch = kv["general.architecture"]
+    n_used, n_expert = kv[arch + ".expert_used_count"], kv[arch + ".expert_count"]
+    n_layer = kv[arch + ".block_count"]
+
+    def size(ne, t):
+        elems, nbytes = block[t]
+        n = 1
+        for d in ne:
+            n *= d
+        return n // elems * nbytes
+
+    dense = experts = 0
+    tied = all(name != "output.weight" for name, _, _, _ in tensors)
+    for name, ne, t, _ in tensors:
+        if name == "token_embd.weight":
+            dense += size(ne, t) if tied else size(ne, t) // ne[1]
+        elif "_exps." in name:
+            experts += size(ne, t)
+        else:
+            dense += size(ne, t)
+    expected = dense + experts / (n_layer * n_expert) * n_layer * n_used
+    assert run["bytes_touched_per_token"] == pytest.approx(expected, rel=2e-3)
+    assert run["touched_bw_bytes_s"] == pytest.approx(run["bytes_touched_per_token"] * run["decode_tok_s"], rel=1e-2)
+    assert run["roofline_tok_s"] == pytest.approx(data["membw_bytes_s"] / run["bytes_touched_per_token"], rel=1e-3)
+    assert run["roofline_ratio"] == pytest.approx(run["decode_tok_s"] / run["roofline_tok_s"], rel=1e-2)
