@@ -1,4 +1,4 @@
-// Causal scaled-dot-product attention of one query head against the cached
+// Causal scaled-dot-product attention of query heads against the cached
 // keys/values of positions [0, pos]. GQA maps query head h to KV head
 // h / (n_head / n_head_kv).
 #pragma once
@@ -22,5 +22,15 @@ struct AttentionShape {
 // on how many tokens a step carries.
 void attend_head(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t head, const float *q,
                  int32_t pos, float *scores, float *out);
+
+// attend_head for every query head that shares KV head `kv_head` (n_head /
+// n_head_kv of them): q holds their queries head after head (head_dim_k
+// apart), out receives their outputs (head_dim_v apart), scores must hold
+// (n_head / n_head_kv) * (pos + 1) floats. Each key and value row is widened
+// once for the whole group and keys are dotted eight positions at a time;
+// every output equals attend_head's bit for bit (same operations in the same
+// order per element).
+void attend_kv_group(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t kv_head, const float *q,
+                     int32_t pos, float *scores, float *out);
 
 }  // namespace moe

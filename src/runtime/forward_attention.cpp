@@ -58,19 +58,22 @@ void ForwardPass::attention_block(int32_t layer, int32_t n_tokens, int32_t n_pas
         kv_.store(layer, n_past + t, k, &v_[size_t(t) * size_t(v_dim_)]);
     }
 
-    // One task per (token, head); each reads positions up to its own token only.
+    // One task per (token, KV head): the query heads sharing a KV head widen
+    // its keys and values once; each task reads positions up to its own token only.
     struct Job {
         ForwardPass *self;
         int32_t layer, n_past;
     } job{this, layer, n_past};
-    pool_.parallel_for(int64_t(n_tokens) * hp_.n_head, [&job](int64_t task, int32_t worker) {
+    pool_.parallel_for(int64_t(n_tokens) * hp_.n_head_kv, [&job](int64_t task, int32_t worker) {
         ForwardPass &fp = *job.self;
-        const int32_t t = int32_t(task / fp.hp_.n_head);
-        const int32_t h = int32_t(task % fp.hp_.n_head);
-        const float *q = &fp.q_[size_t(t) * size_t(fp.q_dim_) + size_t(h) * size_t(fp.hp_.head_dim_k)];
-        float *out = &fp.attn_[size_t(t) * size_t(fp.o_dim_) + size_t(h) * size_t(fp.hp_.head_dim_v)];
-        float *scores = &fp.scores_[size_t(worker) * size_t(fp.opt_.n_ctx)];
-        attend_head(fp.kv_, job.layer, fp.attn_shape_, h, q, job.n_past + t, scores, out);
+        const int32_t t = int32_t(task / fp.hp_.n_head_kv);
+        const int32_t kvh = int32_t(task % fp.hp_.n_head_kv);
+        const int32_t group = fp.hp_.n_head / fp.hp_.n_head_kv;
+        const size_t h0 = size_t(kvh) * size_t(group);
+        const float *q = &fp.q_[size_t(t) * size_t(fp.q_dim_) + h0 * size_t(fp.hp_.head_dim_k)];
+        float *out = &fp.attn_[size_t(t) * size_t(fp.o_dim_) + h0 * size_t(fp.hp_.head_dim_v)];
+        float *scores = &fp.scores_[size_t(worker) * size_t(group) * size_t(fp.opt_.n_ctx)];
+        attend_kv_group(fp.kv_, job.layer, fp.attn_shape_, kvh, q, job.n_past + t, scores, out);
     });
 
     linear_.run(lw.wo, attn_.data(), size_t(o_dim_), n_tokens, tmp_.data(), E, bias_or_null(lw.bo));

@@ -148,15 +148,15 @@ void ForwardPass::compute_experts(const LayerWeights &lw, const ReadyExpert *gro
         const MatrixView down = expert_matrix(job.lay->down, ready.view.down);
         const int64_t r0 = (task % job.chunks_b) * job.per_b, r1 = std::min(down.rows, r0 + job.per_b);
         const int32_t e = ready.expert, first = fp.offset_[size_t(e)], n = fp.count_[size_t(e)];
-        const size_t E = job.E;
-        float *y = &fp.down_[size_t(first) * E];
+        const size_t n_embd = job.E;
+        float *y = &fp.down_[size_t(first) * n_embd];
         kernels::matmat_rows(down.type, down.cols, down.data, down.row_bytes, &fp.hq_[size_t(first) * job.h_row],
-                             job.h_row, n, y, E, r0, r1, job.exact);
+                             job.h_row, n, y, n_embd, r0, r1, job.exact);
         for (int32_t i = 0; i < n; ++i) {
             const size_t t = size_t(fp.entry_token_[size_t(first + i)]), s = size_t(fp.entry_slot_[size_t(first + i)]);
             const float w = fp.topk_w_[t * job.K + s];
-            const float *src = y + size_t(i) * E;
-            float *dst = &fp.slot_out_[(t * job.K + s) * E];
+            const float *src = y + size_t(i) * n_embd;
+            float *dst = &fp.slot_out_[(t * job.K + s) * n_embd];
             for (int64_t j = r0; j < r1; ++j) dst[j] = src[j] * w;
         }
     });

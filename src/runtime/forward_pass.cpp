@@ -76,7 +76,8 @@ ForwardPass::ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &
     attn_.assign(B * size_t(o_dim_), 0.0f);
     tmp_.assign(B * E, 0.0f);
     rope_cs_.assign(B * size_t(hp_.n_rot), 0.0f);
-    scores_.assign(size_t(pool.size()) * size_t(opt.n_ctx), 0.0f);
+    // Per worker: the scores of every query head of one KV head.
+    scores_.assign(size_t(pool.size()) * size_t(hp_.n_head / std::max(1, hp_.n_head_kv)) * size_t(opt.n_ctx), 0.0f);
     router_.assign(B * size_t(n_expert_), 0.0f);
     topk_ids_.assign(B * K, 0);
     topk_w_.assign(B * K, 0.0f);

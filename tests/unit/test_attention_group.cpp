@@ -1,0 +1,63 @@
+// attend_kv_group (all query heads of one KV head, keys dotted eight positions
+// at a time) gives exactly attend_head's outputs, for f16 and f32 caches,
+// head sizes on and off the tiled path and positions around the tile width.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "model/attention.hpp"
+#include "model/kv_cache.hpp"
+
+namespace {
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float &x : v) x = d(rng);
+    return v;
+}
+
+void expect_group_equals_heads(bool f32, int32_t n_head, int32_t n_kv, int32_t dk, int32_t dv) {
+    const int32_t n_ctx = 37, n_layer = 2, layer = 1;
+    moe::KvCache kv(n_layer, n_ctx, n_kv * dk, n_kv * dv, f32);
+    for (int32_t p = 0; p < n_ctx; ++p) {
+        const auto k = random_values(size_t(n_kv * dk), uint32_t(10 + p));
+        const auto v = random_values(size_t(n_kv * dv), uint32_t(1000 + p));
+        kv.store(layer, p, k.data(), v.data());
+    }
+    const moe::AttentionShape s{n_head, n_kv, dk, dv, 0.125f};
+    const int32_t group = n_head / n_kv;
+    for (int32_t pos : {0, 6, 7, 8, 9, 15, 16, 23, 36}) {
+        const auto q = random_values(size_t(n_head * dk), uint32_t(77 + pos));
+        for (int32_t kvh = 0; kvh < n_kv; ++kvh) {
+            std::vector<float> scores(size_t(group) * size_t(n_ctx)), out(size_t(group) * size_t(dv), -1.0f);
+            moe::attend_kv_group(kv, layer, s, kvh, q.data() + size_t(kvh * group * dk), pos, scores.data(),
+                                 out.data());
+            for (int32_t g = 0; g < group; ++g) {
+                const int32_t h = kvh * group + g;
+                std::vector<float> sc(static_cast<size_t>(n_ctx)), ref(static_cast<size_t>(dv));
+                moe::attend_head(kv, layer, s, h, q.data() + size_t(h * dk), pos, sc.data(), ref.data());
+                ASSERT_EQ(0, std::memcmp(ref.data(), out.data() + size_t(g * dv), size_t(dv) * sizeof(float)))
+                    << "f32 " << f32 << " head " << h << " pos " << pos << " dk " << dk;
+            }
+        }
+    }
+}
+
+TEST(AttentionGroup, EqualsPerHeadAttentionF16) {
+    expect_group_equals_heads(false, 8, 2, 16, 16);
+    expect_group_equals_heads(false, 32, 4, 128, 128);
+    expect_group_equals_heads(false, 4, 4, 64, 32);
+}
+
+TEST(AttentionGroup, EqualsPerHeadAttentionF32) {
+    expect_group_equals_heads(true, 8, 2, 16, 16);
+    expect_group_equals_heads(true, 6, 2, 128, 64);
+}
+
+TEST(AttentionGroup, HeadsLargerThanTheTileFallBack) { expect_group_equals_heads(false, 4, 2, 512, 512); }
+
+}  // namespace
