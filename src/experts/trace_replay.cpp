@@ -46,7 +46,13 @@ ReplayResult replay_policy(const RoutingTrace &t, CachePolicyKind kind, uint32_t
             for (uint16_t e : t.experts(tok, l))
                 if (e != kTraceNoExpert) ++profile.counts[key_of(t, l, e)];
     std::unique_ptr<CachePolicy> policy = make_cache_policy(kind, n_keys, std::max<uint32_t>(capacity, 1), &profile);
+    return replay_with(t, *policy, capacity, warmup_tokens);
+}
 
+ReplayResult replay_with(const RoutingTrace &t, CachePolicy &policy, uint32_t capacity, uint64_t warmup_tokens) {
+    const auto &h = t.header;
+    const uint32_t n_keys = h.n_layer * h.n_expert;
+    warmup_tokens = std::min(warmup_tokens, t.n_tokens);
     ReplayResult r;
     r.capacity = capacity;
     std::vector<uint8_t> resident(n_keys, 0), in_row(n_keys, 0);
@@ -69,22 +75,21 @@ ReplayResult replay_policy(const RoutingTrace &t, CachePolicyKind kind, uint32_t
                     hit ? ++r.hits : ++r.misses;
                 }
                 if (hit) {
-                    policy->on_hit(key, tick);
+                    policy.on_hit(key, tick);
                     continue;
                 }
                 if (n_resident >= capacity) {
                     uint32_t victim = 0;
-                    if (!policy->choose_victim(evictable_outside_row, &pin, &victim)) continue;  // read, not kept
+                    if (!policy.choose_victim(evictable_outside_row, &pin, &victim)) continue;  // read, not kept
                     if (!resident[victim] || in_row[victim])
-                        fail(Status::internal, "policy %s chose key %u which is not evictable", cache_policy_name(kind),
-                             victim);
+                        fail(Status::internal, "cache policy chose key %u which is not evictable", victim);
                     resident[victim] = 0;
                     --n_resident;
-                    policy->on_remove(victim);
+                    policy.on_remove(victim);
                 }
                 resident[key] = 1;
                 ++n_resident;
-                policy->on_insert(key, tick);
+                policy.on_insert(key, tick);
             }
             for (uint16_t e : row)
                 if (e != kTraceNoExpert) in_row[key_of(t, l, e)] = 0;

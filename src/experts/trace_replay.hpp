@@ -29,6 +29,11 @@ uint32_t replay_capacity(const RoutingTrace &trace, uint64_t cache_bytes);
 
 ReplayResult replay_policy(const RoutingTrace &trace, CachePolicyKind kind, uint32_t capacity, uint64_t warmup_tokens);
 
+// The same simulation driving a policy the caller made (replay_policy makes
+// one with the warm-up tokens' usage profile); fails if the policy picks a
+// key that is not resident or belongs to the layer being loaded.
+ReplayResult replay_with(const RoutingTrace &trace, CachePolicy &policy, uint32_t capacity, uint64_t warmup_tokens);
+
 // Belady (MIN): on a miss with a full cache, evict the key whose next use is
 // furthest in the future; every missing key is admitted (demand paging, as in
 // the engine, which computes an expert only from a cache slot). With warmup_tokens > 0 the cache starts the

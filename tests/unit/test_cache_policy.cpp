@@ -118,15 +118,19 @@ TEST(PinnedHotPolicy, WithoutProfileBehavesLikeLfu) {
     EXPECT_TRUE(p->pinned().empty());
 }
 
-// Drives every policy through a random cache simulation and checks the
-// invariants the live cache relies on.
+// Drives every policy, with and without a usage profile, through a random
+// cache simulation and checks the invariants the live cache relies on.
 TEST(CachePolicy, RandomTraceInvariants) {
     const uint32_t n_keys = 200, capacity = 24;
     moe::UsageProfile prof{10, 20, std::vector<uint64_t>(n_keys)};
     std::mt19937 rng(42);
     for (auto &c : prof.counts) c = rng() % 50;
-    for (auto kind : {CachePolicyKind::lru, CachePolicyKind::lfu_decay, CachePolicyKind::pinned_hot}) {
-        auto p = moe::make_cache_policy(kind, n_keys, capacity, &prof);
+    const moe::UsageProfile *const profiles[] = {&prof, nullptr};
+    for (const moe::UsageProfile *profile : profiles)
+    for (auto kind : {CachePolicyKind::lru, CachePolicyKind::lfu_decay, CachePolicyKind::pinned_hot,
+                      CachePolicyKind::reuse_aware}) {
+        auto p = moe::make_cache_policy(kind, n_keys, capacity, profile);
+        if (kind == CachePolicyKind::reuse_aware) EXPECT_TRUE(p->pinned().empty());
         std::set<uint32_t> pinned(p->pinned().begin(), p->pinned().end());
         std::set<uint32_t> resident;
         uint64_t t = 0;

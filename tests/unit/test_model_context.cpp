@@ -6,67 +6,29 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "../../capi/context_handle.hpp"
 #include "common/error.hpp"
 #include "runtime/context.hpp"
+#include "support/generated_models.hpp"
 #include "support/paths.hpp"
 
 namespace {
 
-// Generated once per (arch, extra args) and reused by every test of the binary.
+using moe::test::context_params;
+using moe::test::step;
+
 std::string model_path(const std::string &arch, const std::string &extra = "") {
-    static std::map<std::string, std::string> cache;
-    const std::string key = arch + extra;
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-    const std::string dir = moe::test::binary_dir() + "/test-scratch/model_context";
-    std::filesystem::create_directories(dir);
-    std::string file = key;
-    for (char &c : file)
-        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-    const std::string path = dir + "/" + file + ".gguf";
-    // Shared across the test processes ctest runs in parallel: written under a
-    // unique name and renamed into place, reused when present.
-    if (!std::filesystem::exists(path)) {
-        const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-        const std::string cmd = "cd '" + moe::test::source_dir() + "/tests' && '" + moe::test::python() +
-                                "' -m tools.make_model --arch " + arch + " --out '" + tmp +
-                                "' --n-embd 256 --n-head 4 --n-head-kv 2 --n-layer 2 --n-expert 8 --n-expert-used 3"
-                                " --n-ff-expert 256 --n-vocab 300 --n-ctx 64 --seed 7 " +
-                                extra + " > /dev/null";
-        if (moe::test::run(cmd) != 0) {
-            std::filesystem::remove(tmp);
-            return cache[key] = "";
-        }
-        std::filesystem::rename(tmp, path);
-    }
-    cache[key] = path;
-    return cache[key];
+    return moe::test::generated_model("model_context", arch,
+                                      "--n-embd 256 --n-head 4 --n-head-kv 2 --n-layer 2 --n-expert 8 "
+                                      "--n-expert-used 3 --n-ff-expert 256 --n-vocab 300 --n-ctx 64 --seed 7",
+                                      extra);
 }
 
-#define REQUIRE_MODEL(var, ...)                                                   \
-    const std::string var = model_path(__VA_ARGS__);                              \
-    if (var.empty()) GTEST_SKIP() << "python3 with numpy is needed to generate models"
-
-moe::ContextParams params_for(const std::string &path, bool exact = false, int32_t n_ctx = 32) {
-    moe::ContextParams p;
-    p.model_path = path;
-    p.n_threads = 2;
-    p.n_ctx = n_ctx;
-    p.exact = exact;
-    return p;
-}
-
-std::vector<float> step(moe::Context &c, const std::vector<int32_t> &tokens) {
-    std::vector<float> logits(size_t(c.n_vocab()));
-    c.step(tokens.data(), int32_t(tokens.size()), logits.data());
-    return logits;
-}
+#define REQUIRE_MODEL(var, ...) REQUIRE_GENERATED_MODEL(var, model_path(__VA_ARGS__))
 
 const std::vector<int32_t> kTokens = {5, 17, 250, 3, 99, 42, 7, 131, 64, 2};
 
@@ -75,13 +37,13 @@ class EveryArch : public ::testing::TestWithParam<std::tuple<std::string, bool>>
 TEST_P(EveryArch, BatchedStepsEqualOneTokenSteps) {
     const auto &[arch, exact] = GetParam();
     REQUIRE_MODEL(path, arch, "--quant-mix mixed");
-    moe::Context all(params_for(path, exact));
+    moe::Context all(context_params(path, exact));
     const auto batched = step(all, kTokens);
-    moe::ContextParams small_batch = params_for(path, exact);
+    moe::ContextParams small_batch = context_params(path, exact);
     small_batch.max_batch = 4;  // forces internal chunks of 4 + 4 + 2
     moe::Context chunked(small_batch);
     EXPECT_EQ(step(chunked, kTokens), batched);
-    moe::Context single(params_for(path, exact));
+    moe::Context single(context_params(path, exact));
     std::vector<float> last;
     for (int32_t t : kTokens) last = step(single, {t});
     EXPECT_EQ(last, batched);
@@ -94,7 +56,7 @@ INSTANTIATE_TEST_SUITE_P(Model, EveryArch,
 
 TEST(Context, InvalidStepsLeaveContextUnchanged) {
     REQUIRE_MODEL(path, "qwen3moe");
-    moe::Context c(params_for(path, false, 8));
+    moe::Context c(context_params(path, false, 8));
     step(c, {1, 2, 3});
     const std::vector<int32_t> bad_token = {4, 300};
     std::vector<float> logits(size_t(c.n_vocab()));
@@ -115,7 +77,7 @@ TEST(Context, InvalidStepsLeaveContextUnchanged) {
     }
     EXPECT_EQ(c.n_past(), 3);
     const auto after = step(c, {4, 5});
-    moe::Context fresh(params_for(path, false, 8));
+    moe::Context fresh(context_params(path, false, 8));
     EXPECT_EQ(step(fresh, {1, 2, 3, 4, 5}), after);
     step(c, {6, 7, 8});
     EXPECT_EQ(c.n_past(), 8);
@@ -129,7 +91,7 @@ TEST(Context, InvalidStepsLeaveContextUnchanged) {
 
 TEST(Context, ResetReproducesTheFirstRun) {
     REQUIRE_MODEL(path, "olmoe");
-    moe::Context c(params_for(path));
+    moe::Context c(context_params(path));
     const auto first = step(c, kTokens);
     c.reset();
     EXPECT_EQ(c.n_past(), 0);
@@ -138,9 +100,9 @@ TEST(Context, ResetReproducesTheFirstRun) {
 
 TEST(Context, ThreadCountDoesNotChangeLogits) {
     REQUIRE_MODEL(path, "qwen2moe", "--quant-mix mixed");
-    moe::ContextParams one = params_for(path);
+    moe::ContextParams one = context_params(path);
     one.n_threads = 1;
-    moe::ContextParams three = params_for(path);
+    moe::ContextParams three = context_params(path);
     three.n_threads = 3;
     moe::Context a(one), b(three);
     EXPECT_EQ(step(a, kTokens), step(b, kTokens));
@@ -148,9 +110,9 @@ TEST(Context, ThreadCountDoesNotChangeLogits) {
 
 TEST(Context, LookaheadPrefetchDoesNotChangeLogits) {
     REQUIRE_MODEL(path, "qwen3moe", "--quant-mix mixed");
-    moe::ContextParams off = params_for(path);
+    moe::ContextParams off = context_params(path);
     off.prefetch = MOESTREAM_PREFETCH_OFF;
-    moe::ContextParams ahead = params_for(path);
+    moe::ContextParams ahead = context_params(path);
     ahead.prefetch = MOESTREAM_PREFETCH_LOOKAHEAD;
     moe::Context a(off), b(ahead);
     EXPECT_EQ(step(a, kTokens), step(b, kTokens));
@@ -158,7 +120,7 @@ TEST(Context, LookaheadPrefetchDoesNotChangeLogits) {
 
 TEST(Context, StatsCountTokensStepsAndHits) {
     REQUIRE_MODEL(path, "qwen3moe");
-    moe::Context c(params_for(path));
+    moe::Context c(context_params(path));
     step(c, {1, 2, 3});
     step(c, {4});
     moestream_stats s{};
@@ -179,7 +141,7 @@ TEST(Context, StatsCountTokensStepsAndHits) {
 TEST(Context, SecondThreadGetsBusy) {
     REQUIRE_MODEL(path, "qwen3moe");
     moestream_context handle;
-    handle.ctx = std::make_unique<moe::Context>(params_for(path));
+    handle.ctx = std::make_unique<moe::Context>(context_params(path));
     moe::capi::ContextUse first(&handle);
     moe::Status seen = moe::Status::ok;
     std::thread other([&] {
@@ -194,14 +156,14 @@ TEST(Context, SecondThreadGetsBusy) {
 }
 
 TEST(ModelLoad, MissingFileAndTruncatedFileFailCleanly) {
-    EXPECT_THROW(moe::Context(params_for("/nonexistent/model.gguf")), moe::Error);
+    EXPECT_THROW(moe::Context(context_params("/nonexistent/model.gguf")), moe::Error);
     REQUIRE_MODEL(path, "llama");
     const std::string dir = moe::test::scratch_dir();
     const std::string cut = dir + "/cut.gguf";
     std::filesystem::copy_file(path, cut);
     std::filesystem::resize_file(cut, std::filesystem::file_size(path) / 2);
     try {
-        moe::Context c(params_for(cut));
+        moe::Context c(context_params(cut));
         FAIL() << "a truncated model opened";
     } catch (const moe::Error &e) {
         EXPECT_EQ(e.status(), moe::Status::bad_format) << e.what();

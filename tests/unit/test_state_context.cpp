@@ -2,69 +2,39 @@
 // architecture: continuing after a load gives exactly the logits of an
 // uninterrupted run, and a refused load leaves the context as it was.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "common/error.hpp"
 #include "runtime/context.hpp"
+#include "support/generated_models.hpp"
 #include "support/paths.hpp"
+#include "support/status_of.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-// Generated once per key and shared by the test processes ctest runs in
-// parallel (written under a unique name, renamed into place).
+using moe::test::status_of;
+using moe::test::step;
+
 std::string model_path(const std::string &arch, const std::string &extra = "") {
-    static std::map<std::string, std::string> cache;
-    const std::string key = arch + extra;
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-    const std::string dir = moe::test::binary_dir() + "/test-scratch/state_context_models";
-    fs::create_directories(dir);
-    std::string file = key;
-    for (char &c : file)
-        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-    const std::string path = dir + "/" + file + ".gguf";
-    if (!fs::exists(path)) {
-        const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-        const std::string cmd = "cd '" + moe::test::source_dir() + "/tests' && '" + moe::test::python() +
-                                "' -m tools.make_model --arch " + arch + " --out '" + tmp +
-                                "' --n-embd 128 --n-head 4 --n-head-kv 2 --n-layer 2 --n-expert 8 --n-expert-used 2"
-                                " --n-ff-expert 128 --n-vocab 200 --n-ctx 64 " +
-                                extra + " > /dev/null";
-        if (moe::test::run(cmd) != 0) {
-            fs::remove(tmp);
-            return cache[key] = "";
-        }
-        fs::rename(tmp, path);
-    }
-    return cache[key] = path;
+    return moe::test::generated_model("state_context_models", arch,
+                                      "--n-embd 128 --n-head 4 --n-head-kv 2 --n-layer 2 --n-expert 8 "
+                                      "--n-expert-used 2 --n-ff-expert 128 --n-vocab 200 --n-ctx 64",
+                                      extra);
 }
 
-#define REQUIRE_MODEL(var, ...)                      \
-    const std::string var = model_path(__VA_ARGS__); \
-    if (var.empty()) GTEST_SKIP() << "python3 with numpy is needed to generate models"
+#define REQUIRE_MODEL(var, ...) REQUIRE_GENERATED_MODEL(var, model_path(__VA_ARGS__))
 
 moe::ContextParams params_for(const std::string &path, bool exact = false, int32_t n_ctx = 32) {
-    moe::ContextParams p;
-    p.model_path = path;
-    p.n_threads = 2;
-    p.n_ctx = n_ctx;
-    p.exact = exact;
+    moe::ContextParams p = moe::test::context_params(path, exact, n_ctx);
     p.profile_disabled = true;
     return p;
-}
-
-std::vector<float> step(moe::Context &c, const std::vector<int32_t> &tokens) {
-    std::vector<float> logits(size_t(c.n_vocab()));
-    c.step(tokens.data(), int32_t(tokens.size()), logits.data());
-    return logits;
 }
 
 // Logits of each continuation token, stepped one at a time.
@@ -79,16 +49,6 @@ bool bit_identical(const std::vector<std::vector<float>> &a, const std::vector<s
     for (size_t i = 0; i < a.size(); ++i)
         if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * 4) != 0) return false;
     return true;
-}
-
-moe::Status status_of(const std::function<void()> &fn, std::string *message = nullptr) {
-    try {
-        fn();
-    } catch (const moe::Error &e) {
-        if (message) *message = e.what();
-        return e.status();
-    }
-    return moe::Status::ok;
 }
 
 const std::vector<int32_t> kPrompt = {5, 17, 150, 3, 99, 42, 7};
