@@ -1,8 +1,11 @@
 """The engine's logits against the float64 reference for every architecture, several quant
 mixes and shapes (top-k 1/2/8, GQA ratios 1/4/8, an expert count that is not a power of two,
-head_dim != n_embd/n_head, tied output), after 1 and after 40 tokens, in normal and --exact
-mode, and with different --batch sizes; after one token also against the reference with the
-engine's activation rounding emulated. Criteria: see engine_check.py.
+head_dim != n_embd/n_head, tied output), after 1 token, after 40 tokens in one step and at
+every position of 40 one-token steps, in normal mode (1e-2 of the logit spread) and --exact
+mode (1e-4), and with different --batch sizes; after one token also against the reference
+with the engine's activation rounding emulated. Every generated model is first checked to
+keep the emulated rounding's own cost under half the normal-mode bound. Criteria: see
+engine_check.py.
 
 Skips (with the reason) while `moestream logits` does not exist."""
 import numpy as np
@@ -55,11 +58,15 @@ class _Case:
         self._engine_out = {}
 
     def engine_positions(self, eng, n, exact=False, batch=None):
-        """(first position, logits [rows, n_vocab]) of the engine for the first n tokens."""
+        """(first position, logits [rows, n_vocab]) of the engine for the first n tokens; with
+        batch 1 the logits of every position (--all)."""
+        if batch == n:
+            batch = None      # one step of n tokens is the default
         key = (n, exact, batch)
         if key not in self._engine_out:
+            extra = ("--all",) if batch == 1 else ()
             self._engine_out[key] = eng.try_positions(self.path, self.tokens[:n], self.n_vocab,
-                                                      exact=exact, batch=batch)
+                                                      exact=exact, batch=batch, extra=extra)
         return self._engine_out[key]
 
     def engine(self, eng, n, exact=False, batch=None):
@@ -89,24 +96,37 @@ def cases(tmp_path_factory):
     return get
 
 
+def _runs(n_tokens):
+    """(label, n, batch) of the engine runs compared with the reference: one token, the 40
+    tokens in one step, and the 40 tokens one per step with every position's logits."""
+    return [("1 token", 1, None), (f"{n_tokens} tokens in one step", n_tokens, None),
+            (f"{n_tokens} one-token steps", n_tokens, 1)]
+
+
+@pytest.mark.parametrize("arch,mix,shape", MATRIX, ids=IDS)
+def test_model_is_insensitive_to_activation_rounding(cases, arch, mix, shape):
+    """The precondition of the strict normal-mode bound (no engine needed)."""
+    c = cases(arch, mix, shape)
+    ec.models_insensitive(c.ref.logits, c.emu, c.path.name)
+
+
 @pytest.mark.parametrize("arch,mix,shape", MATRIX, ids=IDS)
 def test_logits_match_reference(engine, cases, arch, mix, shape):
     c = cases(arch, mix, shape)
-    for n in (1, N_TOKENS):
-        first, rows = c.engine_positions(engine, n)
-        for i, row in enumerate(rows):   # the last position, or every one if the engine writes them
-            ec.compare_normal(c.ref.logits[first + i], row, f"{c.path.name} after {first + i + 1} token(s)",
-                              emu=c.emu[first + i])
+    for label, n, batch in _runs(N_TOKENS):
+        first, rows = c.engine_positions(engine, n, batch=batch)
+        for i, row in enumerate(rows):   # the last position, or every one with --all
+            ec.compare_normal(c.ref.logits[first + i], row, f"{c.path.name}, {label}: position {first + i + 1}")
     ec.compare_to_emulation(c.emu[0], c.engine(engine, 1), f"{c.path.name} after 1 token")
 
 
 @pytest.mark.parametrize("arch,mix,shape", MATRIX, ids=IDS)
 def test_exact_mode_matches_reference(engine, cases, arch, mix, shape):
     c = cases(arch, mix, shape)
-    for n in (1, N_TOKENS):
-        first, rows = c.engine_positions(engine, n, exact=True)
+    for label, n, batch in _runs(N_TOKENS):
+        first, rows = c.engine_positions(engine, n, exact=True, batch=batch)
         for i, row in enumerate(rows):
-            ec.compare_exact(c.ref.logits[first + i], row, f"{c.path.name} --exact after {first + i + 1} token(s)")
+            ec.compare_exact(c.ref.logits[first + i], row, f"{c.path.name} --exact, {label}: position {first + i + 1}")
 
 
 @pytest.mark.parametrize("arch,mix,shape", MATRIX, ids=IDS)
@@ -141,4 +161,9 @@ def test_engine_check_criteria_can_fail():
         ec.compare_exact(ref, ref * (1 + 1e-3), "off")
     with pytest.raises(AssertionError):
         ec.require_clear_routing(np.array([[0.5, 0.01]]), 1, "tie")
+    refs = np.stack([ref, -ref])
+    ec.models_insensitive(refs, refs + 1e-3, "quiet")
+    with pytest.raises(AssertionError):
+        ec.models_insensitive(refs, refs + np.array([[0.0], [0.01 * ec.spread(ref)]]) * (np.arange(100) == 7),
+                              "sensitive")
     ec.require_clear_routing(np.array([[0.5, np.inf], [0.0, 0.0]]), 1, "clear")

@@ -12,8 +12,18 @@ Tensors are generated, quantised and written one at a time (3-D expert tensors o
 expert at a time), so files of gigabytes can be produced without holding them in
 memory. Everything is a deterministic function of the spec (seed included).
 
-Weights: linear layers ~ N(0, 1/fan_in) (std 1/sqrt(fan_in)), norms ~ 1 + 0.1 N(0,1),
-embeddings ~ N(0,1), so activations stay O(1) through many layers.
+Weights: linear layers ~ N(0, 1/fan_in) (std 1/sqrt(fan_in)), norms ~ 1 + 0.1 N(0,1), so
+activations stay O(1) through many layers. Two choices keep the models insensitive to the
+activation rounding of a quantising engine (Q8_0/Q8_K blocks scaled by their largest value),
+so that engine and float64 reference agree to well under 1e-2 of the logit range:
+  * token embeddings are random signs (+-1): the residual stream then has a crest factor
+    (block max / rms) near 1.7 instead of ~3 for Gaussian values, and the rounding step of
+    a block is proportional to its max;
+  * the layers that write the residual stream (attn_output, ffn_down_exps, ffn_down_shexp)
+    have std RESIDUAL_SCALE/sqrt(fan_in): each branch adds about a quarter of the
+    embedding's magnitude, so the rounding noise of a branch (relative to the branch, ~1%
+    for the heavy-tailed SwiGLU product) is a quarter as large relative to the stream.
+    A wrong branch still moves the logits by ~10% of their range.
 
 Routing ("router_mode"):
   coded  (default) the last 32 embedding channels carry a per-token code (one channel
@@ -46,7 +56,9 @@ from tools.quants import quantize
 
 ARCHS = ("qwen3moe", "llama", "olmoe", "qwen2moe")
 CODE_CHANNELS = 32        # width of the routing-code subspace (one 32-element quant block)
-CODE_VALUE = 4.0
+CODE_VALUE = 1.0          # as large as the other embedding channels: the code does not set a block's scale
+RESIDUAL_SCALE = 0.25     # std factor of the matrices that write the residual stream
+RESIDUAL_KINDS = ("attn_output", "ffn_down_exps", "ffn_down_shexp")
 OUTPUT_SCALE = 2.0        # logits ~ N(0, OUTPUT_SCALE^2): a clearer top-1 than N(0,1)
 POOL_ELEMENTS = 1 << 22   # expert tensors bigger than this reuse rows of a random pool
 BIG_TENSOR_ELEMENTS = 1 << 24
@@ -242,13 +254,25 @@ def _token_class(token_ids):
     return np.asarray(token_ids) % CODE_CHANNELS
 
 
+def _weight_std(plan):
+    """Standard deviation of a linear layer's weights: 1/sqrt(fan_in), scaled down for the
+    layers that write the residual stream."""
+    std = 1.0 / np.sqrt(plan.ne[0])
+    return np.float32(std * RESIDUAL_SCALE if plan.kind in RESIDUAL_KINDS else std)
+
+
+def _sign_rows(rng, n, ne0):
+    """Random +-1 values: the lowest crest factor a random vector can have."""
+    return np.where(rng.random((n, ne0), dtype=np.float32) < 0.5, np.float32(-1), np.float32(1))
+
+
 def _gen_rows(spec, plan, rng, row_start, row_end):
     """Float rows [row_start, row_end) of a 2-D tensor (numpy shape [ne1, ne0])."""
     ne0 = plan.ne[0]
     n = row_end - row_start
     code = _code_slice(spec)
     if plan.kind == "token_embd":
-        x = rng.standard_normal((n, ne0), dtype=np.float32)
+        x = _sign_rows(rng, n, ne0)
         if code is not None:
             x[:, code] = 0.0
             cls = _token_class(np.arange(row_start, row_end))
@@ -256,7 +280,7 @@ def _gen_rows(spec, plan, rng, row_start, row_end):
         return x
     if plan.kind == "output":
         return rng.standard_normal((n, ne0), dtype=np.float32) * np.float32(OUTPUT_SCALE / np.sqrt(ne0))
-    x = rng.standard_normal((n, ne0), dtype=np.float32) * np.float32(1.0 / np.sqrt(ne0))
+    x = rng.standard_normal((n, ne0), dtype=np.float32) * _weight_std(plan)
     if code is not None and plan.kind in ("attn_output", "ffn_down_shexp"):
         rows = np.arange(row_start, row_end)
         x[(rows >= code.start) & (rows < code.stop)] = 0.0
@@ -295,7 +319,7 @@ def _expert_chunks(spec, plan, rng):
         zero_rows = np.arange(code.start, code.stop)
     if ne0 * ne1 * n_expert <= BIG_TENSOR_ELEMENTS:
         for _ in range(n_expert):
-            x = rng.standard_normal((ne1, ne0), dtype=np.float32) * np.float32(1.0 / np.sqrt(ne0))
+            x = rng.standard_normal((ne1, ne0), dtype=np.float32) * _weight_std(plan)
             if zero_rows is not None:
                 x[zero_rows] = 0.0
             yield quantize(x, plan.type)
@@ -305,7 +329,7 @@ def _expert_chunks(spec, plan, rng):
     pool_rows = max(ne1, POOL_ELEMENTS // ne0)
     pool = np.concatenate([
         quantize(rng.standard_normal((min(4096, pool_rows - r), ne0), dtype=np.float32)
-                 * np.float32(1.0 / np.sqrt(ne0)), plan.type)
+                 * _weight_std(plan), plan.type)
         for r in range(0, pool_rows, 4096)])
     zero_row = quantize(np.zeros((1, ne0), dtype=np.float32), plan.type)[0]
     for _ in range(n_expert):
