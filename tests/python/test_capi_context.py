@@ -3,22 +3,19 @@ outputs, wrong struct_size, bad token ids, n_tokens <= 0, a full context and the
 tokenizer entry points of a build without a tokenizer. Every failure must come
 back as a status with a message and leave the context as it was."""
 import ctypes
-import os
 
 import pytest
 
+from capi_support import N_CTX, load_library, open_ctx, opened, step
 from moestream import _ffi
 from moestream._errors import Status
 
 N_VOCAB = 300
-N_CTX = 8
 
 
 @pytest.fixture(scope="session")
 def lib():
-    if not os.environ.get("MOESTREAM_LIB"):
-        pytest.skip("MOESTREAM_LIB not set (run through ctest)")
-    return _ffi.lib()
+    return load_library()
 
 
 @pytest.fixture(scope="session")
@@ -30,31 +27,10 @@ def model_path(tmp_path_factory):
     return path
 
 
-def open_ctx(lib, path, **fields):
-    params = _ffi.Params()
-    lib.moestream_params_init(ctypes.byref(params))
-    params.model_path = str(path).encode()
-    params.n_threads = 2
-    params.n_ctx = N_CTX
-    params.profile_path = b""
-    for k, v in fields.items():
-        setattr(params, k, v)
-    out = _ffi.ContextPtr()
-    status = lib.raw("moestream_open")(ctypes.byref(params), ctypes.byref(out))
-    return status, out
-
-
 @pytest.fixture
 def ctx(lib, model_path):
-    status, handle = open_ctx(lib, model_path)
-    assert status == 0, lib.last_error()
-    yield handle
-    lib.moestream_close(handle)
-
-
-def step(lib, handle, tokens, logits=None):
-    arr = (ctypes.c_int32 * max(1, len(tokens)))(*tokens)
-    return lib.raw("moestream_step")(handle, arr, len(tokens), logits)
+    with opened(lib, model_path) as handle:
+        yield handle
 
 
 def test_open_rejects_null_and_wrong_struct_size(lib, model_path):

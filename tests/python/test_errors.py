@@ -3,23 +3,20 @@ each feeds the trigger named in the table and checks the status, that the
 message names the problem, and that nothing was left half done. Test names
 match the table."""
 import ctypes
-import os
 import threading
 
 import pytest
 
+from capi_support import N_CTX, load, load_library, open_ctx, opened, save, step
 from moestream import _ffi
 from moestream._errors import Status
 
 N_VOCAB = 64
-N_CTX = 8
 
 
 @pytest.fixture(scope="module")
 def lib():
-    if not os.environ.get("MOESTREAM_LIB"):
-        pytest.skip("MOESTREAM_LIB not set (run through ctest)")
-    return _ffi.lib()
+    return load_library()
 
 
 @pytest.fixture(scope="module")
@@ -33,39 +30,10 @@ def models(tmp_path_factory):
     return d
 
 
-def open_ctx(lib, path, **fields):
-    params = _ffi.Params()
-    lib.moestream_params_init(ctypes.byref(params))
-    params.model_path = str(path).encode()
-    params.n_threads = 1
-    params.n_ctx = N_CTX
-    params.profile_path = b""
-    for k, v in fields.items():
-        setattr(params, k, v)
-    out = _ffi.ContextPtr()
-    status = lib.raw("moestream_open")(ctypes.byref(params), ctypes.byref(out))
-    return status, out
-
-
 @pytest.fixture
 def ctx(lib, models):
-    status, handle = open_ctx(lib, models / "a.gguf")
-    assert status == 0, lib.last_error()
-    yield handle
-    lib.moestream_close(handle)
-
-
-def step(lib, handle, tokens, logits=None):
-    arr = (ctypes.c_int32 * max(1, len(tokens)))(*tokens)
-    return lib.raw("moestream_step")(handle, arr, len(tokens), logits)
-
-
-def save(lib, handle, path):
-    return lib.raw("moestream_state_save")(handle, str(path).encode())
-
-
-def load(lib, handle, path):
-    return lib.raw("moestream_state_load")(handle, str(path).encode())
+    with opened(lib, models / "a.gguf") as handle:
+        yield handle
 
 
 # --- MOESTREAM_ERR_INVALID_ARGUMENT ----------------------------------------
