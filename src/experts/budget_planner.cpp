@@ -27,4 +27,11 @@ uint32_t plan_cache_slots(const CachePlanInput &in) {
     return static_cast<uint32_t>(std::min<uint64_t>(slots, UINT32_MAX));
 }
 
+uint64_t plan_expert_share(const ExpertSharePlanInput &in) {
+    const uint64_t fixed = in.dense_bytes + in.runtime_bytes;
+    uint64_t share = in.budget > fixed ? in.budget - fixed : 0;
+    share = std::max(share, in.min_bytes);
+    return std::min(share, in.expert_bytes);
+}
+
 }  // namespace moe

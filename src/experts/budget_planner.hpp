@@ -21,4 +21,19 @@ struct CachePlanInput {
 // min_slots experts.
 uint32_t plan_cache_slots(const CachePlanInput &in);
 
+struct ExpertSharePlanInput {
+    uint64_t budget = 0;          // bytes for the whole engine
+    uint64_t dense_bytes = 0;     // resident weights
+    uint64_t runtime_bytes = 0;   // KV cache, scratch and bookkeeping
+    uint64_t expert_bytes = 0;    // every routed expert of the model
+    uint64_t min_bytes = 0;       // what one layer may need at once
+};
+
+// Bytes of routed experts the mmap source keeps advised at once: what the
+// budget leaves after dense weights and runtime, at least min_bytes (a layer's
+// experts must be mapped while it computes, so a budget below that is
+// exceeded rather than refused: the mapping still works, only slower) and at
+// most expert_bytes (the whole model fits: nothing is ever released).
+uint64_t plan_expert_share(const ExpertSharePlanInput &in);
+
 }  // namespace moe

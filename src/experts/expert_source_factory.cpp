@@ -7,12 +7,14 @@
 #include "common/error.hpp"
 #include "experts/budget_planner.hpp"
 #include "experts/gguf_layouts.hpp"
+#include "experts/mmap_expert_source.hpp"
 #include "experts/packed_file.hpp"
-#include "experts/resident_expert_source.hpp"
 #include "experts/streaming_source.hpp"
 #include "experts/usage_profile.hpp"
 #include "io/read_file.hpp"
+#include "model/tensor_roles.hpp"
 #include "runtime/io_mode_choice.hpp"
+#include "runtime/topology.hpp"
 
 namespace moe {
 
@@ -48,6 +50,63 @@ uint32_t slots_override() {
     return uint32_t(n);
 }
 
+// Every tensor that is not a routed expert, as ranges of the mapping; tensors
+// that follow each other closely become one range (one hint instead of many).
+std::vector<MappedRange> dense_ranges(const gguf::GgufFile &file) {
+    constexpr uint64_t kMergeGap = 64 * 1024;
+    std::vector<MappedRange> out;
+    for (const gguf::TensorInfo &t : file.tensors()) {
+        if (is_expert_tensor(t) || !t.data || t.nbytes == 0) continue;
+        if (!out.empty()) {
+            MappedRange &last = out.back();
+            const uint8_t *end = last.data + last.length;
+            if (t.data >= last.data && t.data <= end + kMergeGap) {
+                last.length = std::max<uint64_t>(last.length, uint64_t(t.data - last.data) + t.nbytes);
+                continue;
+            }
+        }
+        out.push_back(MappedRange{t.data, t.nbytes});
+    }
+    return out;
+}
+
+ExpertSourceChoice make_mmap_source(const Model &model, const IoModeRequest &req, const IoModeChoice &choice,
+                                    Stats &stats) {
+    MmapSourceConfig cfg;
+    cfg.layers = model.expert_layouts();
+    cfg.dense = dense_ranges(model.file());
+    cfg.stats = &stats;
+    uint64_t max_expert_bytes = 0, max_layer_bytes = 0;
+    int32_t max_expert = 0;
+    for (const ExpertLayerLayout &l : cfg.layers) {
+        max_expert_bytes = std::max(max_expert_bytes, l.bytes_per_expert());
+        max_layer_bytes = std::max(max_layer_bytes, l.bytes_per_expert() * uint64_t(std::max(l.n_expert, 0)));
+        max_expert = std::max(max_expert, l.n_expert);
+    }
+    ExpertSharePlanInput plan;
+    plan.budget = choice.budget;
+    plan.dense_bytes = req.dense_bytes;
+    plan.runtime_bytes = req.overhead_bytes;
+    plan.expert_bytes = req.expert_bytes;
+    plan.min_bytes = max_layer_bytes;
+    uint64_t share = plan_expert_share(plan);
+    if (const uint32_t cap = slots_override())
+        share = std::min(share, uint64_t(std::max<uint32_t>(cap, uint32_t(max_expert))) * max_expert_bytes);
+    // The whole model's experts fit: keep everything, never release.
+    cfg.expert_share_bytes = share >= req.expert_bytes ? 0 : share;
+
+    ExpertSourceChoice c;
+    c.io_mode = MOESTREAM_IO_MMAP;
+    c.reason = choice.reason;
+    auto src = std::make_unique<MmapExpertSource>(std::move(cfg));
+    if (src->expert_share_bytes())
+        c.reason += format("; experts beyond %s released", human_bytes(src->expert_share_bytes()).c_str());
+    c.cache_bytes = share;
+    c.resident = true;
+    c.source = std::move(src);
+    return c;
+}
+
 }  // namespace
 
 ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &params, Stats &stats) {
@@ -63,14 +122,11 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     req.direct_io_available = direct_io_available(file.path());
     const IoModeChoice choice = choose_io_mode_from_env(req);
 
+    if (choice.mode == MOESTREAM_IO_MMAP) return make_mmap_source(model, req, choice, stats);
+
     ExpertSourceChoice c;
     c.io_mode = choice.mode;
     c.reason = choice.reason;
-    if (choice.mode == MOESTREAM_IO_MMAP) {
-        c.source = std::make_unique<ResidentExpertSource>(model.expert_layouts(), &stats);
-        c.resident = true;
-        return c;
-    }
 
     StreamingSourceConfig cfg;
     cfg.layers = model.expert_layouts();
@@ -129,6 +185,10 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     auto src = std::make_unique<StreamingExpertSource>(std::move(cfg));
     c.cache_bytes = src->cache_bytes();
     c.reason += format("; %u slots, %s reads", src->slots(), src->backend_name());
+    // The backends bind their I/O threads to the CPUs near the model's
+    // device; the lookup is cached, so this names the same choice.
+    const topology::DevicePlacement near = topology::placement_for_path(file.path());
+    c.reason += format("; I/O threads on CPUs %s (%s)", topology::cpu_list_text(near.cpus).c_str(), near.how.c_str());
     c.resident = false;
     // The profile must outlive the source: hand both over together.
     struct Owning final : ExpertSource {

@@ -1,7 +1,7 @@
 // Builds the expert source a context uses: picks the I/O mode (params,
 // MOESTREAM_IO_MODE, or automatically from the budget), sizes the expert cache
-// from the memory budget, and finds a matching packed expert file and usage
-// profile beside the model.
+// (for mmap: the share of experts kept advised) from the memory budget, and
+// finds a matching packed expert file and usage profile beside the model.
 #pragma once
 
 #include "runtime/context.hpp"

@@ -1,5 +1,10 @@
-// Portable backend: a pool of threads issuing blocking pread(2) calls.
+// Portable backend: a pool of threads issuing blocking pread(2) calls. The
+// threads run on the CPUs near the storage device of the files they read
+// (runtime/topology.hpp), so their completions land close to the device.
 #include <unistd.h>
+
+#include <algorithm>
+#include <iterator>
 
 #include <cerrno>
 #include <condition_variable>
@@ -9,6 +14,7 @@
 
 #include "common/error.hpp"
 #include "io/read_backend.hpp"
+#include "runtime/topology.hpp"
 
 namespace moe::io {
 namespace {
@@ -55,9 +61,14 @@ public:
 
     const char *name() const override { return "pread"; }
     uint32_t add_file(int fd) override {
-        std::lock_guard lock(mu_);
-        fds_.push_back(fd);
-        return static_cast<uint32_t>(fds_.size() - 1);
+        uint32_t index;
+        {
+            std::lock_guard lock(mu_);
+            fds_.push_back(fd);
+            index = static_cast<uint32_t>(fds_.size() - 1);
+        }
+        place_threads_near(fd);
+        return index;
     }
     uint32_t queue_depth() const override { return depth_; }
     uint32_t in_flight() const override { return in_flight_; }
@@ -109,6 +120,17 @@ private:
         }
     }
 
+    // Widens the workers' CPU set to cover the device behind `fd` (files on
+    // several devices: the union of their CPUs). Binding is best effort.
+    void place_threads_near(int fd) {
+        const std::vector<int> near = topology::placement_for_fd(fd).cpus;
+        std::vector<int> cpus;
+        std::set_union(cpus_.begin(), cpus_.end(), near.begin(), near.end(), std::back_inserter(cpus));
+        if (cpus == cpus_) return;
+        cpus_ = std::move(cpus);
+        for (auto &t : workers_) topology::bind_thread_to_cpus(t, cpus_);
+    }
+
     static int64_t read_fully(int fd, const ReadRequest &r) {
         uint64_t got = 0;
         while (got < r.length) {
@@ -132,6 +154,7 @@ private:
     Ring<Item> pending_;
     Ring<ReadCompletion> done_;
     std::vector<std::thread> workers_;
+    std::vector<int> cpus_;  // where the workers are bound (caller thread only)
 };
 
 }  // namespace

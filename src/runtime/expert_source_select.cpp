@@ -1,6 +1,7 @@
-// Chooses where routed experts come from for a context: the resident source
-// (the GGUF mapping; the page cache holds experts) or the streaming expert
-// cache, as src/experts/expert_source_factory.cpp decides.
+// Chooses where routed experts come from for a context: the mmap source (the
+// GGUF mapping, residency steered with madvise within the budget's share for
+// experts) or the streaming expert cache (direct or pread reads), as
+// src/experts/expert_source_factory.cpp decides.
 #include "common/error.hpp"
 #include "experts/expert_source_factory.hpp"
 #include "runtime/context.hpp"

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <string>
+#include <sys/types.h>
+#include <thread>
+#include <vector>
 
 namespace moe::topology {
 
@@ -18,5 +21,33 @@ int numa_node_of_path(const std::string &path);
 bool bind_thread_to_core(int index);
 // Binds the calling thread to the CPUs of a NUMA node; false if not possible.
 bool bind_thread_to_numa_node(int node);
+
+// CPUs this process may use (the cgroup's cpuset as hwloc sees it), ascending;
+// never empty (falls back to 0..hardware_concurrency-1).
+std::vector<int> allowed_cpus();
+
+// Where I/O threads for a storage device should run.
+struct DevicePlacement {
+    std::vector<int> cpus;   // OS CPU indices, ascending, non-empty, within allowed_cpus()
+    int numa_node = -1;      // the device's NUMA node, -1 when unknown
+    std::string device;      // block device name ("nvme0n1"), "" when none backs the file
+    std::string how;         // one line for logs: what was found and how
+};
+
+// The CPUs near the block device behind a file: the CPUs of the device's NUMA
+// node (sysfs numa_node), else those hwloc's I/O topology places the device
+// under, else the device's sysfs local_cpulist. Files on tmpfs, overlay or
+// other devices without a block device get every allowed CPU. Results are
+// cached per device (the I/O topology is loaded at most once per process).
+DevicePlacement placement_for_device(dev_t device);
+DevicePlacement placement_for_path(const std::string &path);
+DevicePlacement placement_for_fd(int fd);
+
+// Binds a thread (not necessarily the caller) or the calling thread to a set
+// of CPUs; false when binding is not possible here.
+bool bind_thread_to_cpus(std::thread &thread, const std::vector<int> &cpus);
+bool bind_current_thread_to_cpus(const std::vector<int> &cpus);
+// "0-3,8,10-11"
+std::string cpu_list_text(const std::vector<int> &cpus);
 
 }  // namespace moe::topology

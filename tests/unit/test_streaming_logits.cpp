@@ -116,6 +116,42 @@ TEST_F(StreamingLogits, BitIdenticalAcrossModesBudgetsPoliciesAndPrefetch) {
     EXPECT_GT(runs, 50);
 }
 
+TEST_F(StreamingLogits, MmapSourceReleasingExpertsMatchesDirectReads) {
+    ContextParams base = params();
+    base.io_mode = MOESTREAM_IO_DIRECT;
+    const LogitsRun ref = run_model(base, tokens());
+    ASSERT_FALSE(ref.logits.empty());
+    // A share of 8 experts (of 24) makes the mmap source release and re-advise
+    // experts all the time; the default share keeps every expert.
+    for (const char *slots : {"8", ""})
+        for (int32_t prefetch : {MOESTREAM_PREFETCH_OFF, MOESTREAM_PREFETCH_LOOKAHEAD, MOESTREAM_PREFETCH_BOTH}) {
+            Env cap("MOESTREAM_CACHE_SLOTS", slots);
+            ContextParams p = params();
+            p.io_mode = MOESTREAM_IO_MMAP;
+            p.prefetch = prefetch;
+            const LogitsRun r = run_model(p, tokens());
+            const std::string what = std::string("mmap share ") + (*slots ? slots : "all") + " prefetch " +
+                                     std::to_string(prefetch);
+            ASSERT_EQ(r.logits.size(), ref.logits.size()) << what;
+            ASSERT_EQ(0, std::memcmp(r.logits.data(), ref.logits.data(), ref.logits.size() * sizeof(float)))
+                << "logits differ: " << what;
+            EXPECT_EQ(r.stats.io_mode, MOESTREAM_IO_MMAP) << what;
+            EXPECT_GT(r.stats.cache_misses, 0u) << what;
+            EXPECT_GT(r.stats.cache_hits, 0u) << what;
+            EXPECT_GT(r.stats.bytes_read_demand, 0u) << what;  // bytes advised
+            if (*slots) {
+                EXPECT_GT(r.stats.evictions, 0u) << what;
+                EXPECT_NE(std::string(r.stats.io_mode_reason).find("released"), std::string::npos)
+                    << r.stats.io_mode_reason;
+            } else {
+                EXPECT_EQ(r.stats.evictions, 0u) << what;
+                // Each expert is advised once, then hit: misses cannot exceed the experts.
+                EXPECT_LE(r.stats.cache_misses, 24u) << what;
+            }
+            if (prefetch == MOESTREAM_PREFETCH_OFF) EXPECT_EQ(r.stats.prefetch_issued, 0u) << what;
+        }
+}
+
 TEST_F(StreamingLogits, EnvironmentOverridesTheMode) {
     Env mode("MOESTREAM_IO_MODE", "pread");
     ContextParams p = params();

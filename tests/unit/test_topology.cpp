@@ -1,6 +1,16 @@
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include "runtime/numa_memory.hpp"
 #include "runtime/topology.hpp"
@@ -25,6 +35,83 @@ TEST(Topology, BindingToCoreZeroWorksOrIsRefused) {
     (void)moe::topology::bind_thread_to_core(0);
     (void)moe::topology::bind_thread_to_numa_node(0);
     SUCCEED();
+}
+
+bool is_subset(const std::vector<int> &a, const std::vector<int> &b) {
+    return std::includes(b.begin(), b.end(), a.begin(), a.end());
+}
+
+TEST(DevicePlacement, AllowedCpusAreSortedAndNonEmpty) {
+    const std::vector<int> allowed = moe::topology::allowed_cpus();
+    ASSERT_FALSE(allowed.empty());
+    EXPECT_TRUE(std::is_sorted(allowed.begin(), allowed.end()));
+    EXPECT_EQ(std::adjacent_find(allowed.begin(), allowed.end()), allowed.end());
+}
+
+TEST(DevicePlacement, SourceTreeDeviceGivesNonEmptySubsetOfAllowedCpus) {
+    const std::vector<int> allowed = moe::topology::allowed_cpus();
+    const auto p = moe::topology::placement_for_path(moe::test::source_dir() + "/CMakeLists.txt");
+    ASSERT_FALSE(p.cpus.empty()) << p.how;
+    EXPECT_TRUE(std::is_sorted(p.cpus.begin(), p.cpus.end()));
+    EXPECT_TRUE(is_subset(p.cpus, allowed)) << moe::topology::cpu_list_text(p.cpus) << " vs "
+                                            << moe::topology::cpu_list_text(allowed);
+    EXPECT_FALSE(p.how.empty());
+    EXPECT_GE(p.numa_node, -1);
+    EXPECT_LT(p.numa_node, moe::topology::numa_nodes());
+    // The same device answers the same, through a descriptor too.
+    const int fd = ::open((moe::test::source_dir() + "/CMakeLists.txt").c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    const auto q = moe::topology::placement_for_fd(fd);
+    ::close(fd);
+    EXPECT_EQ(q.cpus, p.cpus);
+    EXPECT_EQ(q.device, p.device);
+    std::printf("source tree: device '%s', CPUs %s, node %d (%s)\n", p.device.c_str(),
+                moe::topology::cpu_list_text(p.cpus).c_str(), p.numa_node, p.how.c_str());
+}
+
+TEST(DevicePlacement, FileOnTmpfsFallsBackToEveryAllowedCpu) {
+    const std::string dir = "/dev/shm";
+    struct statfs fs {};
+    if (::statfs(dir.c_str(), &fs) != 0 || fs.f_type != 0x01021994 /* TMPFS_MAGIC */)
+        GTEST_SKIP() << "no tmpfs at /dev/shm";
+    const std::string path = dir + "/moestream-topology-test-" + std::to_string(::getpid());
+    { std::ofstream(path) << "x"; }
+    const auto p = moe::topology::placement_for_path(path);
+    std::filesystem::remove(path);
+    EXPECT_EQ(p.cpus, moe::topology::allowed_cpus());
+    EXPECT_EQ(p.device, "");
+    EXPECT_EQ(p.numa_node, -1);
+    EXPECT_NE(p.how.find("no block device"), std::string::npos) << p.how;
+}
+
+TEST(DevicePlacement, MissingFileFallsBackToEveryAllowedCpu) {
+    const auto p = moe::topology::placement_for_path("/nonexistent/path/for/test");
+    EXPECT_EQ(p.cpus, moe::topology::allowed_cpus());
+    EXPECT_EQ(p.numa_node, -1);
+}
+
+TEST(DevicePlacement, ThreadsCanBeBoundToTheDeviceCpus) {
+    const auto p = moe::topology::placement_for_path(moe::test::source_dir());
+    std::thread t([] {});
+    // May be refused in restricted containers; must not crash, and binding an
+    // empty set is always refused.
+    (void)moe::topology::bind_thread_to_cpus(t, p.cpus);
+    EXPECT_FALSE(moe::topology::bind_thread_to_cpus(t, {}));
+    t.join();
+    std::thread u([&] {
+        if (moe::topology::bind_current_thread_to_cpus(p.cpus)) {
+            // Bound: the thread now runs on one of the device's CPUs.
+            const int cpu = sched_getcpu();
+            if (cpu >= 0) EXPECT_TRUE(std::binary_search(p.cpus.begin(), p.cpus.end(), cpu)) << cpu;
+        }
+    });
+    u.join();
+}
+
+TEST(DevicePlacement, CpuListText) {
+    EXPECT_EQ(moe::topology::cpu_list_text({}), "");
+    EXPECT_EQ(moe::topology::cpu_list_text({3}), "3");
+    EXPECT_EQ(moe::topology::cpu_list_text({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
 }
 
 TEST(NumaBuffer, AllocatesZeroedWritableMemory) {

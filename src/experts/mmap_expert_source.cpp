@@ -1,0 +1,220 @@
+#include "experts/mmap_expert_source.hpp"
+
+#include <algorithm>
+
+#include "common/error.hpp"
+
+namespace moe {
+
+MmapExpertSource::MmapExpertSource(MmapSourceConfig config)
+    : layers_(std::move(config.layers)),
+      share_(config.expert_share_bytes),
+      advisor_(config.advisor ? std::move(config.advisor) : make_system_advisor()),
+      stats_(config.stats) {
+    uint64_t total = 0;
+    int32_t max_experts = 0;
+    layer_base_.reserve(layers_.size());
+    for (const ExpertLayerLayout &l : layers_) {
+        layer_base_.push_back(uint32_t(total));
+        total += uint64_t(std::max(l.n_expert, 0));
+        max_experts = std::max(max_experts, l.n_expert);
+    }
+    if (total >= kNone) fail(Status::unsupported, "mmap expert source: %llu experts are too many", (unsigned long long)total);
+    layer_of_.resize(total);
+    expert_of_.resize(total);
+    for (size_t l = 0; l < layers_.size(); ++l)
+        for (int32_t e = 0; e < layers_[l].n_expert; ++e) {
+            layer_of_[layer_base_[l] + uint32_t(e)] = int32_t(l);
+            expert_of_[layer_base_[l] + uint32_t(e)] = e;
+        }
+    prev_.assign(total, kNone);
+    next_.assign(total, kNone);
+    tracked_.assign(total, 0);
+    pinned_.assign(total, 0);
+    prefetched_unused_.assign(total, 0);
+    pending_.reserve(size_t(max_experts));
+    missed_.reserve(size_t(max_experts));
+
+    // Dense weights are needed by every token: bring them in once, keep them.
+    for (const MappedRange &r : config.dense) {
+        advisor_->will_need(r.data, r.length);
+        counters_.dense_bytes_advised += r.length;
+    }
+}
+
+bool MmapExpertSource::is_tracked(int32_t layer, int32_t expert) const {
+    if (layer < 0 || size_t(layer) >= layers_.size() || expert < 0 || expert >= layers_[size_t(layer)].n_expert)
+        return false;
+    return tracked_[index_of(layer, expert)] != 0;
+}
+
+void MmapExpertSource::check_request(int32_t layer, std::span<const int32_t> experts, const char *what) const {
+    if (layer < 0 || size_t(layer) >= layers_.size())
+        fail(Status::internal, "mmap expert source: %s layer %d out of range (%zu layers)", what, layer, layers_.size());
+    const ExpertLayerLayout &lay = layers_[size_t(layer)];
+    if (experts.size() > size_t(lay.n_expert))
+        fail(Status::internal, "mmap expert source: %s layer %d asked for %zu experts of %d", what, layer,
+             experts.size(), lay.n_expert);
+    for (int32_t e : experts)
+        if (e < 0 || e >= lay.n_expert)
+            fail(Status::internal, "mmap expert source: %s layer %d has no expert %d", what, layer, e);
+}
+
+void MmapExpertSource::advise(uint32_t index, bool need) {
+    const ExpertLayerLayout &lay = layers_[size_t(layer_of_[index])];
+    const uint64_t e = uint64_t(expert_of_[index]);
+    for (const ExpertMatrixLayout *m : {&lay.gate, &lay.up, &lay.down}) {
+        if (!m->mapped || m->expert_stride == 0) continue;
+        const uint8_t *p = m->mapped + e * m->expert_stride;
+        if (need)
+            advisor_->will_need(p, m->expert_stride);
+        else
+            advisor_->release(p, m->expert_stride);
+    }
+}
+
+void MmapExpertSource::unlink(uint32_t i) {
+    if (prev_[i] != kNone) next_[prev_[i]] = next_[i]; else head_ = next_[i];
+    if (next_[i] != kNone) prev_[next_[i]] = prev_[i]; else tail_ = prev_[i];
+    prev_[i] = next_[i] = kNone;
+}
+
+void MmapExpertSource::push_front(uint32_t i) {
+    prev_[i] = kNone;
+    next_[i] = head_;
+    if (head_ != kNone) prev_[head_] = i;
+    head_ = i;
+    if (tail_ == kNone) tail_ = i;
+}
+
+bool MmapExpertSource::touch(uint32_t i) {
+    if (tracked_[i]) {
+        unlink(i);
+        push_front(i);
+        return true;
+    }
+    tracked_[i] = 1;
+    tracked_bytes_ += bytes_of(i);
+    push_front(i);
+    return false;
+}
+
+void MmapExpertSource::shrink_to_share() {
+    if (share_ == 0) return;
+    uint32_t i = tail_;
+    while (tracked_bytes_ > share_ && i != kNone) {
+        const uint32_t older = prev_[i];
+        if (!pinned_[i]) {
+            const uint64_t bytes = bytes_of(i);
+            advise(i, false);
+            unlink(i);
+            tracked_[i] = 0;
+            tracked_bytes_ -= bytes;
+            ++counters_.evictions;
+            counters_.bytes_released += bytes;
+            if (stats_) {
+                ++stats_->evictions;
+                if (prefetched_unused_[i]) stats_->bytes_read_wasted += bytes;
+            }
+            prefetched_unused_[i] = 0;
+        }
+        i = older;
+    }
+}
+
+void MmapExpertSource::begin_layer(int32_t layer, std::span<const int32_t> experts) {
+    if (open_layer_ >= 0)
+        fail(Status::internal, "mmap expert source: layer %d begun while layer %d is open", layer, open_layer_);
+    check_request(layer, experts, "begin_layer:");
+    pending_.assign(experts.begin(), experts.end());
+    next_pending_ = 0;
+    open_layer_ = layer;
+
+    // Pin and order first, then make room, then hint: releasing before the new
+    // reads start keeps the peak down, and the open layer's experts are never
+    // among the released.
+    missed_.clear();
+    uint64_t hits = 0, missed_bytes = 0;
+    for (int32_t e : experts) {
+        const uint32_t i = index_of(layer, e);
+        pinned_[i] = 1;
+        pinned_bytes_ += bytes_of(i);
+        if (touch(i)) {
+            ++hits;
+            if (prefetched_unused_[i]) {
+                prefetched_unused_[i] = 0;
+                if (stats_) ++stats_->prefetch_useful;
+            }
+        } else {
+            missed_.push_back(i);
+            missed_bytes += bytes_of(i);
+        }
+    }
+    shrink_to_share();
+    for (uint32_t i : missed_) advise(i, true);
+
+    const uint64_t misses = missed_.size();
+    counters_.hits += hits;
+    counters_.misses += misses;
+    counters_.bytes_advised += missed_bytes;
+    if (stats_) {
+        stats_->cache_hits += hits;
+        stats_->cache_misses += misses;
+        stats_->bytes_read_demand += missed_bytes;
+        if (size_t(layer) < stats_->layer_hits.size()) {
+            stats_->layer_hits[size_t(layer)] += hits;
+            stats_->layer_misses[size_t(layer)] += misses;
+        }
+    }
+}
+
+ReadyExpert MmapExpertSource::next_ready() {
+    if (open_layer_ < 0 || next_pending_ >= pending_.size())
+        fail(Status::internal, "mmap expert source: next_ready called with no expert pending");
+    const ExpertLayerLayout &lay = layers_[size_t(open_layer_)];
+    const int32_t e = pending_[next_pending_++];
+    ReadyExpert r;
+    r.expert = e;
+    if (lay.gate.mapped) r.view.gate = lay.gate.mapped + uint64_t(e) * lay.gate.expert_stride;
+    r.view.up = lay.up.mapped + uint64_t(e) * lay.up.expert_stride;
+    r.view.down = lay.down.mapped + uint64_t(e) * lay.down.expert_stride;
+    return r;
+}
+
+void MmapExpertSource::end_layer(int32_t layer) {
+    if (layer != open_layer_)
+        fail(Status::internal, "mmap expert source: end_layer(%d) while layer %d is open", layer, open_layer_);
+    for (int32_t e : pending_) pinned_[index_of(layer, e)] = 0;
+    pending_.clear();
+    pinned_bytes_ = 0;
+    open_layer_ = -1;
+}
+
+void MmapExpertSource::prefetch(int32_t layer, std::span<const int32_t> experts) {
+    check_request(layer, experts, "prefetch:");
+    missed_.clear();
+    uint64_t bytes = 0;
+    for (int32_t e : experts) {
+        const uint32_t i = index_of(layer, e);
+        if (tracked_[i]) continue;  // already advised: a hint would change nothing
+        // A guess never pushes out the experts in use: hint only what fits
+        // beside them.
+        if (share_ && pinned_bytes_ + bytes + bytes_of(i) > share_) break;
+        touch(i);
+        prefetched_unused_[i] = 1;
+        missed_.push_back(i);
+        bytes += bytes_of(i);
+    }
+    // The new experts are the most recent and fit beside the pinned ones, so
+    // making room releases only older experts.
+    shrink_to_share();
+    for (uint32_t i : missed_) advise(i, true);
+    counters_.prefetched += missed_.size();
+    counters_.bytes_advised += bytes;
+    if (stats_) {
+        stats_->prefetch_issued += missed_.size();
+        stats_->bytes_read_prefetch += bytes;
+    }
+}
+
+}  // namespace moe

@@ -1,0 +1,108 @@
+// ExpertSource over the read-only mapping of the GGUF, with residency managed
+// by hints instead of reads. Right after routing, the routed experts' gate, up
+// and down slices are advised WILLNEED so the kernel starts reading them while
+// the layer's first experts compute. When the experts we have advised exceed
+// the budget's share for experts, the least recently used ones that are not in
+// use are released (MemoryAdvisor::release) and leave the resident set. Dense
+// weights are advised once at open and never released.
+//
+// Views always point into the mapping, so results cannot depend on what was
+// advised or released: a released expert that is routed again simply faults
+// its pages back in from the file.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "experts/expert_source.hpp"
+#include "experts/memory_advisor.hpp"
+#include "runtime/stats.hpp"
+
+namespace moe {
+
+struct MappedRange {
+    const uint8_t *data = nullptr;
+    uint64_t length = 0;
+};
+
+struct MmapSourceConfig {
+    std::vector<ExpertLayerLayout> layers;  // one per layer; mapped pointers set
+    // Bytes of experts we keep advised at once; 0 = no limit (every expert may
+    // stay resident). The experts of the open layer are never released, so
+    // the tracked working set may exceed a share smaller than one layer needs.
+    uint64_t expert_share_bytes = 0;
+    std::vector<MappedRange> dense;         // advised WILLNEED once, at construction
+    std::unique_ptr<MemoryAdvisor> advisor; // null = make_system_advisor()
+    Stats *stats = nullptr;                 // may be null
+};
+
+// Bookkeeping counters of this source (also added to Stats when given).
+struct MmapSourceCounters {
+    uint64_t hits = 0;            // routed expert already advised and not released since
+    uint64_t misses = 0;          // routed expert advised now
+    uint64_t bytes_advised = 0;   // expert bytes advised WILLNEED (demand and prefetch)
+    uint64_t evictions = 0;       // experts released
+    uint64_t bytes_released = 0;
+    uint64_t prefetched = 0;      // experts advised by prefetch()
+    uint64_t dense_bytes_advised = 0;
+};
+
+class MmapExpertSource final : public ExpertSource {
+public:
+    explicit MmapExpertSource(MmapSourceConfig config);
+
+    void begin_layer(int32_t layer, std::span<const int32_t> experts) override;
+    ReadyExpert next_ready() override;
+    void end_layer(int32_t layer) override;
+    void prefetch(int32_t layer, std::span<const int32_t> experts) override;
+    void drain() override {}
+
+    const MmapSourceCounters &counters() const { return counters_; }
+    // Bytes of the experts currently counted as resident (advised, not released).
+    uint64_t tracked_bytes() const { return tracked_bytes_; }
+    uint64_t expert_share_bytes() const { return share_; }
+    bool is_tracked(int32_t layer, int32_t expert) const;
+    const char *advisor_name() const { return advisor_->name(); }
+
+private:
+    static constexpr uint32_t kNone = UINT32_MAX;
+
+    uint32_t index_of(int32_t layer, int32_t expert) const { return layer_base_[size_t(layer)] + uint32_t(expert); }
+    uint64_t bytes_of(uint32_t index) const { return layers_[size_t(layer_of_[index])].bytes_per_expert(); }
+    void check_request(int32_t layer, std::span<const int32_t> experts, const char *what) const;
+    // Advises one expert's three slices (will_need or release).
+    void advise(uint32_t index, bool need);
+    // Makes `index` the most recently used expert, tracking it if it was not.
+    // Returns true when it was already tracked.
+    bool touch(uint32_t index);
+    void unlink(uint32_t index);
+    void push_front(uint32_t index);
+    // Releases least recently used, unpinned experts until the tracked bytes
+    // fit the share (or nothing releasable is left).
+    void shrink_to_share();
+
+    std::vector<ExpertLayerLayout> layers_;
+    std::vector<uint32_t> layer_base_;  // first flat index of each layer
+    uint64_t share_ = 0;
+    std::unique_ptr<MemoryAdvisor> advisor_;
+    Stats *stats_;
+    MmapSourceCounters counters_;
+
+    // Per expert (flat index), sized at construction: no allocation per token.
+    std::vector<int32_t> layer_of_;
+    std::vector<int32_t> expert_of_;
+    std::vector<uint32_t> prev_, next_;  // LRU list of tracked experts (head = most recent)
+    std::vector<uint8_t> tracked_, pinned_, prefetched_unused_;
+    uint32_t head_ = kNone, tail_ = kNone;
+    uint64_t tracked_bytes_ = 0;
+    uint64_t pinned_bytes_ = 0;  // experts of the open layer
+
+    int32_t open_layer_ = -1;
+    std::vector<int32_t> pending_;
+    std::vector<uint32_t> missed_;  // experts advised by the current call (capacity: a layer)
+    size_t next_pending_ = 0;
+};
+
+}  // namespace moe

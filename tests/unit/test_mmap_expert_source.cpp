@@ -1,0 +1,271 @@
+// The mmap expert source's advise/release bookkeeping, observed through a
+// recording advisor: which slices are advised WILLNEED after routing, which
+// experts are released when the working set outgrows its share, and that the
+// experts in use are never among them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/mapped_file.hpp"
+#include "experts/mmap_expert_source.hpp"
+#include "support/paths.hpp"
+
+namespace {
+
+using namespace moe;
+
+struct Call {
+    bool need;
+    const uint8_t *data;
+    uint64_t length;
+};
+
+class RecordingAdvisor final : public MemoryAdvisor {
+public:
+    explicit RecordingAdvisor(std::vector<Call> *log) : log_(log) {}
+    const char *name() const override { return "recording"; }
+    void will_need(const uint8_t *d, uint64_t n) override { log_->push_back(Call{true, d, n}); }
+    void release(const uint8_t *d, uint64_t n) override { log_->push_back(Call{false, d, n}); }
+
+private:
+    std::vector<Call> *log_;
+};
+
+constexpr int32_t kLayers = 2, kExperts = 4;
+constexpr uint64_t kGate = 96, kUp = 96, kDown = 128, kPerExpert = kGate + kUp + kDown;
+
+class MmapSource : public ::testing::Test {
+protected:
+    MmapSource() : bytes_(kLayers * kExperts * kPerExpert + 512) {}
+
+    std::vector<ExpertLayerLayout> layouts() {
+        std::vector<ExpertLayerLayout> out(kLayers);
+        uint8_t *p = bytes_.data();
+        for (ExpertLayerLayout &l : out) {
+            l.n_expert = kExperts;
+            for (auto [m, stride] : {std::pair{&l.gate, kGate}, std::pair{&l.up, kUp}, std::pair{&l.down, kDown}}) {
+                m->rows = 1;
+                m->cols = int64_t(stride);
+                m->expert_stride = stride;
+                m->mapped = p;
+                p += stride * kExperts;
+            }
+        }
+        return out;
+    }
+    std::unique_ptr<MmapExpertSource> make(uint64_t share_experts, Stats *stats = nullptr) {
+        MmapSourceConfig cfg;
+        cfg.layers = layouts();
+        cfg.expert_share_bytes = share_experts * kPerExpert;
+        cfg.dense = {MappedRange{bytes_.data() + bytes_.size() - 512, 512}};
+        cfg.advisor = std::make_unique<RecordingAdvisor>(&calls_);
+        cfg.stats = stats;
+        return std::make_unique<MmapExpertSource>(std::move(cfg));
+    }
+    // The three slices of (layer, expert) as advised ranges.
+    std::vector<Call> slices(int32_t layer, int32_t e, bool need) {
+        const ExpertLayerLayout l = layouts()[size_t(layer)];
+        std::vector<Call> out;
+        for (const ExpertMatrixLayout *m : {&l.gate, &l.up, &l.down})
+            out.push_back(Call{need, m->mapped + uint64_t(e) * m->expert_stride, m->expert_stride});
+        return out;
+    }
+    // Calls recorded since the last take().
+    std::vector<Call> take() {
+        std::vector<Call> out(calls_.begin() + long(seen_), calls_.end());
+        seen_ = calls_.size();
+        return out;
+    }
+    void run_layer(MmapExpertSource &s, int32_t layer, std::vector<int32_t> experts) {
+        s.begin_layer(layer, experts);
+        for (int32_t e : experts) {
+            const ReadyExpert r = s.next_ready();
+            EXPECT_EQ(r.expert, e);
+            EXPECT_EQ(r.view.up, layouts()[size_t(layer)].up.mapped + uint64_t(e) * kUp);
+        }
+        s.end_layer(layer);
+    }
+
+    std::vector<uint8_t> bytes_;
+    std::vector<Call> calls_;
+    size_t seen_ = 0;
+};
+
+bool same(const std::vector<Call> &a, const std::vector<Call> &b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a[i].need != b[i].need || a[i].data != b[i].data || a[i].length != b[i].length) return false;
+    return true;
+}
+
+std::vector<Call> concat(std::initializer_list<std::vector<Call>> parts) {
+    std::vector<Call> out;
+    for (const auto &p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+}
+
+TEST_F(MmapSource, DenseWeightsAreAdvisedOnceAtOpen) {
+    auto s = make(3);
+    const auto c = take();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_TRUE(c[0].need);
+    EXPECT_EQ(c[0].data, bytes_.data() + bytes_.size() - 512);
+    EXPECT_EQ(c[0].length, 512u);
+    EXPECT_EQ(s->counters().dense_bytes_advised, 512u);
+    run_layer(*s, 0, {0, 1, 2});
+    for (const Call &call : take()) EXPECT_NE(call.data, bytes_.data() + bytes_.size() - 512);
+}
+
+TEST_F(MmapSource, RoutedExpertsAreAdvisedOnceAndHitsCounted) {
+    Stats stats;
+    auto s = make(8, &stats);
+    take();
+    run_layer(*s, 0, {2, 0});
+    EXPECT_TRUE(same(take(), concat({slices(0, 2, true), slices(0, 0, true)})));
+    EXPECT_EQ(s->counters().misses, 2u);
+    EXPECT_EQ(s->counters().bytes_advised, 2 * kPerExpert);
+    // Routed again: no hint, counted as hits.
+    run_layer(*s, 0, {0, 2, 3});
+    EXPECT_TRUE(same(take(), slices(0, 3, true)));
+    EXPECT_EQ(s->counters().hits, 2u);
+    EXPECT_EQ(s->counters().misses, 3u);
+    EXPECT_EQ(s->counters().evictions, 0u);
+    EXPECT_EQ(s->tracked_bytes(), 3 * kPerExpert);
+    EXPECT_EQ(stats.cache_hits, 2u);
+    EXPECT_EQ(stats.cache_misses, 3u);
+    EXPECT_EQ(stats.layer_hits[0], 2u);
+    EXPECT_EQ(stats.layer_misses[0], 3u);
+    EXPECT_EQ(stats.bytes_read_demand, 3 * kPerExpert);
+}
+
+TEST_F(MmapSource, LeastRecentlyUsedExpertsAreReleasedBeyondTheShare) {
+    Stats stats;
+    auto s = make(3, &stats);
+    take();
+    run_layer(*s, 0, {0, 1});
+    run_layer(*s, 1, {3});
+    take();
+    run_layer(*s, 0, {1});  // hit; layer 0 expert 0 is now the least recent
+    EXPECT_TRUE(take().empty());
+    run_layer(*s, 1, {2});  // 4 experts > share of 3: release (0, 0), then advise (1, 2)
+    EXPECT_TRUE(same(take(), concat({slices(0, 0, false), slices(1, 2, true)})));
+    EXPECT_FALSE(s->is_tracked(0, 0));
+    EXPECT_TRUE(s->is_tracked(0, 1));
+    EXPECT_TRUE(s->is_tracked(1, 3));
+    EXPECT_EQ(s->tracked_bytes(), 3 * kPerExpert);
+    EXPECT_EQ(s->counters().evictions, 1u);
+    EXPECT_EQ(stats.evictions, 1u);
+    // The released expert comes back as a miss.
+    run_layer(*s, 0, {0});
+    EXPECT_TRUE(same(take(), concat({slices(1, 3, false), slices(0, 0, true)})));
+    EXPECT_LE(s->tracked_bytes(), 3 * kPerExpert);
+}
+
+TEST_F(MmapSource, ExpertsInUseAreNeverReleased) {
+    auto s = make(2);
+    take();
+    run_layer(*s, 1, {0});
+    take();
+    // Four experts of one layer exceed a share of two: only the old one goes,
+    // the open layer's stay tracked until the next layer makes room.
+    s->begin_layer(0, std::vector<int32_t>{0, 1, 2, 3});
+    const auto c = take();
+    for (const Call &call : c)
+        if (!call.need) EXPECT_TRUE(call.data == slices(1, 0, false)[0].data || call.data == slices(1, 0, false)[1].data ||
+                                    call.data == slices(1, 0, false)[2].data);
+    EXPECT_EQ(std::count_if(c.begin(), c.end(), [](const Call &x) { return !x.need; }), 3);
+    for (int e = 0; e < 4; ++e) EXPECT_TRUE(s->is_tracked(0, e));
+    EXPECT_EQ(s->tracked_bytes(), 4 * kPerExpert);
+    for (int i = 0; i < 4; ++i) s->next_ready();
+    s->end_layer(0);
+    run_layer(*s, 1, {1});
+    EXPECT_EQ(s->tracked_bytes(), 2 * kPerExpert);
+    EXPECT_TRUE(s->is_tracked(1, 1));
+}
+
+TEST_F(MmapSource, PrefetchAdvisesOnlyWhatFitsBesideTheExpertsInUse) {
+    Stats stats;
+    auto s = make(3, &stats);
+    take();
+    s->begin_layer(0, std::vector<int32_t>{0, 1});
+    take();
+    s->prefetch(1, std::vector<int32_t>{2, 3});  // only one fits beside the two in use
+    EXPECT_TRUE(same(take(), slices(1, 2, true)));
+    EXPECT_EQ(stats.prefetch_issued, 1u);
+    EXPECT_EQ(stats.bytes_read_prefetch, kPerExpert);
+    s->prefetch(0, std::vector<int32_t>{0});  // tracked already: nothing to do
+    EXPECT_TRUE(take().empty());
+    s->next_ready();
+    s->next_ready();
+    s->end_layer(0);
+    run_layer(*s, 1, {2});
+    EXPECT_EQ(stats.prefetch_useful, 1u);
+    EXPECT_EQ(stats.cache_hits, 1u);
+    EXPECT_TRUE(take().empty());
+}
+
+TEST_F(MmapSource, PrefetchedButUnusedBytesCountAsWastedWhenReleased) {
+    Stats stats;
+    auto s = make(2, &stats);
+    s->prefetch(1, std::vector<int32_t>{3});
+    run_layer(*s, 0, {0, 1});  // releases the unused prefetch
+    EXPECT_FALSE(s->is_tracked(1, 3));
+    EXPECT_EQ(stats.bytes_read_wasted, kPerExpert);
+    EXPECT_EQ(stats.prefetch_useful, 0u);
+}
+
+TEST_F(MmapSource, NoShareMeansNothingIsEverReleased) {
+    auto s = make(0);
+    for (int round = 0; round < 3; ++round)
+        for (int32_t l = 0; l < kLayers; ++l) run_layer(*s, l, {0, 1, 2, 3});
+    for (const Call &c : take()) EXPECT_TRUE(c.need);
+    EXPECT_EQ(s->counters().evictions, 0u);
+    EXPECT_EQ(s->counters().misses, uint64_t(kLayers * kExperts));
+    EXPECT_EQ(s->counters().hits, uint64_t(2 * kLayers * kExperts));
+}
+
+TEST_F(MmapSource, MisuseIsAnInternalError) {
+    auto s = make(3);
+    EXPECT_THROW(s->begin_layer(5, std::vector<int32_t>{0}), std::exception);
+    EXPECT_THROW(s->begin_layer(0, std::vector<int32_t>{7}), std::exception);
+    EXPECT_THROW(s->next_ready(), std::exception);
+    s->begin_layer(0, std::vector<int32_t>{1});
+    EXPECT_THROW(s->begin_layer(1, std::vector<int32_t>{1}), std::exception);
+    EXPECT_THROW(s->end_layer(1), std::exception);
+    s->next_ready();
+    EXPECT_THROW(s->next_ready(), std::exception);
+    s->end_layer(0);
+}
+
+TEST(SystemAdvisor, ReleasedFilePagesReadBackTheSameBytes) {
+    // Hints go to a read-only file mapping, as in the engine: a released range
+    // faults back in from the file.
+    const std::string dir = test::scratch_dir();
+    const std::string path = dir + "/advised.bin";
+    std::vector<uint8_t> bytes(5 * 4096 + 123);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(i * 31 + 7);
+    {
+        std::ofstream out(path, std::ios::binary);
+        out.write(reinterpret_cast<const char *>(bytes.data()), std::streamsize(bytes.size()));
+    }
+    {
+        MappedFile map(path);
+        auto a = make_system_advisor();
+        EXPECT_NE(std::string(a->name()), "");
+        a->will_need(map.data() + 5, 3 * 4096);
+        EXPECT_EQ(0, std::memcmp(map.data(), bytes.data(), bytes.size()));
+        a->release(map.data() + 4096 + 3, 10);  // widened to the whole page
+        a->release(map.data(), map.size());
+        a->will_need(nullptr, 0);
+        a->release(nullptr, 0);
+        EXPECT_EQ(0, std::memcmp(map.data(), bytes.data(), bytes.size()));
+    }
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
