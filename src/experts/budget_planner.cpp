@@ -3,9 +3,33 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "model/hparams.hpp"
 #include "runtime/io_mode_choice.hpp"
+#include "runtime/topology.hpp"
 
 namespace moe {
+
+uint64_t forward_scratch_bound(const HParams &hp, int32_t max_batch, int32_t n_ctx, int32_t n_threads) {
+    const uint64_t B = uint64_t(std::max(max_batch, 1));
+    const uint64_t ctx = uint64_t(n_ctx > 0 ? n_ctx : hp.n_ctx_train > 0 ? std::min(hp.n_ctx_train, 4096) : 4096);
+    const uint64_t threads = uint64_t(n_threads > 0 ? n_threads : topology::physical_cores());
+    const uint64_t E = uint64_t(std::max(hp.n_embd, 0)), K = uint64_t(std::max(hp.n_expert_used, 0));
+    const uint64_t n_exp = uint64_t(std::max(hp.n_expert, 0));
+    const uint64_t q = uint64_t(std::max(hp.n_head, 0)) * uint64_t(std::max(hp.head_dim_k, 0));
+    const uint64_t o = uint64_t(std::max(hp.n_head, 0)) * uint64_t(std::max(hp.head_dim_v, 0));
+    const uint64_t kv = uint64_t(std::max(hp.n_head_kv, 0)) *
+                        (uint64_t(std::max(hp.head_dim_k, 0)) + uint64_t(std::max(hp.head_dim_v, 0)));
+    const uint64_t ff = uint64_t(std::max({hp.n_ff_expert, hp.n_ff, 0}));
+    const uint64_t ff_shared = uint64_t(std::max(hp.n_ff_shared, 0));
+    // Values (f32 or i32) per token row: hidden-state buffers, attention,
+    // routing, per-slot outputs, expert and shared-expert FFN, lookahead.
+    const uint64_t per_token = 8 * E + q + o + kv + uint64_t(std::max(hp.n_rot, 0)) + 2 * n_exp + K * E + 6 * K +
+                               3 * ff + 3 * ff_shared + 1;
+    // Quantised activations: at most an f32 copy of the widest input row.
+    const uint64_t act_row = std::max({E, o, ff, ff_shared}) * 4 + 64;
+    const uint64_t fixed = threads * ctx + 6 * n_exp + E;
+    return 4 * (B * per_token + fixed) + B * act_row;
+}
 
 uint32_t plan_cache_slots(const CachePlanInput &in) {
     if (in.slot_bytes == 0) fail(Status::invalid_argument, "expert slot size is zero");

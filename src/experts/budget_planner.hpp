@@ -7,6 +7,14 @@
 
 namespace moe {
 
+struct HParams;
+
+// Upper bound of the forward pass's scratch for batches of max_batch tokens
+// (activation rows of every buffer, quantised activations, attention scores
+// per thread, lookahead), which the runtime estimate of io_mode_choice does
+// not scale with the batch. n_threads 0 = one per physical core.
+uint64_t forward_scratch_bound(const HParams &hp, int32_t max_batch, int32_t n_ctx, int32_t n_threads);
+
 struct CachePlanInput {
     uint64_t budget = 0;          // bytes for the whole engine
     uint64_t dense_bytes = 0;     // resident weights

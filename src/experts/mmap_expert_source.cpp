@@ -9,6 +9,7 @@ namespace moe {
 MmapExpertSource::MmapExpertSource(MmapSourceConfig config)
     : layers_(std::move(config.layers)),
       share_(config.expert_share_bytes),
+      reach_(config.neighbour_reach_bytes),
       advisor_(config.advisor ? std::move(config.advisor) : make_system_advisor()),
       stats_(config.stats) {
     uint64_t total = 0;
@@ -99,6 +100,28 @@ bool MmapExpertSource::touch(uint32_t i) {
     return false;
 }
 
+void MmapExpertSource::release_untracked_neighbours(int32_t layer, int32_t expert) {
+    if (reach_ == 0) return;
+    const ExpertLayerLayout &lay = layers_[size_t(layer)];
+    for (const ExpertMatrixLayout *m : {&lay.gate, &lay.up, &lay.down}) {
+        if (!m->mapped || m->expert_stride == 0) continue;
+        const int64_t span = int64_t((reach_ + m->expert_stride - 1) / m->expert_stride);
+        const int32_t lo = int32_t(std::max<int64_t>(0, int64_t(expert) - span));
+        const int32_t hi = int32_t(std::min<int64_t>(lay.n_expert - 1, int64_t(expert) + span));
+        // Runs of consecutive untracked experts become one hint each.
+        int32_t run = -1;
+        for (int32_t e = lo; e <= hi + 1; ++e) {
+            const bool untracked = e <= hi && e != expert && !tracked_[index_of(layer, e)];
+            if (untracked && run < 0) run = e;
+            if (!untracked && run >= 0) {
+                advisor_->release(m->mapped + uint64_t(run) * m->expert_stride, uint64_t(e - run) * m->expert_stride);
+                ++counters_.neighbour_releases;
+                run = -1;
+            }
+        }
+    }
+}
+
 void MmapExpertSource::shrink_to_share() {
     if (share_ == 0) return;
     uint32_t i = tail_;
@@ -171,6 +194,8 @@ void MmapExpertSource::begin_layer(int32_t layer, std::span<const int32_t> exper
 ReadyExpert MmapExpertSource::next_ready() {
     if (open_layer_ < 0 || next_pending_ >= pending_.size())
         fail(Status::internal, "mmap expert source: next_ready called with no expert pending");
+    // The expert returned before has been computed by now.
+    if (next_pending_ > 0) release_untracked_neighbours(open_layer_, pending_[next_pending_ - 1]);
     const ExpertLayerLayout &lay = layers_[size_t(open_layer_)];
     const int32_t e = pending_[next_pending_++];
     ReadyExpert r;
@@ -184,6 +209,7 @@ ReadyExpert MmapExpertSource::next_ready() {
 void MmapExpertSource::end_layer(int32_t layer) {
     if (layer != open_layer_)
         fail(Status::internal, "mmap expert source: end_layer(%d) while layer %d is open", layer, open_layer_);
+    if (next_pending_ > 0) release_untracked_neighbours(layer, pending_[next_pending_ - 1]);
     for (int32_t e : pending_) pinned_[index_of(layer, e)] = 0;
     pending_.clear();
     pinned_bytes_ = 0;

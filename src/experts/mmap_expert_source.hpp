@@ -33,6 +33,11 @@ struct MmapSourceConfig {
     // stay resident). The experts of the open layer are never released, so
     // the tracked working set may exceed a share smaller than one layer needs.
     uint64_t expert_share_bytes = 0;
+    // Page-cache folios can be large (up to a PMD, 2 MiB) and a fault maps
+    // the whole folio, so computing one expert also maps the pages of its
+    // neighbours. After each expert computes, experts within this many bytes
+    // of its slices that we do not track are released. 0 = never.
+    uint64_t neighbour_reach_bytes = 2ull << 20;
     std::vector<MappedRange> dense;         // advised WILLNEED once, at construction
     std::unique_ptr<MemoryAdvisor> advisor; // null = make_system_advisor()
     Stats *stats = nullptr;                 // may be null
@@ -45,6 +50,7 @@ struct MmapSourceCounters {
     uint64_t bytes_advised = 0;   // expert bytes advised WILLNEED (demand and prefetch)
     uint64_t evictions = 0;       // experts released
     uint64_t bytes_released = 0;
+    uint64_t neighbour_releases = 0;  // release calls for untracked neighbours of computed experts
     uint64_t prefetched = 0;      // experts advised by prefetch()
     uint64_t dense_bytes_advised = 0;
 };
@@ -79,6 +85,9 @@ private:
     bool touch(uint32_t index);
     void unlink(uint32_t index);
     void push_front(uint32_t index);
+    // Releases the untracked experts near `expert`'s slices (its computation
+    // may have mapped them).
+    void release_untracked_neighbours(int32_t layer, int32_t expert);
     // Releases least recently used, unpinned experts until the tracked bytes
     // fit the share (or nothing releasable is left).
     void shrink_to_share();
@@ -86,6 +95,7 @@ private:
     std::vector<ExpertLayerLayout> layers_;
     std::vector<uint32_t> layer_base_;  // first flat index of each layer
     uint64_t share_ = 0;
+    uint64_t reach_ = 0;
     std::unique_ptr<MemoryAdvisor> advisor_;
     Stats *stats_;
     MmapSourceCounters counters_;

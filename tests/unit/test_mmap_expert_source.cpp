@@ -58,10 +58,11 @@ protected:
         }
         return out;
     }
-    std::unique_ptr<MmapExpertSource> make(uint64_t share_experts, Stats *stats = nullptr) {
+    std::unique_ptr<MmapExpertSource> make(uint64_t share_experts, Stats *stats = nullptr, uint64_t reach = 0) {
         MmapSourceConfig cfg;
         cfg.layers = layouts();
         cfg.expert_share_bytes = share_experts * kPerExpert;
+        cfg.neighbour_reach_bytes = reach;
         cfg.dense = {MappedRange{bytes_.data() + bytes_.size() - 512, 512}};
         cfg.advisor = std::make_unique<RecordingAdvisor>(&calls_);
         cfg.stats = stats;
@@ -227,6 +228,49 @@ TEST_F(MmapSource, NoShareMeansNothingIsEverReleased) {
     EXPECT_EQ(s->counters().evictions, 0u);
     EXPECT_EQ(s->counters().misses, uint64_t(kLayers * kExperts));
     EXPECT_EQ(s->counters().hits, uint64_t(2 * kLayers * kExperts));
+}
+
+TEST_F(MmapSource, UntrackedNeighboursOfAComputedExpertAreReleased) {
+    // Reach of one gate/up slice (96 bytes): experts e-1 and e+1 of each
+    // matrix (down slices are 128 bytes: also one).
+    auto s = make(8, nullptr, 96);
+    take();
+    run_layer(*s, 0, {0});  // advises (0, 0), then releases its neighbour 1 in each matrix
+    EXPECT_EQ(take().size(), 6u);
+    const uint64_t before = s->counters().neighbour_releases;
+    s->begin_layer(0, std::vector<int32_t>{2});
+    take();
+    s->next_ready();
+    EXPECT_TRUE(take().empty());  // nothing computed yet
+    s->end_layer(0);              // (0, 2) computed: release 1 and 3, never the tracked 0
+    const auto c = take();
+    ASSERT_EQ(c.size(), 6u);  // per matrix: expert 1, expert 3 (not adjacent: two runs)
+    const ExpertLayerLayout l = layouts()[0];
+    size_t i = 0;
+    for (const ExpertMatrixLayout *m : {&l.gate, &l.up, &l.down})
+        for (int32_t e : {1, 3}) {
+            EXPECT_FALSE(c[i].need);
+            EXPECT_EQ(c[i].data, m->mapped + uint64_t(e) * m->expert_stride) << i;
+            EXPECT_EQ(c[i].length, m->expert_stride) << i;
+            ++i;
+        }
+    EXPECT_TRUE(s->is_tracked(0, 0));
+    EXPECT_TRUE(s->is_tracked(0, 2));
+    EXPECT_EQ(s->counters().neighbour_releases - before, 6u);
+    EXPECT_EQ(s->counters().evictions, 0u);  // not evictions: they were never tracked
+
+    // Adjacent untracked experts are released as one run; releasing starts
+    // after each expert returned before.
+    auto w = make(8, nullptr, 3 * 128);
+    w->begin_layer(1, std::vector<int32_t>{0, 3});
+    w->next_ready();
+    take();
+    w->next_ready();  // (1, 0) computed: 1 and 2 untracked (3 is in use), one run per matrix
+    const auto d = take();
+    ASSERT_EQ(d.size(), 3u);
+    EXPECT_EQ(d[0].data, layouts()[1].gate.mapped + kGate);
+    EXPECT_EQ(d[0].length, 2 * kGate);
+    w->end_layer(1);
 }
 
 TEST_F(MmapSource, MisuseIsAnInternalError) {
