@@ -194,8 +194,6 @@ void MmapExpertSource::begin_layer(int32_t layer, std::span<const int32_t> exper
 ReadyExpert MmapExpertSource::next_ready() {
     if (open_layer_ < 0 || next_pending_ >= pending_.size())
         fail(Status::internal, "mmap expert source: next_ready called with no expert pending");
-    // The expert returned before has been computed by now.
-    if (next_pending_ > 0) release_untracked_neighbours(open_layer_, pending_[next_pending_ - 1]);
     const ExpertLayerLayout &lay = layers_[size_t(open_layer_)];
     const int32_t e = pending_[next_pending_++];
     ReadyExpert r;
@@ -209,7 +207,9 @@ ReadyExpert MmapExpertSource::next_ready() {
 void MmapExpertSource::end_layer(int32_t layer) {
     if (layer != open_layer_)
         fail(Status::internal, "mmap expert source: end_layer(%d) while layer %d is open", layer, open_layer_);
-    if (next_pending_ > 0) release_untracked_neighbours(layer, pending_[next_pending_ - 1]);
+    // Every expert of the layer has been computed by now (one at a time or
+    // as one group): drop the neighbours their faults mapped.
+    for (size_t i = 0; i < next_pending_; ++i) release_untracked_neighbours(layer, pending_[i]);
     for (int32_t e : pending_) pinned_[index_of(layer, e)] = 0;
     pending_.clear();
     pinned_bytes_ = 0;

@@ -35,8 +35,8 @@ struct MmapSourceConfig {
     uint64_t expert_share_bytes = 0;
     // Page-cache folios can be large (up to a PMD, 2 MiB) and a fault maps
     // the whole folio, so computing one expert also maps the pages of its
-    // neighbours. After each expert computes, experts within this many bytes
-    // of its slices that we do not track are released. 0 = never.
+    // neighbours. Once a layer computed, experts within this many bytes
+    // of its slices that we do not track are released (at end_layer). 0 = never.
     uint64_t neighbour_reach_bytes = 2ull << 20;
     std::vector<MappedRange> dense;         // advised WILLNEED once, at construction
     std::unique_ptr<MemoryAdvisor> advisor; // null = make_system_advisor()

@@ -241,7 +241,7 @@ TEST_F(MmapSource, UntrackedNeighboursOfAComputedExpertAreReleased) {
     s->begin_layer(0, std::vector<int32_t>{2});
     take();
     s->next_ready();
-    EXPECT_TRUE(take().empty());  // nothing computed yet
+    EXPECT_TRUE(take().empty());  // released only when the layer is done
     s->end_layer(0);              // (0, 2) computed: release 1 and 3, never the tracked 0
     const auto c = take();
     ASSERT_EQ(c.size(), 6u);  // per matrix: expert 1, expert 3 (not adjacent: two runs)
@@ -259,18 +259,17 @@ TEST_F(MmapSource, UntrackedNeighboursOfAComputedExpertAreReleased) {
     EXPECT_EQ(s->counters().neighbour_releases - before, 6u);
     EXPECT_EQ(s->counters().evictions, 0u);  // not evictions: they were never tracked
 
-    // Adjacent untracked experts are released as one run; releasing starts
-    // after each expert returned before.
+    // Adjacent untracked experts are released as one run, once the layer ends.
     auto w = make(8, nullptr, 3 * 128);
     w->begin_layer(1, std::vector<int32_t>{0, 3});
     w->next_ready();
+    w->next_ready();
     take();
-    w->next_ready();  // (1, 0) computed: 1 and 2 untracked (3 is in use), one run per matrix
+    w->end_layer(1);  // around 0: 1 and 2 (3 is in use); around 3: the same run
     const auto d = take();
-    ASSERT_EQ(d.size(), 3u);
+    ASSERT_EQ(d.size(), 6u);
     EXPECT_EQ(d[0].data, layouts()[1].gate.mapped + kGate);
     EXPECT_EQ(d[0].length, 2 * kGate);
-    w->end_layer(1);
 }
 
 TEST_F(MmapSource, MisuseIsAnInternalError) {
