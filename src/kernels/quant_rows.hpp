@@ -29,9 +29,13 @@ using namespace avx2;
 // Eight 32-bit words `stride` bytes apart.
 template <size_t kStride>
 MOE_ALWAYS_INLINE __m256i gather8_u32(const uint8_t *p) {
-    return _mm256_setr_epi32(load_u32(p), load_u32(p + kStride), load_u32(p + 2 * kStride), load_u32(p + 3 * kStride),
-                             load_u32(p + 4 * kStride), load_u32(p + 5 * kStride), load_u32(p + 6 * kStride),
-                             load_u32(p + 7 * kStride));
+    // Register moves and unpacks: vpgatherdd is slow on some CPUs, and a
+    // vector built through a stack array stalls on store forwarding.
+    __m128i v[8];
+    for (int j = 0; j < 8; ++j) v[j] = _mm_cvtsi32_si128(static_cast<int>(load_u32(p + j * kStride)));
+    const __m128i lo = _mm_unpacklo_epi64(_mm_unpacklo_epi32(v[0], v[1]), _mm_unpacklo_epi32(v[2], v[3]));
+    const __m128i hi = _mm_unpacklo_epi64(_mm_unpacklo_epi32(v[4], v[5]), _mm_unpacklo_epi32(v[6], v[7]));
+    return _mm256_setr_m128i(lo, hi);
 }
 
 // The low (kHigh = false) or high 16 bits of each 32-bit lane, read as fp16.
@@ -254,8 +258,8 @@ struct PerBlock : B {
 //
 // D provides: kBytes, kMins (Q4_K/Q5_K: term_k_min with 6-bit mins; Q6_K:
 // term_k), kArranged + arrange(qs, out) (256 activation quants reordered for
-// the decoder), Block decode(w, uint64_t &mins) (mins: the 8 six-bit mins as
-// bytes), Partial sums(block, a_arranged, act_block) (int32 partial sums
+// the decoder), Block decode(w, uint64_t &mins, uint32_t &dm) (mins: the 8
+// six-bit mins as bytes; dm: Q4_K/Q5_K d | dmin << 16, Q6_K d << 16), Partial sums(block, a_arranged, act_block) (int32 partial sums
 // whose total is sumi) and __m256i total8(const Partial *) (lane j = total of
 // partial j).
 struct KPrep {
@@ -313,12 +317,13 @@ struct KRows {
             const int cnt = nb - b < 8 ? static_cast<int>(nb - b) : 8;
             typename D::Partial s[T][8];
             alignas(64) uint64_t mins[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            alignas(32) uint32_t dm[8] = {0, 0, 0, 0, 0, 0, 0, 0};
             for (int j = 0; j < 8; ++j) {
                 if (j >= cnt) {
                     for (int t = 0; t < T; ++t) s[t][j] = typename D::Partial{};
                     continue;
                 }
-                const typename D::Block blk = D::decode(w + j * D::kBytes, mins[j]);
+                const typename D::Block blk = D::decode(w + j * D::kBytes, mins[j], dm[j]);
                 for (int t = 0; t < T; ++t)
                     s[t][j] = D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * (b + j),
                                       p[t].act + q8_k::bytes * (b + j));
@@ -328,7 +333,7 @@ struct KRows {
                 const __m256i summ = D::kMins ? min_sums8(mins, p[t].bpair + 8 * b) : _mm256_setzero_si256();
                 const __m256 da = _mm256_loadu_ps(p[t].d + b);
                 if (cnt == 8) {
-                    acc[t] = _mm256_add_ps(acc[t], terms8(w, sumi, summ, da));
+                    acc[t] = _mm256_add_ps(acc[t], terms8(dm, sumi, summ, da));
                     continue;
                 }
                 alignas(32) float lanes[8], dav[8];
@@ -354,14 +359,13 @@ struct KRows {
     }
 
     // The terms of 8 full super-blocks (same operations as term_k_min / term_k).
-    MOE_ALWAYS_INLINE static __m256 terms8(const uint8_t *w, __m256i sumi, __m256i summ, __m256 da) {
+    MOE_ALWAYS_INLINE static __m256 terms8(const uint32_t *dm, __m256i sumi, __m256i summ, __m256 da) {
+        const __m256i fields = _mm256_load_si256(reinterpret_cast<const __m256i *>(dm));
         if constexpr (D::kMins) {
-            const __m256i fields = gather8_u32<D::kBytes>(w + q4_k::d);  // d | dmin << 16
             const __m256 t1 = _mm256_mul_ps(_mm256_mul_ps(half8<false>(fields), da), _mm256_cvtepi32_ps(sumi));
             const __m256 t2 = _mm256_mul_ps(_mm256_mul_ps(half8<true>(fields), da), _mm256_cvtepi32_ps(summ));
             return _mm256_sub_ps(t1, t2);
         } else {
-            const __m256i fields = gather8_u32<D::kBytes>(w + q6_k::d - 2);  // d in the high half
             return _mm256_mul_ps(_mm256_mul_ps(half8<true>(fields), da), _mm256_cvtepi32_ps(sumi));
         }
     }

@@ -25,10 +25,10 @@ struct Q45K {
         __m256i sc[8];  // int16 scale of sub-block s in every lane
     };
 
-    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins) {
-        uint64_t scales;
-        k_scales_u64(w + q4_k::scales, scales, mins);
-        const __m128i s16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(scales)));
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+        const __m128i head = k_head(w, dm);
+        _mm_storeh_pd(reinterpret_cast<double *>(&mins), _mm_castsi128_pd(head));
+        const __m128i s16 = _mm_cvtepu8_epi16(head);
         const __m256i sc16 = _mm256_setr_m128i(s16, s16);
         const __m256i low4 = _mm256_set1_epi8(0x0F);
         __m256i hbits = kFive ? load256(w + q5_k::qh) : __m256i{};
@@ -70,10 +70,10 @@ struct Q6K {
         __m256i corr;  // int16: -32 * scale of group g
     };
 
-    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins) {
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         mins = 0;
+        dm = load_u32(w + q6_k::d - 2);
         const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x30);
-        const int8_t *scales = reinterpret_cast<const int8_t *>(w + q6_k::scales);
         Block k;
         for (int half = 0; half < 2; ++half) {
             const __m256i l0 = load256(w + q6_k::ql + 64 * half), l1 = load256(w + q6_k::ql + 64 * half + 32);
@@ -85,9 +85,16 @@ struct Q6K {
             v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
                                    _mm256_and_si256(_mm256_srli_epi16(h, 2), two));
         }
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(scales)));
-        for (int i = 0; i < 8; ++i)
-            k.sc[i] = _mm256_setr_m128i(_mm_set1_epi16(scales[2 * i]), _mm_set1_epi16(scales[2 * i + 1]));
+        const __m256i sc16 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q6_k::scales)));
+        // Register i: scale 2i in the low 128-bit lane, 2i + 1 in the high one.
+        const __m256i dup[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00), _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+        for (int i = 0; i < 8; ++i) {
+            const int g = (2 * i) % 8;
+            const __m256i pick = _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>((2 * g + 1) << 8 | 2 * g)),
+                                                   _mm_set1_epi16(static_cast<short>((2 * g + 3) << 8 | (2 * g + 2))));
+            k.sc[i] = _mm256_shuffle_epi8(dup[i / 4], pick);
+        }
         k.corr = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-32));
         return k;
     }

@@ -68,19 +68,18 @@ MOE_ALWAYS_INLINE __m256 load8_bf16(const uint8_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-// The 8 six-bit scales (sc) and mins (mn) of a Q4_K/Q5_K super-block as
-// bytes of a 64-bit word each (same values as k_scale_min), without going
-// through memory.
-MOE_ALWAYS_INLINE void k_scales_u64(const uint8_t *q, uint64_t &sc, uint64_t &mn) {
-    uint64_t u;
-    uint32_t w2;
-    std::memcpy(&u, q, 8);
-    std::memcpy(&w2, q + 8, 4);
-    const uint64_t lo = u & 0x3f3f3f3f3f3f3f3full;
-    const uint64_t hi = ((w2 | (static_cast<uint64_t>(w2) << 28)) & 0x0f0f0f0f0f0f0f0full) |
-                        ((u >> 2) & 0x3030303030303030ull);
-    sc = (lo & 0xffffffffull) | (hi << 32);
-    mn = (lo >> 32) | (hi & 0xffffffff00000000ull);
+// The head of a Q4_K/Q5_K super-block (d, dmin, 12 scale bytes) from one
+// 16-byte load: returns bytes 0..7 = the six-bit scales, 8..15 = the mins
+// (the values k_scale_min gives), and the fp16 pair d | dmin << 16 in dm.
+MOE_ALWAYS_INLINE __m128i k_head(const uint8_t *blk, uint32_t &dm) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk));
+    dm = static_cast<uint32_t>(_mm_cvtsi128_si32(x));
+    // Scale byte i is x byte 4 + i.
+    const __m128i a = _mm_shuffle_epi8(x, _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15));
+    const __m128i b = _mm_shuffle_epi8(x, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11));
+    const __m128i low = _mm_and_si128(_mm_blend_epi16(a, _mm_srli_epi16(a, 4), 0xC0),
+                                      _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
 }
 
 enum class FloatKind { f32, f16, bf16 };

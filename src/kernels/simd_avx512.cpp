@@ -48,11 +48,6 @@ MOE_ALWAYS_INLINE __m256i total8(const __m512i *x) {
     return _mm512_castsi512_si256(total);
 }
 
-// Bytes 0..31 = lo, 32..63 = hi.
-MOE_ALWAYS_INLINE __m512i halves8(char lo, char hi) {
-    return _mm512_inserti64x4(_mm512_set1_epi8(lo), _mm256_set1_epi8(hi), 1);
-}
-
 // --- legacy nibble formats, eight blocks per group ---------------------------------
 
 template <typename B>
@@ -181,9 +176,34 @@ struct Q45K {
         for (int i = 0; i < 8; ++i) std::memcpy(out + 32 * i, qs + 32 * kPiece[i], 32);
     }
 
-    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins) {
-        uint64_t sc;
-        k_scales_u64(w + q4_k::scales, sc, mins);
+    // vpshufb controls: register i takes scale kA[i] in int16 lanes 0..15 and
+    // kB[i] in lanes 16..31 (scales as int16 in every 128-bit lane).
+    static constexpr std::array<int8_t, 256> scale_picks() {
+        constexpr int kA[4] = {0, 1, 4, 5}, kB[4] = {2, 3, 6, 7};
+        std::array<int8_t, 256> c{};
+        for (int i = 0; i < 4; ++i)
+            for (int l = 0; l < 32; ++l) {
+                const int s = l < 16 ? kA[i] : kB[i];
+                c[64 * i + 2 * l] = static_cast<int8_t>(2 * s);
+                c[64 * i + 2 * l + 1] = static_cast<int8_t>(2 * s + 1);
+            }
+        return c;
+    }
+    // Fifth-bit tests: qh byte l, bit 2k (2k+1) belongs to element 64k + l (64k + 32 + l).
+    static constexpr std::array<uint8_t, 256> fifth_bits() {
+        constexpr int kLo[4] = {0, 1, 4, 5}, kHi[4] = {2, 3, 6, 7};
+        std::array<uint8_t, 256> c{};
+        for (int i = 0; i < 4; ++i)
+            for (int l = 0; l < 64; ++l) c[64 * i + l] = static_cast<uint8_t>(1u << (l < 32 ? kLo[i] : kHi[i]));
+        return c;
+    }
+    static constexpr std::array<int8_t, 256> kScalePicks = scale_picks();
+    static constexpr std::array<uint8_t, 256> kFifthBits = fifth_bits();
+
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+        const __m128i head = k_head(w, dm);
+        _mm_storeh_pd(reinterpret_cast<double *>(&mins), _mm_castsi128_pd(head));
+        const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(head));
         const __m512i low4 = _mm512_set1_epi8(0x0F);
         const __m512i q0 = load512(w + kQs), q1 = load512(w + kQs + 64);
         Block k;
@@ -192,24 +212,13 @@ struct Q45K {
         k.v[2] = _mm512_and_si512(q1, low4);
         k.v[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4);
         if constexpr (kFive) {
-            // qh byte l, bit 2k (2k+1): fifth bit of element 64k + l (64k + 32 + l).
             const __m512i h = _mm512_broadcast_i64x4(load256(w + q5_k::qh));
             const __m512i bit4 = _mm512_set1_epi8(0x10);
-            const __m512i test[4] = {halves8(0x01, 0x04), halves8(0x02, 0x08), halves8(0x10, 0x40),
-                                     halves8(0x20, static_cast<char>(0x80))};
             for (int i = 0; i < 4; ++i)
-                k.v[i] = _mm512_mask_add_epi8(k.v[i], _mm512_test_epi8_mask(h, test[i]), k.v[i], bit4);
+                k.v[i] = _mm512_mask_add_epi8(k.v[i], _mm512_test_epi8_mask(h, _mm512_loadu_si512(kFifthBits.data() + 64 * i)),
+                                              k.v[i], bit4);
         }
-        // Sub-block scales (int16) in every 128-bit lane; register i takes
-        // scale kA[i] in lanes 0..15 and kB[i] in lanes 16..31.
-        const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
-        static constexpr int kA[4] = {0, 1, 4, 5}, kB[4] = {2, 3, 6, 7};
-        for (int i = 0; i < 4; ++i) {
-            const short a = static_cast<short>((2 * kA[i] + 1) << 8 | 2 * kA[i]);
-            const short b = static_cast<short>((2 * kB[i] + 1) << 8 | 2 * kB[i]);
-            const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16(a), _mm256_set1_epi16(b), 1);
-            k.sc[i] = _mm512_shuffle_epi8(sc16, pick);
-        }
+        for (int i = 0; i < 4; ++i) k.sc[i] = _mm512_shuffle_epi8(sc16, _mm512_loadu_si512(kScalePicks.data() + 64 * i));
         return k;
     }
 
@@ -222,7 +231,16 @@ struct Q45K {
 };
 
 // Q6_K: register i holds elements 64i..64i+63 (groups 4i..4i+3), stored +32.
+// int16 lane l of register i's products takes the scale of group 4i + l / 8.
+constexpr std::array<int16_t, 128> q6_group_of() {
+    std::array<int16_t, 128> c{};
+    for (int i = 0; i < 4; ++i)
+        for (int l = 0; l < 32; ++l) c[32 * i + l] = static_cast<int16_t>(4 * i + l / 8);
+    return c;
+}
+
 struct Q6K {
+    static constexpr std::array<int16_t, 128> kGroupOf = q6_group_of();
     static constexpr size_t kBytes = q6_k::bytes;
     static constexpr bool kMins = false, kArranged = false;
     using Partial = __m512i;
@@ -233,8 +251,9 @@ struct Q6K {
         __m512i corr;  // int16 lanes 0..15: -32 * scale of group g
     };
 
-    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins) {
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         mins = 0;
+        dm = load_u32(w + q6_k::d - 2);
         const __m512i low4 = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x30);
         Block k;
         for (int half = 0; half < 2; ++half) {
@@ -249,16 +268,7 @@ struct Q6K {
         const __m256i sc16 =
             _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q6_k::scales)));
         const __m512i scz = _mm512_zextsi256_si512(sc16);
-        for (int i = 0; i < 4; ++i) {
-            const __m512i idx = _mm512_add_epi16(
-                _mm512_srli_epi16(_mm512_setr_epi32(0x00010000, 0x00030002, 0x00050004, 0x00070006, 0x00090008,
-                                                    0x000b000a, 0x000d000c, 0x000f000e, 0x00110010, 0x00130012,
-                                                    0x00150014, 0x00170016, 0x00190018, 0x001b001a, 0x001d001c,
-                                                    0x001f001e),
-                                  3),
-                _mm512_set1_epi16(static_cast<short>(4 * i)));
-            k.sc[i] = _mm512_permutexvar_epi16(idx, scz);
-        }
+        for (int i = 0; i < 4; ++i) k.sc[i] = _mm512_permutexvar_epi16(_mm512_loadu_si512(kGroupOf.data() + 32 * i), scz);
         k.corr = _mm512_zextsi256_si512(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-32)));
         return k;
     }
