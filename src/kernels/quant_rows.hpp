@@ -38,6 +38,15 @@ MOE_ALWAYS_INLINE __m256i gather8_u32(const uint8_t *p) {
     return _mm256_setr_m128i(lo, hi);
 }
 
+// Software prefetch of the weights kPrefetchAhead bytes ahead of [p, p + kBytes):
+// the rows are streamed once, and the hardware prefetcher alone falls behind.
+constexpr size_t kPrefetchAhead = 4096;
+template <size_t kBytes>
+MOE_ALWAYS_INLINE void prefetch_ahead(const uint8_t *p) {
+    for (size_t off = 0; off < kBytes; off += 64)
+        _mm_prefetch(reinterpret_cast<const char *>(p + kPrefetchAhead + off), _MM_HINT_T0);
+}
+
 // The low (kHigh = false) or high 16 bits of each 32-bit lane, read as fp16.
 template <bool kHigh>
 MOE_ALWAYS_INLINE __m256 half8(__m256i words) {
@@ -144,6 +153,7 @@ struct LegacyRows {
         for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
         int64_t b = 0;
         for (; b + 8 <= nb; b += 8, w += 8 * D::kBytes) {
+            prefetch_ahead<8 * D::kBytes>(w);
             const typename D::Group g = D::decode8(w);
             for (int t = 0; t < T; ++t) {
                 const uint8_t *a = D::kArranged ? p[t].arranged + 32 * b : p[t].act + b * kActBytes + kActQs;
@@ -323,6 +333,7 @@ struct KRows {
                     for (int t = 0; t < T; ++t) s[t][j] = typename D::Partial{};
                     continue;
                 }
+                prefetch_ahead<D::kBytes>(w + j * D::kBytes);
                 const typename D::Block blk = D::decode(w + j * D::kBytes, mins[j], dm[j]);
                 for (int t = 0; t < T; ++t)
                     s[t][j] = D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * (b + j),

@@ -27,7 +27,7 @@ struct Q45K {
 
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         const __m128i head = k_head(w, dm);
-        _mm_storeh_pd(reinterpret_cast<double *>(&mins), _mm_castsi128_pd(head));
+        mins = static_cast<uint64_t>(_mm_extract_epi64(head, 1));
         const __m128i s16 = _mm_cvtepu8_epi16(head);
         const __m256i sc16 = _mm256_setr_m128i(s16, s16);
         const __m256i low4 = _mm256_set1_epi8(0x0F);
