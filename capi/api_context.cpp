@@ -106,6 +106,8 @@ MOESTREAM_API int moestream_step(moestream_context *ctx, const int32_t *tokens, 
                                  float *logits_out) {
     return guarded("moestream_step", [&] {
         ContextUse use(ctx);
+        if (ctx->log.enabled(MOESTREAM_LOG_DEBUG))
+            ctx->log.write(MOESTREAM_LOG_DEBUG, "step: %d tokens at position %d", n_tokens, use->n_past());
         use->step(tokens, n_tokens, logits_out);
     });
 }

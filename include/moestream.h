@@ -103,6 +103,10 @@ typedef enum moestream_log_level {
     MOESTREAM_LOG_DEBUG = 3
 } moestream_log_level;
 
+/* Called on the thread making the call. At MOESTREAM_LOG_DEBUG, step, state
+ * save and state load each log a line while they hold the context (and the
+ * sampler): a call into the same handle from inside the callback, on any
+ * thread, returns MOESTREAM_ERR_BUSY. */
 typedef void (*moestream_log_fn)(int level, const char *message, void *user_data);
 
 typedef struct moestream_params {
@@ -176,7 +180,10 @@ MOESTREAM_API int moestream_inspect(const char *model_path, uint64_t memory_budg
 typedef struct moestream_context moestream_context;
 
 /* Opens the model: indexes the GGUF, pins the dense weights, sets up the
- * expert cache and I/O. On failure *out is NULL. */
+ * expert cache and I/O. On failure *out is NULL. For testing how a program
+ * copes with failing storage, the environment variable
+ * MOESTREAM_FAULT_INJECT makes the expert reads of the context opened fail,
+ * come back short or corrupted (docs/errors.md, "Fault injection"). */
 MOESTREAM_API int moestream_open(const moestream_params *params, moestream_context **out);
 /* Drains I/O, writes the usage profile (unless disabled) and frees. NULL-safe. */
 MOESTREAM_API void moestream_close(moestream_context *ctx);

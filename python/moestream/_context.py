@@ -5,19 +5,23 @@ import os
 from . import _convert as cv
 from . import _ffi
 from ._errors import Error, Status
+from ._handle import OwnedHandle
 
 
 def _path_bytes(path):
     return os.fsencode(os.fspath(path))
 
 
-class Context:
+class Context(OwnedHandle):
     """An opened model (moestream_context).
 
     One thread at a time may use a Context (a concurrent call raises Error with
     status BUSY where the library detects it); different Contexts are
     independent. ``step`` releases the GIL while the model runs.
     """
+
+    _FREE = "moestream_close"
+    _KIND = "context"
 
     def __init__(self, model_path, *, memory_budget=0, n_threads=0, n_ctx=0, io_mode="auto",
                  prefetch="auto", cache_policy="auto", exact=False, packed_path=None,
@@ -54,31 +58,8 @@ class Context:
 
     def close(self):
         """Frees the context (drains I/O, writes the usage profile). Idempotent."""
-        handle, self._handle = self._handle, None
-        if handle:
-            self._lib.moestream_close(handle)
+        super().close()
         self._log_callback = None
-
-    @property
-    def closed(self):
-        return not self._handle
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: modules may already be gone
-            pass
-
-    def _h(self):
-        if not self._handle:
-            raise Error(Status.INVALID_ARGUMENT, "context is closed")
-        return self._handle
 
     # --- running ----------------------------------------------------------
 

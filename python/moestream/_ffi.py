@@ -37,169 +37,91 @@ MAX_TENSOR_TYPES = 64
 MAX_LAYERS = 256
 
 # --- structs (field for field as in the header) --------------------------------
+#
+# Each struct is written as its C declarations, "TYPE name, name[N]; ...", in
+# the header's order; _struct turns that into a ctypes.Structure. test_binding
+# checks the result against the header's field names and the compiler's
+# offsets and sizes (tests/tools/abi_sizes).
+
+_C_TYPES = {
+    "size_t": ctypes.c_size_t,
+    "int32_t": ctypes.c_int32,
+    "uint32_t": ctypes.c_uint32,
+    "int64_t": ctypes.c_int64,
+    "uint64_t": ctypes.c_uint64,
+    "float": ctypes.c_float,
+    "double": ctypes.c_double,
+    "char": ctypes.c_char,
+    "char*": ctypes.c_char_p,    # const char *
+    "void*": ctypes.c_void_p,
+    "log_fn": LOG_FN,            # moestream_log_fn
+    "progress_fn": PROGRESS_FN,  # moestream_progress_fn
+}
+_ARRAY_LENGTHS = {"MAX_TENSOR_TYPES": MAX_TENSOR_TYPES, "MAX_LAYERS": MAX_LAYERS}
 
 
-class Params(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("model_path", ctypes.c_char_p),
-        ("memory_budget", ctypes.c_uint64),
-        ("n_threads", ctypes.c_int32),
-        ("n_ctx", ctypes.c_int32),
-        ("io_mode", ctypes.c_int32),
-        ("prefetch", ctypes.c_int32),
-        ("cache_policy", ctypes.c_int32),
-        ("exact", ctypes.c_int32),
-        ("packed_path", ctypes.c_char_p),
-        ("profile_path", ctypes.c_char_p),
-        ("log_fn", LOG_FN),
-        ("log_user_data", ctypes.c_void_p),
-        ("log_level", ctypes.c_int32),
-        ("routing_trace_path", ctypes.c_char_p),
-    ]
+def _c_fields(declarations):
+    fields = []
+    for declaration in filter(None, (d.strip() for d in declarations.split(";"))):
+        type_name, names = declaration.split(None, 1)
+        ctype = _C_TYPES[type_name]
+        for name in (n.strip() for n in names.split(",")):
+            if name.endswith("]"):
+                name, length = name[:-1].split("[")
+                fields.append((name, ctype * (_ARRAY_LENGTHS.get(length) or int(length))))
+            else:
+                fields.append((name, ctype))
+    return fields
 
 
-class ModelInfo(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("architecture", ctypes.c_char * 32),
-        ("name", ctypes.c_char * 96),
-        ("n_vocab", ctypes.c_int32),
-        ("n_ctx_train", ctypes.c_int32),
-        ("n_embd", ctypes.c_int32),
-        ("n_layer", ctypes.c_int32),
-        ("n_head", ctypes.c_int32),
-        ("n_head_kv", ctypes.c_int32),
-        ("head_dim", ctypes.c_int32),
-        ("n_expert", ctypes.c_int32),
-        ("n_expert_used", ctypes.c_int32),
-        ("n_ff_expert", ctypes.c_int32),
-        ("n_ff_shared", ctypes.c_int32),
-        ("n_tensors", ctypes.c_int32),
-        ("file_bytes", ctypes.c_uint64),
-        ("total_bytes", ctypes.c_uint64),
-        ("dense_bytes", ctypes.c_uint64),
-        ("expert_bytes", ctypes.c_uint64),
-        ("expert_bytes_per_expert", ctypes.c_uint64),
-        ("expert_bytes_per_layer", ctypes.c_uint64),
-        ("tensor_count_by_type", ctypes.c_uint32 * MAX_TENSOR_TYPES),
-        ("io_mode", ctypes.c_int32),
-        ("io_mode_reason", ctypes.c_char * 160),
-    ]
+def _struct(name, c_name, declarations):
+    return type(name, (ctypes.Structure,), {"_fields_": _c_fields(declarations), "__doc__": c_name,
+                                            "__module__": __name__})
 
 
-class Stats(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("tokens", ctypes.c_uint64),
-        ("steps", ctypes.c_uint64),
-        ("compute_ns", ctypes.c_uint64),
-        ("io_wait_ns", ctypes.c_uint64),
-        ("step_ns", ctypes.c_uint64),
-        ("bytes_read_demand", ctypes.c_uint64),
-        ("bytes_read_prefetch", ctypes.c_uint64),
-        ("bytes_read_wasted", ctypes.c_uint64),
-        ("cache_hits", ctypes.c_uint64),
-        ("cache_misses", ctypes.c_uint64),
-        ("prefetch_issued", ctypes.c_uint64),
-        ("prefetch_useful", ctypes.c_uint64),
-        ("evictions", ctypes.c_uint64),
-        ("resident_bytes", ctypes.c_uint64),
-        ("expert_cache_bytes", ctypes.c_uint64),
-        ("dense_bytes", ctypes.c_uint64),
-        ("kv_bytes", ctypes.c_uint64),
-        ("io_mode", ctypes.c_int32),
-        ("n_layer", ctypes.c_int32),
-        ("io_mode_reason", ctypes.c_char * 160),
-        ("layer_hits", ctypes.c_uint64 * MAX_LAYERS),
-        ("layer_misses", ctypes.c_uint64 * MAX_LAYERS),
-    ]
+Params = _struct("Params", "moestream_params", """
+    size_t struct_size; char* model_path; uint64_t memory_budget;
+    int32_t n_threads, n_ctx, io_mode, prefetch, cache_policy, exact;
+    char* packed_path, profile_path; log_fn log_fn; void* log_user_data; int32_t log_level;
+    char* routing_trace_path""")
 
+ModelInfo = _struct("ModelInfo", "moestream_model_info", """
+    size_t struct_size; char architecture[32], name[96];
+    int32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_expert, n_expert_used,
+            n_ff_expert, n_ff_shared, n_tensors;
+    uint64_t file_bytes, total_bytes, dense_bytes, expert_bytes, expert_bytes_per_expert, expert_bytes_per_layer;
+    uint32_t tensor_count_by_type[MAX_TENSOR_TYPES]; int32_t io_mode; char io_mode_reason[160]""")
 
-class SamplerParams(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("temperature", ctypes.c_float),
-        ("top_k", ctypes.c_int32),
-        ("top_p", ctypes.c_float),
-        ("min_p", ctypes.c_float),
-        ("seed", ctypes.c_uint64),
-    ]
+Stats = _struct("Stats", "moestream_stats", """
+    size_t struct_size;
+    uint64_t tokens, steps, compute_ns, io_wait_ns, step_ns, bytes_read_demand, bytes_read_prefetch,
+             bytes_read_wasted, cache_hits, cache_misses, prefetch_issued, prefetch_useful, evictions,
+             resident_bytes, expert_cache_bytes, dense_bytes, kv_bytes;
+    int32_t io_mode, n_layer; char io_mode_reason[160];
+    uint64_t layer_hits[MAX_LAYERS], layer_misses[MAX_LAYERS]""")
 
+SamplerParams = _struct("SamplerParams", "moestream_sampler_params", """
+    size_t struct_size; float temperature; int32_t top_k; float top_p, min_p; uint64_t seed""")
 
-class GenerateParams(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("architecture", ctypes.c_char_p),
-        ("preset", ctypes.c_char_p),
-        ("quant", ctypes.c_char_p),
-        ("n_layer", ctypes.c_int32),
-        ("n_embd", ctypes.c_int32),
-        ("n_head", ctypes.c_int32),
-        ("n_head_kv", ctypes.c_int32),
-        ("head_dim", ctypes.c_int32),
-        ("n_expert", ctypes.c_int32),
-        ("n_expert_used", ctypes.c_int32),
-        ("n_ff_expert", ctypes.c_int32),
-        ("n_vocab", ctypes.c_int32),
-        ("seed", ctypes.c_uint64),
-        ("progress", PROGRESS_FN),
-        ("progress_user_data", ctypes.c_void_p),
-    ]
+GenerateParams = _struct("GenerateParams", "moestream_generate_params", """
+    size_t struct_size; char* architecture, preset, quant;
+    int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_expert, n_expert_used, n_ff_expert, n_vocab;
+    uint64_t seed; progress_fn progress; void* progress_user_data""")
 
+TraceSynthParams = _struct("TraceSynthParams", "moestream_trace_synth_params", """
+    size_t struct_size; char* heat_path; int32_t n_layer, n_expert, n_expert_used; int64_t n_tokens;
+    double reuse, skew; uint64_t bytes_per_expert, seed""")
 
-class TraceSynthParams(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("heat_path", ctypes.c_char_p),
-        ("n_layer", ctypes.c_int32),
-        ("n_expert", ctypes.c_int32),
-        ("n_expert_used", ctypes.c_int32),
-        ("n_tokens", ctypes.c_int64),
-        ("reuse", ctypes.c_double),
-        ("skew", ctypes.c_double),
-        ("bytes_per_expert", ctypes.c_uint64),
-        ("seed", ctypes.c_uint64),
-    ]
+TraceInfo = _struct("TraceInfo", "moestream_trace_info", """
+    size_t struct_size; int32_t n_layer, n_expert, n_expert_used; int64_t n_tokens;
+    uint64_t bytes_per_expert, expert_bytes; double reuse, top20_share_median, top20_share_min, top20_share_max""")
 
+ReplayParams = _struct("ReplayParams", "moestream_replay_params", """
+    size_t struct_size; char* trace_path; uint64_t cache_bytes; int32_t cache_policy; double warmup_share""")
 
-class TraceInfo(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("n_layer", ctypes.c_int32),
-        ("n_expert", ctypes.c_int32),
-        ("n_expert_used", ctypes.c_int32),
-        ("n_tokens", ctypes.c_int64),
-        ("bytes_per_expert", ctypes.c_uint64),
-        ("expert_bytes", ctypes.c_uint64),
-        ("reuse", ctypes.c_double),
-        ("top20_share_median", ctypes.c_double),
-        ("top20_share_min", ctypes.c_double),
-        ("top20_share_max", ctypes.c_double),
-    ]
-
-
-class ReplayParams(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("trace_path", ctypes.c_char_p),
-        ("cache_bytes", ctypes.c_uint64),
-        ("cache_policy", ctypes.c_int32),
-        ("warmup_share", ctypes.c_double),
-    ]
-
-
-class ReplayResult(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("cache_policy", ctypes.c_int32),
-        ("capacity_slots", ctypes.c_uint32),
-        ("accesses", ctypes.c_uint64),
-        ("hits", ctypes.c_uint64),
-        ("misses", ctypes.c_uint64),
-        ("bytes_read", ctypes.c_uint64),
-        ("hit_rate", ctypes.c_double),
-    ]
+ReplayResult = _struct("ReplayResult", "moestream_replay_result", """
+    size_t struct_size; int32_t cache_policy; uint32_t capacity_slots; uint64_t accesses, hits, misses, bytes_read;
+    double hit_rate""")
 
 
 # --- function table ------------------------------------------------------------

@@ -4,13 +4,17 @@ import ctypes
 from . import _convert as cv
 from . import _ffi
 from ._errors import Error, Status
+from ._handle import OwnedHandle
 
 
-class Sampler:
+class Sampler(OwnedHandle):
     """Greedy (temperature=0) or temperature / top-k / top-p / min-p sampling
     with a seeded deterministic generator. Arguments left as None take the
     library's defaults (moestream_sampler_params_init). One thread at a time.
     """
+
+    _FREE = "moestream_sampler_free"
+    _KIND = "sampler"
 
     def __init__(self, temperature=None, top_k=None, top_p=None, min_p=None, seed=None):
         self._handle = None
@@ -34,11 +38,6 @@ class Sampler:
         self._lib.moestream_sampler_new(ctypes.byref(params), ctypes.byref(handle))
         self._handle = handle
 
-    def _h(self):
-        if not self._handle:
-            raise Error(Status.INVALID_ARGUMENT, "sampler is closed")
-        return self._handle
-
     def _refresh_params(self):
         """Reads the parameters back (they change when a state is loaded into the sampler)."""
         params = _ffi.SamplerParams()
@@ -56,23 +55,6 @@ class Sampler:
         self._lib.moestream_sample(self._handle, ptr, n, ctypes.byref(token))
         del keep
         return token.value
-
-    def close(self):
-        handle, self._handle = self._handle, None
-        if handle:
-            self._lib.moestream_sampler_free(handle)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         args = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.params.items())

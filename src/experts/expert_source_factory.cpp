@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "common/error.hpp"
 #include "experts/budget_planner.hpp"
@@ -11,6 +12,7 @@
 #include "experts/packed_file.hpp"
 #include "experts/streaming_source.hpp"
 #include "experts/usage_profile.hpp"
+#include "io/fault_injection.hpp"
 #include "io/read_file.hpp"
 #include "model/tensor_roles.hpp"
 #include "runtime/io_mode_choice.hpp"
@@ -126,6 +128,10 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     req.direct_io_available = direct_io_available(file.path());
     const IoModeChoice choice = choose_io_mode_from_env(req);
 
+    const std::optional<io::FaultPlan> faults = io::fault_plan_from_env();
+    if (faults && choice.mode == MOESTREAM_IO_MMAP)
+        fail(Status::invalid_argument, "%s='%s' injects faults into expert reads, but this context maps the model (%s); "
+             "open with io_mode pread or direct", io::kFaultInjectEnv, faults->spec.c_str(), choice.reason.c_str());
     if (choice.mode == MOESTREAM_IO_MMAP) return make_mmap_source(model, req, choice, stats);
 
     ExpertSourceChoice c;
@@ -186,6 +192,13 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     }
     cfg.profile = profile->counts.empty() ? nullptr : profile.get();
 
+    if (faults) {
+        // Diagnostic: MOESTREAM_FAULT_INJECT (docs/errors.md); packed extents are checksummed as they arrive.
+        cfg.backend_override = std::make_unique<io::FaultInjectingBackend>(
+            io::make_read_backend(cfg.backend, std::max<uint32_t>(cfg.queue_depth, 4)), io::make_fault_rule(*faults));
+        cfg.verify_checksums = true;
+        c.reason += format("; fault injection %s", faults->spec.c_str());
+    }
     auto src = std::make_unique<StreamingExpertSource>(std::move(cfg));
     c.cache_bytes = src->cache_bytes();
     c.reason += format("; %u slots, %s reads", src->slots(), src->backend_name());

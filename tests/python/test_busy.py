@@ -1,0 +1,184 @@
+"""MOESTREAM_ERR_BUSY without timing: the log callback runs on the calling
+thread while the context (and, for the *_with_sampler calls, the sampler) is
+claimed. From inside it a second thread calls into the same handles and is
+joined before the callback returns, so its calls overlap the first call by
+construction, never by luck. They must all return BUSY and change nothing;
+the first call then completes normally."""
+import ctypes
+import os
+import threading
+
+import pytest
+
+from moestream import _ffi
+from moestream._errors import Status
+
+N_VOCAB = 64
+DEBUG = 3
+
+
+@pytest.fixture(scope="module")
+def lib():
+    if not os.environ.get("MOESTREAM_LIB"):
+        pytest.skip("MOESTREAM_LIB not set (run through ctest)")
+    return _ffi.lib()
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    pytest.importorskip("numpy")
+    from tools.make_model import ModelSpec, make_model
+    path = tmp_path_factory.mktemp("busy") / "m.gguf"
+    make_model(path, ModelSpec(arch="qwen3moe", n_embd=64, n_layer=2, n_head=2, n_head_kv=1, n_expert=4,
+                               n_expert_used=2, n_ff_expert=32, n_vocab=N_VOCAB, n_ctx=64, seed=1))
+    return path
+
+
+class Interloper:
+    """A log callback that, on the first message starting with `trigger`, runs
+    `probe` on a second thread and waits for it."""
+
+    def __init__(self, trigger, probe):
+        self.trigger, self.probe = trigger, probe
+        self.results, self.errors, self.fired = [], [], 0
+        self.fn = _ffi.LOG_FN(self._log)
+
+    def _log(self, _level, message, _user):
+        if self.fired or not message.decode().startswith(self.trigger):
+            return
+        self.fired += 1
+
+        def run():
+            try:
+                self.results.extend(self.probe())
+            except Exception as e:  # reported by the test, never raised into C
+                self.errors.append(e)
+
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+
+
+def open_ctx(lib, model, interloper):
+    params = _ffi.Params()
+    lib.moestream_params_init(ctypes.byref(params))
+    params.model_path = str(model).encode()
+    params.n_threads = 1
+    params.n_ctx = 16
+    params.profile_path = b""
+    params.log_fn = interloper.fn
+    params.log_level = DEBUG
+    ctx = _ffi.ContextPtr()
+    lib.moestream_open(ctypes.byref(params), ctypes.byref(ctx))
+    return ctx
+
+
+def tokens(*ids):
+    return (ctypes.c_int32 * len(ids))(*ids), len(ids)
+
+
+def test_second_thread_inside_step_gets_busy(lib, model, tmp_path):
+    state = tmp_path / "never.state"
+    holder = {}
+
+    def probe():
+        ctx = holder["ctx"]
+        arr, n = tokens(9)
+        stats = _ffi.Stats()
+        lib.moestream_stats_init(ctypes.byref(stats))
+        calls = [
+            ("step", lambda: lib.raw("moestream_step")(ctx, arr, n, None)),
+            ("state_save", lambda: lib.raw("moestream_state_save")(ctx, str(state).encode())),
+            ("state_load", lambda: lib.raw("moestream_state_load")(ctx, str(state).encode())),
+            ("reset", lambda: lib.raw("moestream_reset")(ctx)),
+            ("stats_get", lambda: lib.raw("moestream_stats_get")(ctx, ctypes.byref(stats))),
+        ]
+        out = []
+        for name, call in calls:
+            status = call()
+            out.append((name, status, lib.last_error()))  # last_error is per thread: read it here
+        return out
+
+    interloper = Interloper("step", probe)
+    ctx = open_ctx(lib, model, interloper)
+    holder["ctx"] = ctx
+    try:
+        arr, n = tokens(1, 2, 3)
+        assert lib.raw("moestream_step")(ctx, arr, n, None) == 0, lib.last_error()
+        assert interloper.fired == 1 and not interloper.errors, interloper.errors
+        assert [r[:2] for r in interloper.results] == [(name, Status.BUSY) for name, _, _ in interloper.results]
+        assert len(interloper.results) == 5
+        for name, _, message in interloper.results:
+            assert "another thread" in message, (name, message)
+        # None of the refused calls did anything: the first step's three tokens
+        # are all there is, and no state file was written.
+        assert lib.moestream_n_past(ctx) == 3
+        assert not state.exists()
+        # Once the first call has returned, the handle is free again.
+        arr, n = tokens(4)
+        assert lib.raw("moestream_step")(ctx, arr, n, None) == 0
+        assert lib.moestream_n_past(ctx) == 4
+    finally:
+        lib.moestream_close(ctx)
+
+
+def test_second_thread_inside_save_with_sampler_gets_busy(lib, model, tmp_path):
+    """state_save_with_sampler claims the sampler too: sampling from it, or
+    loading into it, on another thread meanwhile is refused."""
+    state = tmp_path / "s.state"
+    holder = {}
+
+    def probe():
+        logits = (ctypes.c_float * N_VOCAB)(*([0.0] * N_VOCAB))
+        token = ctypes.c_int32(-1)
+        out = [("sample", lib.raw("moestream_sample")(holder["sampler"], logits, N_VOCAB, ctypes.byref(token)))]
+        out.append(("step", lib.raw("moestream_step")(holder["ctx"], *tokens(5), None)))
+        return [(name, status, lib.last_error()) for name, status in out]
+
+    interloper = Interloper("saving state", probe)
+    ctx = open_ctx(lib, model, interloper)
+    sp = _ffi.SamplerParams()
+    lib.moestream_sampler_params_init(ctypes.byref(sp))
+    sampler = _ffi.SamplerPtr()
+    lib.moestream_sampler_new(ctypes.byref(sp), ctypes.byref(sampler))
+    holder.update(ctx=ctx, sampler=sampler)
+    try:
+        arr, n = tokens(1, 2)
+        assert lib.raw("moestream_step")(ctx, arr, n, None) == 0
+        assert lib.raw("moestream_state_save_with_sampler")(ctx, sampler, str(state).encode()) == 0
+        assert interloper.fired == 1 and not interloper.errors, interloper.errors
+        assert [r[:2] for r in interloper.results] == [("sample", Status.BUSY), ("step", Status.BUSY)]
+        assert all("another thread" in m for _, _, m in interloper.results)
+        assert state.exists()
+        assert lib.raw("moestream_state_load_with_sampler")(ctx, sampler, str(state).encode()) == 0
+        assert lib.moestream_n_past(ctx) == 2
+    finally:
+        lib.moestream_sampler_free(sampler)
+        lib.moestream_close(ctx)
+
+
+def test_binding_call_from_another_thread_inside_step_gets_busy(lib, model):
+    import moestream
+    seen = []
+    box = {}
+
+    def log(level, message):
+        if seen or not message.startswith("step"):
+            return
+
+        def other():
+            try:
+                box["ctx"].step([7], logits=False)
+                seen.append("no error")
+            except moestream.Error as e:
+                seen.append(e.status)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+
+    with moestream.Context(model, n_ctx=16, n_threads=1, profile_path="", log=log, log_level="debug") as ctx:
+        box["ctx"] = ctx
+        ctx.step([1, 2, 3], logits=False)
+        assert seen == [Status.BUSY]
+        assert ctx.n_past == 3

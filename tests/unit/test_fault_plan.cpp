@@ -1,0 +1,79 @@
+// MOESTREAM_FAULT_INJECT plans: the parser accepts the documented syntax,
+// rejects everything else naming the variable, and the rule faults exactly
+// the reads numbered after .. after + count - 1.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/error.hpp"
+#include "io/fault_injection.hpp"
+
+using moe::io::Fault;
+using moe::io::FaultPlan;
+using moe::io::parse_fault_plan;
+
+namespace {
+
+std::vector<uint64_t> faulted_reads(const FaultPlan &plan, uint64_t n_reads) {
+    const moe::io::FaultRule rule = moe::io::make_fault_rule(plan);
+    std::vector<uint64_t> out;
+    moe::io::ReadRequest request;
+    request.length = 1000;
+    for (uint64_t seq = 0; seq < n_reads; ++seq)
+        if (rule(request, seq).kind != Fault::Kind::none) out.push_back(seq);
+    return out;
+}
+
+}  // namespace
+
+TEST(FaultPlan, ParsesKindsAndKeys) {
+    FaultPlan p = parse_fault_plan("error");
+    EXPECT_EQ(p.fault.kind, Fault::Kind::error);
+    EXPECT_EQ(p.fault.error, 5);
+    EXPECT_EQ(p.after, 0u);
+    EXPECT_EQ(p.count, 1u);
+
+    p = parse_fault_plan("error:errno=28:after=7:count=3");
+    EXPECT_EQ(p.fault.error, 28);
+    EXPECT_EQ(p.after, 7u);
+    EXPECT_EQ(p.count, 3u);
+
+    p = parse_fault_plan("short:bytes=12");
+    EXPECT_EQ(p.fault.kind, Fault::Kind::short_read);
+    EXPECT_EQ(p.fault.short_by, 12u);
+    EXPECT_EQ(parse_fault_plan("short").fault.short_by, 4096u);
+
+    p = parse_fault_plan("corrupt:at=3:count=0");
+    EXPECT_EQ(p.fault.kind, Fault::Kind::corrupt);
+    EXPECT_FALSE(p.corrupt_middle);
+    EXPECT_EQ(p.fault.corrupt_at, 3u);
+    EXPECT_EQ(p.count, 0u);
+}
+
+TEST(FaultPlan, RejectsMalformedPlansNamingTheVariable) {
+    for (const char *bad : {"", "boom", "error:", "error:errno", "error:errno=", "error:errno=0", "error:errno=abc",
+                            "error:bytes=3", "short:errno=5", "short:bytes=0", "corrupt:after=-1",
+                            "corrupt:count=1x", "error:after=99999999999999999999999", "Error"}) {
+        try {
+            parse_fault_plan(bad);
+            ADD_FAILURE() << "accepted '" << bad << "'";
+        } catch (const moe::Error &e) {
+            EXPECT_EQ(e.status(), moe::Status::invalid_argument) << bad;
+            EXPECT_NE(std::string(e.what()).find("MOESTREAM_FAULT_INJECT"), std::string::npos) << e.what();
+        }
+    }
+}
+
+TEST(FaultPlan, RuleFaultsTheChosenReads) {
+    EXPECT_EQ(faulted_reads(parse_fault_plan("error"), 10), (std::vector<uint64_t>{0}));
+    EXPECT_EQ(faulted_reads(parse_fault_plan("error:after=4:count=2"), 10), (std::vector<uint64_t>{4, 5}));
+    EXPECT_EQ(faulted_reads(parse_fault_plan("short:after=7:count=0"), 10), (std::vector<uint64_t>{7, 8, 9}));
+    EXPECT_TRUE(faulted_reads(parse_fault_plan("error:after=10"), 10).empty());
+
+    const moe::io::FaultRule middle = moe::io::make_fault_rule(parse_fault_plan("corrupt"));
+    moe::io::ReadRequest request;
+    request.length = 8192;
+    EXPECT_EQ(middle(request, 0).corrupt_at, 4096u);
+    const moe::io::FaultRule at = moe::io::make_fault_rule(parse_fault_plan("corrupt:at=9"));
+    EXPECT_EQ(at(request, 0).corrupt_at, 9u);
+}
