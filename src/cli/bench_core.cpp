@@ -327,7 +327,7 @@ std::string bench_result_json(const BenchConfig &c, const BenchResult &r, double
         "{\"ok\": %s, \"error\": %s, \"io_mode_requested\": \"%s\", \"io_mode\": \"%s\", \"io_mode_reason\": %s, "
         "\"budget_bytes\": %llu, \"prefetch\": %d, \"cache_policy\": \"%s\", \"prompt_tokens\": %d, "
         "\"decode_tokens\": %d, \"open_s\": %.4f, \"prefill_s\": %.4f, \"prefill_tok_s\": %.4f, \"ttft_s\": %.4f, "
-        "\"decode_s\": %.4f, \"decode_tok_s\": %.4f, \"bytes_read_per_token\": %.1f, \"read_bw_bytes_s\": %.1f, "
+        "\"decode_s\": %.6g, \"decode_tok_s\": %.6g, \"bytes_read_per_token\": %.1f, \"read_bw_bytes_s\": %.1f, "
         "\"engine_bytes_read\": %llu, \"device_bytes_read\": %llu, \"hit_rate\": %.6f, \"io_wait_share\": %.6f, \"expert_cache_bytes\": %llu, \"peak_rss_bytes\": %llu, "
         "\"cold\": %s, \"cgroup\": %s, \"cgroup_note\": %s, \"cgroup_peak_bytes\": %llu, \"feed\": \"%s\", "
         "\"demand_bytes_per_token\": %.1f, \"prefetch_bytes_per_token\": %.1f, \"wasted_bytes_per_token\": %.1f, "
@@ -350,8 +350,8 @@ std::string bench_result_json(const BenchConfig &c, const BenchResult &r, double
         const double roofline = membw > 0 && r.touched_per_token() > 0 ? membw / r.touched_per_token() : 0;
         std::snprintf(buf, sizeof buf,
                       ", \"resident\": %s, \"warmup_s\": %.4f, \"bytes_touched_per_token\": %.1f, "
-                      "\"touched_bw_bytes_s\": %.1f, \"membw_bytes_s\": %.1f, \"roofline_tok_s\": %.4f, "
-                      "\"roofline_ratio\": %.4f}",
+                      "\"touched_bw_bytes_s\": %.1f, \"membw_bytes_s\": %.1f, \"roofline_tok_s\": %.6g, "
+                      "\"roofline_ratio\": %.6g}",
                       c.resident ? "true" : "false", r.warmup_s, r.touched_per_token(), r.touched_bw(), membw,
                       roofline, roofline > 0 ? r.decode_tok_s() / roofline : 0.0);
         j += buf;
