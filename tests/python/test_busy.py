@@ -5,11 +5,11 @@ joined before the callback returns, so its calls overlap the first call by
 construction, never by luck. They must all return BUSY and change nothing;
 the first call then completes normally."""
 import ctypes
-import os
 import threading
 
 import pytest
 
+from capi_support import load_library
 from moestream import _ffi
 from moestream._errors import Status
 
@@ -19,9 +19,7 @@ DEBUG = 3
 
 @pytest.fixture(scope="module")
 def lib():
-    if not os.environ.get("MOESTREAM_LIB"):
-        pytest.skip("MOESTREAM_LIB not set (run through ctest)")
-    return _ffi.lib()
+    return load_library()
 
 
 @pytest.fixture(scope="module")

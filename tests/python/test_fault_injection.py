@@ -6,11 +6,11 @@ step keeps nothing, and after moestream_reset the context gives the logits
 of a context that never saw a fault. Every call here returns; ctest's
 timeout catches a hang."""
 import ctypes
-import os
 import shutil
 
 import pytest
 
+from capi_support import load_library
 from moestream import _ffi
 from moestream._errors import Status
 
@@ -21,9 +21,7 @@ N_VOCAB = 200
 
 @pytest.fixture(scope="module")
 def lib():
-    if not os.environ.get("MOESTREAM_LIB"):
-        pytest.skip("MOESTREAM_LIB not set (run through ctest)")
-    return _ffi.lib()
+    return load_library()
 
 
 @pytest.fixture(scope="module")
