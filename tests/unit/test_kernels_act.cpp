@@ -10,17 +10,9 @@
 
 using moe::GgmlType;
 namespace k = moe::kernels;
+using moe::test::IsaGuard;
 
 namespace {
-
-class IsaGuard {
-public:
-    IsaGuard() : saved_(k::active_isa()) {}
-    ~IsaGuard() { k::set_isa(saved_); }
-
-private:
-    k::Isa saved_;
-};
 
 // Rows with the cases the rounding rules care about: all-zero blocks, exact
 // halves after scaling, repeated maxima of both signs, tiny and huge values.

@@ -11,6 +11,8 @@
 
 using moe::GgmlType;
 namespace k = moe::kernels;
+using moe::test::IsaGuard;
+using moe::test::supported_isas;
 
 namespace {
 
@@ -87,24 +89,6 @@ std::vector<Case> cases() {
 
 std::string case_name(const ::testing::TestParamInfo<Case> &info) {
     return std::string(moe::type_traits(info.param.type).name) + "_" + std::to_string(info.param.n);
-}
-
-// Restores the ISA in force before a test.
-class IsaGuard {
-public:
-    IsaGuard() : saved_(k::active_isa()) {}
-    ~IsaGuard() { k::set_isa(saved_); }
-
-private:
-    k::Isa saved_;
-};
-
-std::vector<k::Isa> supported_isas() {
-    IsaGuard g;
-    std::vector<k::Isa> out;
-    for (k::Isa i : {k::Isa::scalar, k::Isa::avx2, k::Isa::avx512})
-        if (k::set_isa(i)) out.push_back(i);
-    return out;
 }
 
 class Dot : public ::testing::TestWithParam<Case> {};

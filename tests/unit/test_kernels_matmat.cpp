@@ -13,25 +13,10 @@
 
 using moe::GgmlType;
 namespace k = moe::kernels;
+using moe::test::IsaGuard;
+using moe::test::supported_isas;
 
 namespace {
-
-class IsaGuard {
-public:
-    IsaGuard() : saved_(k::active_isa()) {}
-    ~IsaGuard() { k::set_isa(saved_); }
-
-private:
-    k::Isa saved_;
-};
-
-std::vector<k::Isa> supported_isas() {
-    IsaGuard g;
-    std::vector<k::Isa> out;
-    for (k::Isa i : {k::Isa::scalar, k::Isa::avx2, k::Isa::avx512})
-        if (k::set_isa(i)) out.push_back(i);
-    return out;
-}
 
 struct Case {
     GgmlType type;

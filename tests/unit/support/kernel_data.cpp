@@ -79,4 +79,12 @@ std::vector<uint8_t> random_row(GgmlType type, int64_t n, std::mt19937 &rng) {
     return row;
 }
 
+std::vector<kernels::Isa> supported_isas() {
+    IsaGuard guard;
+    std::vector<kernels::Isa> out;
+    for (kernels::Isa isa : {kernels::Isa::scalar, kernels::Isa::avx2, kernels::Isa::avx512})
+        if (kernels::set_isa(isa)) out.push_back(isa);
+    return out;
+}
+
 }  // namespace moe::test

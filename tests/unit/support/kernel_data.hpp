@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/ggml_types.hpp"
+#include "kernels/kernels.hpp"
 
 namespace moe::test {
 
@@ -18,5 +19,20 @@ std::vector<uint8_t> random_row(GgmlType type, int64_t n, std::mt19937 &rng);
 // n floats, normally distributed with standard deviation `scale`, with some
 // exact zeros and a few outliers.
 std::vector<float> random_floats(int64_t n, std::mt19937 &rng, float scale = 1.0f);
+
+// Restores the ISA in force when it was made (tests switch ISAs with set_isa).
+class IsaGuard {
+public:
+    IsaGuard() : saved_(kernels::active_isa()) {}
+    ~IsaGuard() { kernels::set_isa(saved_); }
+    IsaGuard(const IsaGuard &) = delete;
+    IsaGuard &operator=(const IsaGuard &) = delete;
+
+private:
+    kernels::Isa saved_;
+};
+
+// The ISAs this CPU can run, scalar first.
+std::vector<kernels::Isa> supported_isas();
 
 }  // namespace moe::test
