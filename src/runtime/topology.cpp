@@ -129,8 +129,8 @@ bool bind_thread_to_numa_node(int node) {
 
 namespace {
 
-// A topology with I/O devices (PCI, block devices), loaded on first use: it
-// costs a sysfs walk of every PCI device, so only placement lookups that sysfs
+// A topology with I/O devices (block devices), loaded on first use: it
+// costs a sysfs walk, so only placement lookups that sysfs
 // alone cannot answer pay for it.
 class IoTopology {
 public:
@@ -146,6 +146,11 @@ public:
 private:
     IoTopology() {
         if (hwloc_topology_init(&topo_) != 0) return;
+        // Block devices only: the libpciaccess-based "pci" plugin leaks on
+        // every load, and a disk's locality comes from the Linux I/O backend
+        // (sysfs) or, failing that, sysfs numa_node/local_cpulist. Blacklisting
+        // an absent plugin fails harmlessly, so its result is not checked.
+        (void)hwloc_topology_set_components(topo_, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
         if (hwloc_topology_set_io_types_filter(topo_, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) != 0 ||
             hwloc_topology_load(topo_) != 0) {
             hwloc_topology_destroy(topo_);
