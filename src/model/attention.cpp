@@ -7,6 +7,7 @@
 #include "kernels/fp_convert.hpp"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -37,7 +38,19 @@ __attribute__((target("avx,f16c"))) void widen_half_f16c(const uint8_t *p, int32
         _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 2 * size_t(i)))));
     widen_half(p, i, n, out);
 }
-const bool kHasF16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+// CPUID leaf 1: ECX bit 27 OSXSAVE, 28 AVX, 29 F16C; XCR0 bits 1-2 say the OS
+// saves the YMM state. (cpuid rather than __builtin_cpu_supports: clang 14 does
+// not know "f16c".)
+bool cpu_has_f16c() {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const unsigned need = (1u << 27) | (1u << 28) | (1u << 29);
+    if ((c & need) != need) return false;
+    unsigned lo = 0, hi = 0;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 6u) == 6u;
+}
+const bool kHasF16c = cpu_has_f16c();
 #endif
 
 // Widens n cache elements (f16 or f32) starting at p to f32.
