@@ -43,6 +43,16 @@ struct ExpertView {
     const uint8_t *down = nullptr;
 };
 
+// Expert e's matrices inside the read-only mapping (the layout's `mapped`
+// pointers), for sources that compute straight from the mapped file.
+inline ExpertView mapped_expert_view(const ExpertLayerLayout &lay, int32_t e) {
+    ExpertView v;
+    if (lay.gate.mapped) v.gate = lay.gate.mapped + uint64_t(e) * lay.gate.expert_stride;
+    v.up = lay.up.mapped + uint64_t(e) * lay.up.expert_stride;
+    v.down = lay.down.mapped + uint64_t(e) * lay.down.expert_stride;
+    return v;
+}
+
 struct ReadyExpert {
     int32_t expert = -1;
     ExpertView view;

@@ -42,9 +42,7 @@ ReadyExpert ResidentExpertSource::next_ready() {
     const int32_t e = pending_[next_++];
     ReadyExpert r;
     r.expert = e;
-    if (lay.gate.mapped) r.view.gate = lay.gate.mapped + uint64_t(e) * lay.gate.expert_stride;
-    r.view.up = lay.up.mapped + uint64_t(e) * lay.up.expert_stride;
-    r.view.down = lay.down.mapped + uint64_t(e) * lay.down.expert_stride;
+    r.view = mapped_expert_view(lay, e);
     return r;
 }
 
