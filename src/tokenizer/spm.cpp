@@ -3,17 +3,11 @@
 #include <algorithm>
 
 #include "common/error.hpp"
-#include "tokenizer/utf8.hpp"
 
 namespace moe::tok {
 namespace {
 
 constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581
-
-// Heap order: the highest score on top, then the leftmost pair.
-bool comes_after(const SpmScratch::Pair &a, const SpmScratch::Pair &b) {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
-}
 
 }  // namespace
 
@@ -28,51 +22,24 @@ void SpmTokenizer::tokenize(std::string_view text, bool space_prefix, std::vecto
     const std::string_view esc = s.escaped;
     if (esc.empty()) return;
 
-    s.symbols.clear();
-    for (size_t pos = 0; pos < esc.size();) {
-        const size_t len = std::min(utf8_char_len(static_cast<uint8_t>(esc[pos])), esc.size() - pos);
-        const int32_t n = int32_t(s.symbols.size());
-        s.symbols.push_back({uint32_t(pos), uint32_t(len), n - 1, n + 1});
-        pos += len;
-    }
-    s.symbols.back().next = -1;
+    // Symbols carry no id: a pair may merge when its text is a token, highest score first.
+    merge_symbols(
+        esc, s.merge, [](std::string_view) { return -1; },
+        [&](const MergeSymbol &l, const MergeSymbol &r, double &cost, int32_t &) {
+            const int32_t id = vocab_.find(esc.substr(l.begin, l.len + r.len));
+            if (id < 0) return false;
+            cost = -double(vocab_.score(id));
+            return true;
+        });
 
-    s.queue.clear();
-    for (int32_t i = 0; i + 1 < int32_t(s.symbols.size()); ++i) queue_pair(i, s);
-    while (!s.queue.empty()) {
-        std::pop_heap(s.queue.begin(), s.queue.end(), comes_after);
-        const SpmScratch::Pair p = s.queue.back();
-        s.queue.pop_back();
-        SpmScratch::Symbol &l = s.symbols[size_t(p.left)];
-        SpmScratch::Symbol &r = s.symbols[size_t(p.right)];
-        if (l.len == 0 || r.len == 0 || l.len + r.len != p.len) continue;  // stale
-        l.len += r.len;
-        l.next = r.next;
-        if (r.next >= 0) s.symbols[size_t(r.next)].prev = p.left;
-        r.len = 0;
-        queue_pair(l.prev, s);
-        queue_pair(p.left, s);
-    }
-
-    for (int32_t i = 0; i >= 0; i = s.symbols[size_t(i)].next) {
-        const SpmScratch::Symbol &sym = s.symbols[size_t(i)];
+    for (int32_t i = 0; i >= 0; i = s.merge.symbols[size_t(i)].next) {
+        const MergeSymbol &sym = s.merge.symbols[size_t(i)];
         const std::string_view piece = esc.substr(sym.begin, sym.len);
         // Merged symbols are tokens by construction; only single characters can miss.
         const int32_t id = vocab_.find(piece);
         if (id >= 0) out.push_back(id);
         else emit_bytes(piece, out);
     }
-}
-
-void SpmTokenizer::queue_pair(int32_t left, SpmScratch &s) const {
-    if (left < 0) return;
-    const SpmScratch::Symbol &l = s.symbols[size_t(left)];
-    if (l.next < 0) return;
-    const SpmScratch::Symbol &r = s.symbols[size_t(l.next)];
-    const int32_t id = vocab_.find(std::string_view(s.escaped).substr(l.begin, l.len + r.len));
-    if (id < 0) return;
-    s.queue.push_back({vocab_.score(id), left, l.next, l.len + r.len});
-    std::push_heap(s.queue.begin(), s.queue.end(), comes_after);
 }
 
 void SpmTokenizer::emit_bytes(std::string_view bytes, std::vector<int32_t> &out) const {

@@ -9,23 +9,15 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/pair_merge.hpp"
 #include "tokenizer/vocab.hpp"
 
 namespace moe::tok {
 
+// Buffers one thread reuses across calls.
 struct SpmScratch {
-    struct Symbol {
-        uint32_t begin = 0, len = 0;  // len 0 = merged away
-        int32_t prev = -1, next = -1;
-    };
-    struct Pair {
-        float score = 0;
-        int32_t left = 0, right = 0;
-        uint32_t len = 0;
-    };
     std::string escaped;
-    std::vector<Symbol> symbols;
-    std::vector<Pair> queue;
+    MergeScratch merge;
 };
 
 class SpmTokenizer {
@@ -37,7 +29,6 @@ public:
     void tokenize(std::string_view text, bool space_prefix, std::vector<int32_t> &out, SpmScratch &s) const;
 
 private:
-    void queue_pair(int32_t left, SpmScratch &s) const;
     void emit_bytes(std::string_view bytes, std::vector<int32_t> &out) const;
 
     const Vocab &vocab_;
