@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cli/stream_sum.hpp"
 #include "runtime/numa_memory.hpp"
 #include "runtime/thread_pool.hpp"
 
@@ -14,26 +15,6 @@ namespace {
 
 constexpr size_t kBytes = size_t{1} << 30;  // 1 GiB
 constexpr int64_t kChunk = 1 << 20;         // bytes per task
-
-// A plain summing loop; the compiler vectorises it for the target below.
-__attribute__((target("avx2"))) uint64_t sum_avx2(const uint64_t *p, size_t n) {
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t i = 0; i < n; i += 4) {
-        s0 += p[i];
-        s1 += p[i + 1];
-        s2 += p[i + 2];
-        s3 += p[i + 3];
-    }
-    return s0 ^ s1 ^ s2 ^ s3;
-}
-uint64_t sum_baseline(const uint64_t *p, size_t n) {
-    uint64_t s0 = 0, s1 = 0;
-    for (size_t i = 0; i < n; i += 2) {
-        s0 += p[i];
-        s1 += p[i + 1];
-    }
-    return s0 ^ s1;
-}
 
 moe::NumaBuffer &buffer() {
     static moe::NumaBuffer buf = [] {
@@ -53,7 +34,7 @@ void BM_StreamRead(benchmark::State &state) {
     for (auto _ : state) {
         pool.parallel_for(static_cast<int64_t>(kBytes / kChunk), [&](int64_t task, int32_t worker) {
             const auto *p = reinterpret_cast<const uint64_t *>(base + task * kChunk);
-            sink[static_cast<size_t>(worker)] += avx2 ? sum_avx2(p, kChunk / 8) : sum_baseline(p, kChunk / 8);
+            sink[static_cast<size_t>(worker)] += cli::stream_sum(p, kChunk / 8, avx2);
         });
         benchmark::ClobberMemory();
     }

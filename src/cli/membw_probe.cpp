@@ -10,31 +10,13 @@
 #include <thread>
 #include <vector>
 
+#include "stream_sum.hpp"
+
 namespace cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 volatile uint64_t g_sink = 0;
-
-// Plain summing loops; the compiler vectorises them for the target below.
-__attribute__((target("avx2"))) uint64_t sum_avx2(const uint64_t *p, size_t n) {
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t i = 0; i < n; i += 4) {
-        s0 += p[i];
-        s1 += p[i + 1];
-        s2 += p[i + 2];
-        s3 += p[i + 3];
-    }
-    return s0 ^ s1 ^ s2 ^ s3;
-}
-uint64_t sum_baseline(const uint64_t *p, size_t n) {
-    uint64_t s0 = 0, s1 = 0;
-    for (size_t i = 0; i < n; i += 2) {
-        s0 += p[i];
-        s1 += p[i + 1];
-    }
-    return s0 ^ s1;
-}
 
 }  // namespace
 
@@ -76,7 +58,7 @@ bool measure_memory_bandwidth(uint64_t buffer_bytes, int32_t threads, double sec
         uint64_t local = 0;
         sync.arrive_and_wait();  // start line
         while (!stop.load()) {
-            local += avx2 ? sum_avx2(p, slice / 8) : sum_baseline(p, slice / 8);
+            local += stream_sum(p, slice / 8, avx2);
             sync.arrive_and_wait();
         }
         sink += local;
