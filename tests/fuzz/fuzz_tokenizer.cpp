@@ -16,11 +16,14 @@
 
 #include "common/error.hpp"
 #include "gguf/gguf_file.hpp"
-#include "tokenizer/byte_unicode.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/utf8.hpp"
+#include "../unit/support/vocab_tokens.hpp"
 
 namespace {
+
+using moe::test::byte_level;
+using moe::test::VocabTokens;
 
 // A GGUF v3 image holding only metadata.
 class MetadataImage {
@@ -80,74 +83,45 @@ private:
     size_t n_kv_ = 0;
 };
 
-std::string byte_level(std::string_view s) {
-    std::string out;
-    for (char c : s) out += moe::tok::byte_to_unicode(static_cast<uint8_t>(c));
-    return out;
-}
-
 std::unique_ptr<moe::tok::Tokenizer> from_image(const std::vector<uint8_t> &image) {
     const auto file = moe::gguf::GgufFile::parse_memory(image.data(), image.size(), "fuzz-vocab.gguf");
     return moe::tok::Tokenizer::from_gguf(*file);
 }
 
 std::unique_ptr<moe::tok::Tokenizer> make_bpe(const char *pre) {
-    std::vector<std::string> tokens, merges;
-    std::vector<int32_t> types;
-    for (int b = 0; b < 256; ++b) {
-        tokens.emplace_back(moe::tok::byte_to_unicode(uint8_t(b)));
-        types.push_back(1);
-    }
+    VocabTokens v = moe::test::byte_level_tokens();
+    std::vector<std::string> merges;
     const char *letters = "etaoinshrdlu";
     for (const char *a = letters; *a; ++a)
         for (const char *b = letters; *b; ++b) {
             merges.push_back(std::string(1, *a) + " " + std::string(1, *b));
-            tokens.push_back(std::string(1, *a) + *b);
-            types.push_back(1);
+            v.add(std::string(1, *a) + *b, moe::test::kNormal);
         }
     for (const char *a = letters; *a; ++a) {
         merges.push_back(byte_level(" ") + " " + std::string(1, *a));
-        tokens.push_back(byte_level(" ") + *a);
-        types.push_back(1);
+        v.add(byte_level(" ") + *a, moe::test::kNormal);
     }
-    for (const char *s : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
-        tokens.push_back(s);
-        types.push_back(3);
-    }
-    tokens.push_back("<tool>");
-    types.push_back(4);
+    for (const char *s : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) v.add(s, moe::test::kControl);
+    v.add("<tool>", moe::test::kUserDefined);
     MetadataImage m;
     m.string("tokenizer.ggml.model", "gpt2");
     m.string("tokenizer.ggml.pre", pre);
-    m.strings("tokenizer.ggml.tokens", tokens);
-    m.i32s("tokenizer.ggml.token_type", types);
+    m.strings("tokenizer.ggml.tokens", v.tokens);
+    m.i32s("tokenizer.ggml.token_type", v.types);
     m.strings("tokenizer.ggml.merges", merges);
-    m.u32("tokenizer.ggml.bos_token_id", uint32_t(tokens.size() - 4));
+    m.u32("tokenizer.ggml.bos_token_id", uint32_t(v.tokens.size() - 4));
     return from_image(m.bytes());
 }
 
 std::unique_ptr<moe::tok::Tokenizer> make_spm() {
-    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-    std::vector<int32_t> types = {2, 3, 3};
-    std::vector<float> scores = {0, 0, 0};
-    for (int b = 0; b < 256; ++b) {
-        char name[8];
-        std::snprintf(name, sizeof name, "<0x%02X>", b);
-        tokens.push_back(name);
-        types.push_back(6);
-        scores.push_back(0);
-    }
+    VocabTokens v = moe::test::spm_byte_fallback_tokens();
     const std::string sp = "\xE2\x96\x81";
-    for (const std::string &s : std::vector<std::string>{sp, sp + "t", "th", sp + "th", "he", sp + "the", "a", "e", "h", "t", "n", "an"}) {
-        tokens.push_back(s);
-        types.push_back(1);
-        scores.push_back(-float(tokens.size()));
-    }
+    moe::test::add_scored_pieces(v, {sp, sp + "t", "th", sp + "th", "he", sp + "the", "a", "e", "h", "t", "n", "an"});
     MetadataImage m;
     m.string("tokenizer.ggml.model", "llama");
-    m.strings("tokenizer.ggml.tokens", tokens);
-    m.i32s("tokenizer.ggml.token_type", types);
-    m.f32s("tokenizer.ggml.scores", scores);
+    m.strings("tokenizer.ggml.tokens", v.tokens);
+    m.i32s("tokenizer.ggml.token_type", v.types);
+    m.f32s("tokenizer.ggml.scores", v.scores);
     return from_image(m.bytes());
 }
 

@@ -13,46 +13,31 @@
 #include "model/generator.hpp"
 #include "support/gguf_builder.hpp"
 #include "support/paths.hpp"
-#include "tokenizer/byte_unicode.hpp"
+#include "support/vocab_tokens.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace {
 
 using moe::Status;
+using moe::test::byte_level;
 using moe::test::GgufBuilder;
+using moe::test::VocabTokens;
 using moe::tok::Tokenizer;
-
-std::string byte_level(std::string_view s) {
-    std::string out;
-    for (char c : s) out += moe::tok::byte_to_unicode(static_cast<uint8_t>(c));
-    return out;
-}
 
 // 256 byte tokens, a few merges, control tokens <|im_start|> / <|im_end|>.
 GgufBuilder bpe_vocab(const std::string &pre = "qwen2") {
-    std::vector<std::string> tokens;
-    std::vector<int32_t> types;
-    for (int b = 0; b < 256; ++b) {
-        tokens.emplace_back(moe::tok::byte_to_unicode(uint8_t(b)));
-        types.push_back(1);
-    }
+    VocabTokens v = moe::test::byte_level_tokens();
     const std::vector<std::string> merges = {byte_level(" ") + " t", "h e", byte_level(" t") + " he", "l l", "o w"};
-    for (const char *t : {" t", "he", " the", "ll", "ow"}) {
-        tokens.push_back(byte_level(t));
-        types.push_back(1);
-    }
-    tokens.push_back("<|im_start|>");
-    types.push_back(3);
-    tokens.push_back("<|im_end|>");
-    types.push_back(3);
-    tokens.push_back("<user>");
-    types.push_back(4);
+    for (const char *t : {" t", "he", " the", "ll", "ow"}) v.add(byte_level(t), moe::test::kNormal);
+    v.add("<|im_start|>", moe::test::kControl);
+    v.add("<|im_end|>", moe::test::kControl);
+    v.add("<user>", moe::test::kUserDefined);
     GgufBuilder b;
     b.kv_string("general.architecture", "qwen3moe")
         .kv_string("tokenizer.ggml.model", "gpt2")
         .kv_string("tokenizer.ggml.pre", pre)
-        .kv_array_string("tokenizer.ggml.tokens", tokens)
-        .kv_array_i32("tokenizer.ggml.token_type", types)
+        .kv_array_string("tokenizer.ggml.tokens", v.tokens)
+        .kv_array_i32("tokenizer.ggml.token_type", v.types)
         .kv_array_string("tokenizer.ggml.merges", merges)
         .kv_u32("tokenizer.ggml.bos_token_id", 261)
         .kv_u32("tokenizer.ggml.eos_token_id", 262)
@@ -159,27 +144,14 @@ TEST(Tokenizer, AddSpecialAddsBosAsTheVocabularyAsks) {
 }
 
 TEST(Tokenizer, SpmMergesByScoreWithSpacePrefixAndByteFallback) {
-    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-    std::vector<int32_t> types = {2, 3, 3};
-    std::vector<float> scores = {0, 0, 0};
-    for (int b = 0; b < 256; ++b) {
-        char name[8];
-        std::snprintf(name, sizeof name, "<0x%02X>", b);
-        tokens.push_back(name);
-        types.push_back(6);
-        scores.push_back(0);
-    }
+    VocabTokens v = moe::test::spm_byte_fallback_tokens();
     const std::string sp = "\xE2\x96\x81";
-    for (const std::string &s : std::vector<std::string>{sp + "h", "h", "i", sp + "hi", sp, "hi"}) {
-        tokens.push_back(s);
-        types.push_back(1);
-        scores.push_back(-float(tokens.size()));  // earlier tokens score higher
-    }
+    moe::test::add_scored_pieces(v, {sp + "h", "h", "i", sp + "hi", sp, "hi"});
     GgufBuilder b;
     b.kv_string("tokenizer.ggml.model", "llama")
-        .kv_array_string("tokenizer.ggml.tokens", tokens)
-        .kv_array_i32("tokenizer.ggml.token_type", types)
-        .kv_array_f32("tokenizer.ggml.scores", scores);
+        .kv_array_string("tokenizer.ggml.tokens", v.tokens)
+        .kv_array_i32("tokenizer.ggml.token_type", v.types)
+        .kv_array_f32("tokenizer.ggml.scores", v.scores);
     const auto t = load(b);
     const int32_t sp_hi = t->vocab().find(sp + "hi");
     EXPECT_EQ(tokenize(*t, "hi"), (std::vector<int32_t>{sp_hi}));
