@@ -3,11 +3,9 @@
 // errno; nothing hangs; and the same pass, run again from position 0 (what
 // moestream_reset does), gives exactly the logits of a run that never failed.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -18,28 +16,15 @@
 #include "model/model.hpp"
 #include "runtime/forward_pass.hpp"
 #include "runtime/thread_pool.hpp"
-#include "support/paths.hpp"
-
-namespace fs = std::filesystem;
+#include "support/generated_models.hpp"
 
 namespace {
 
 std::string make_model_file() {
-    const std::string dir = moe::test::binary_dir() + "/test-scratch/expert_faults_models";
-    fs::create_directories(dir);
-    const std::string path = dir + "/qwen3moe.gguf";
-    if (fs::exists(path)) return path;
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    const std::string cmd = "cd '" + moe::test::source_dir() + "/tests' && '" + moe::test::python() +
-                            "' -m tools.make_model --arch qwen3moe --out '" + tmp +
-                            "' --n-embd 128 --n-head 4 --n-head-kv 2 --n-layer 3 --n-expert 8 --n-expert-used 2"
-                            " --n-ff-expert 128 --n-vocab 200 --n-ctx 64 --quant-mix mixed --seed 3 > /dev/null";
-    if (moe::test::run(cmd) != 0) {
-        fs::remove(tmp);
-        return "";
-    }
-    fs::rename(tmp, path);
-    return path;
+    return moe::test::generated_model("expert_faults_models", "qwen3moe",
+                                      "--n-embd 128 --n-head 4 --n-head-kv 2 --n-layer 3 --n-expert 8 "
+                                      "--n-expert-used 2 --n-ff-expert 128 --n-vocab 200 --n-ctx 64",
+                                      "--quant-mix mixed --seed 3");
 }
 
 moe::ForwardOptions options() {
@@ -60,8 +45,7 @@ std::vector<float> run(moe::ForwardPass &fp, int32_t n_vocab) {
 }  // namespace
 
 TEST(ExpertReadFaults, StepFailsWithLayerExpertErrnoAndRecovers) {
-    const std::string path = make_model_file();
-    if (path.empty()) GTEST_SKIP() << "python3 with numpy is needed to generate models";
+    REQUIRE_GENERATED_MODEL(path, make_model_file());
     auto model = moe::Model::open(path);
     const int32_t n_vocab = model->hparams().n_vocab;
     moe::ThreadPool pool(2);

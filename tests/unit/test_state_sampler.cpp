@@ -4,13 +4,10 @@
 // sampler section is refused and leaves both the context and the sampler as
 // they were.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <limits>
 #include <string>
@@ -21,36 +18,22 @@
 #include "runtime/sampler.hpp"
 #include "runtime/sampler_state.hpp"
 #include "runtime/state_file.hpp"
+#include "support/generated_models.hpp"
 #include "support/paths.hpp"
-
-namespace fs = std::filesystem;
+#include "support/status_of.hpp"
 
 namespace {
 
+using moe::test::status_of;
+
 std::string model_file() {
-    static const std::string path = [] {
-        const std::string dir = moe::test::binary_dir() + "/test-scratch/state_sampler_models";
-        fs::create_directories(dir);
-        const std::string file = dir + "/qwen3moe.gguf";
-        if (fs::exists(file)) return file;
-        const std::string tmp = file + ".tmp." + std::to_string(::getpid());
-        const std::string cmd = "cd '" + moe::test::source_dir() + "/tests' && '" + moe::test::python() +
-                                "' -m tools.make_model --arch qwen3moe --out '" + tmp +
-                                "' --n-embd 128 --n-head 4 --n-head-kv 2 --n-layer 2 --n-expert 8 --n-expert-used 2"
-                                " --n-ff-expert 128 --n-vocab 200 --n-ctx 64 --seed 21 > /dev/null";
-        if (moe::test::run(cmd) != 0) {
-            fs::remove(tmp);
-            return std::string();
-        }
-        fs::rename(tmp, file);
-        return file;
-    }();
-    return path;
+    return moe::test::generated_model("state_sampler_models", "qwen3moe",
+                                      "--n-embd 128 --n-head 4 --n-head-kv 2 --n-layer 2 --n-expert 8 "
+                                      "--n-expert-used 2 --n-ff-expert 128 --n-vocab 200 --n-ctx 64",
+                                      "--seed 21");
 }
 
-#define REQUIRE_MODEL(var)                  \
-    const std::string var = model_file();   \
-    if (var.empty()) GTEST_SKIP() << "python3 with numpy is needed to generate models"
+#define REQUIRE_MODEL(var) REQUIRE_GENERATED_MODEL(var, model_file())
 
 moe::ContextParams context_params(const std::string &path) {
     moe::ContextParams p;
@@ -96,16 +79,6 @@ bool same_snapshot(const moe::SamplerSnapshot &a, const moe::SamplerSnapshot &b)
     return a.rng == b.rng && std::memcmp(&a.params.temperature, &b.params.temperature, 4) == 0 &&
            a.params.top_k == b.params.top_k && a.params.top_p == b.params.top_p &&
            a.params.min_p == b.params.min_p && a.params.seed == b.params.seed;
-}
-
-moe::Status status_of(const std::function<void()> &fn, std::string *message = nullptr) {
-    try {
-        fn();
-    } catch (const moe::Error &e) {
-        if (message) *message = e.what();
-        return e.status();
-    }
-    return moe::Status::ok;
 }
 
 std::vector<uint8_t> read_bytes(const std::string &path) {
