@@ -158,11 +158,7 @@ TEST_P(Dot, MatvecMatmatAndIsasAgreeExactly) {
     const int64_t rows = 13;
     const int32_t tokens = 5;
     const size_t rb = moe::row_bytes(t, n);
-    std::vector<uint8_t> w;
-    for (int64_t r = 0; r < rows; ++r) {
-        const auto row = moe::test::random_row(t, n, rng);
-        w.insert(w.end(), row.begin(), row.end());
-    }
+    const std::vector<uint8_t> w = moe::test::random_rows(t, n, rows, rng);
     IsaGuard guard;
     for (bool exact : {false, true}) {
         const size_t ab = k::act_row_bytes(t, n, exact) + 8;  // padded stride

@@ -49,11 +49,7 @@ TEST_P(Matmat, EqualsPerTokenMatvecAndScalarForAllTokenCounts) {
     const int64_t rows = 11;
     const int32_t max_tokens = 9;
     const size_t rb = moe::row_bytes(t, n);
-    std::vector<uint8_t> w;
-    for (int64_t r = 0; r < rows; ++r) {
-        const auto row = moe::test::random_row(t, n, rng);
-        w.insert(w.end(), row.begin(), row.end());
-    }
+    const std::vector<uint8_t> w = moe::test::random_rows(t, n, rows, rng);
     const size_t ab = k::act_row_bytes(t, n, false) + 24;  // padded stride
     std::vector<uint8_t> acts(ab * max_tokens);
     for (int32_t tk = 0; tk < max_tokens; ++tk) {

@@ -79,6 +79,15 @@ std::vector<uint8_t> random_row(GgmlType type, int64_t n, std::mt19937 &rng) {
     return row;
 }
 
+std::vector<uint8_t> random_rows(GgmlType type, int64_t n, int64_t rows, std::mt19937 &rng) {
+    std::vector<uint8_t> w;
+    for (int64_t r = 0; r < rows; ++r) {
+        const auto row = random_row(type, n, rng);
+        w.insert(w.end(), row.begin(), row.end());
+    }
+    return w;
+}
+
 std::vector<kernels::Isa> supported_isas() {
     IsaGuard guard;
     std::vector<kernels::Isa> out;

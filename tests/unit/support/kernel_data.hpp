@@ -16,6 +16,8 @@ const std::vector<GgmlType> &compute_weight_types();
 // A row of n elements of `type` with random quants and finite scale fields,
 // including edge cases (zero, subnormal, negative, large fp16 scales).
 std::vector<uint8_t> random_row(GgmlType type, int64_t n, std::mt19937 &rng);
+// `rows` such rows, one after another (a weight matrix with row stride row_bytes(type, n)).
+std::vector<uint8_t> random_rows(GgmlType type, int64_t n, int64_t rows, std::mt19937 &rng);
 // n floats, normally distributed with standard deviation `scale`, with some
 // exact zeros and a few outliers.
 std::vector<float> random_floats(int64_t n, std::mt19937 &rng, float scale = 1.0f);
