@@ -199,6 +199,13 @@ std::vector<int32_t> iota_experts(int32_t n) {
     return e;
 }
 
+// One visit of `layer`: every expert asked for comes back with the file's bytes.
+void visit_layer(StreamingExpertSource &src, const ExpertFile &f, int32_t layer, const std::vector<int32_t> &experts) {
+    src.begin_layer(layer, experts);
+    for (size_t i = 0; i < experts.size(); ++i) expect_view(f, layer, src.next_ready());
+    src.end_layer(layer);
+}
+
 TEST(StreamingSource, SecondVisitIsAllHits) {
     const std::string dir = test::scratch_dir();
     ExpertFile f = make_expert_file(dir, 3, 6, 2);
@@ -208,9 +215,7 @@ TEST(StreamingSource, SecondVisitIsAllHits) {
     StreamingExpertSource src(std::move(cfg));
     const auto experts = iota_experts(6);
     for (int pass = 0; pass < 2; ++pass) {
-        src.begin_layer(2, experts);
-        for (int i = 0; i < 6; ++i) expect_view(f, 2, src.next_ready());
-        src.end_layer(2);
+        visit_layer(src, f, 2, experts);
     }
     EXPECT_EQ(stats.cache_misses, 6u);
     EXPECT_EQ(stats.cache_hits, 6u);
@@ -232,15 +237,11 @@ TEST(StreamingSource, UsefulAndWastedPrefetchesAreCounted) {
     EXPECT_EQ(stats.prefetch_issued, 3u);
     EXPECT_GT(stats.bytes_read_prefetch, 0u);
     const std::vector<int32_t> want{0, 4};
-    src.begin_layer(0, want);
-    for (int i = 0; i < 2; ++i) expect_view(f, 0, src.next_ready());
-    src.end_layer(0);
+    visit_layer(src, f, 0, want);
     EXPECT_EQ(stats.prefetch_useful, 1u);
     // Experts 1 and 2 were wrong: they are the first to go.
     const std::vector<int32_t> more{0, 1, 2, 3, 4, 5};
-    src.begin_layer(2, more);
-    for (int i = 0; i < 6; ++i) expect_view(f, 2, src.next_ready());
-    src.end_layer(2);
+    visit_layer(src, f, 2, more);
     EXPECT_GT(stats.bytes_read_wasted, 0u);
     EXPECT_GT(stats.evictions, 0u);
     std::filesystem::remove_all(dir);
@@ -255,18 +256,13 @@ TEST(StreamingSource, HintRanksThatKeepMissingStopBeingReadAndComeBackWhenRight)
     cfg.queue_depth = 32;
     StreamingExpertSource src(std::move(cfg));
     const std::vector<int32_t> want{3};
-    auto run_layer = [&](const std::vector<int32_t> &experts) {
-        src.begin_layer(2, experts);
-        for (size_t i = 0; i < experts.size(); ++i) expect_view(f, 2, src.next_ready());
-        src.end_layer(2);
-    };
     // Rank 0 (expert 3) is always right, rank 1 never: rank 1 stops being read.
     uint64_t issued_at_10 = 0;
     for (int round = 0; round < 20; ++round) {
         const std::vector<int32_t> hint{3, int32_t(4 + round % 12)};
         src.prefetch(2, hint);
         src.drain();  // every hint let through is read in full
-        run_layer(want);
+        visit_layer(src, f, 2, want);
         if (round == 9) issued_at_10 = stats.prefetch_issued;
     }
     EXPECT_LT(issued_at_10, 10u);
@@ -276,7 +272,7 @@ TEST(StreamingSource, HintRanksThatKeepMissingStopBeingReadAndComeBackWhenRight)
         const std::vector<int32_t> hint{3, int32_t(16 + round)};
         src.prefetch(2, hint);
         src.drain();
-        run_layer({3, int32_t(16 + round)});
+        visit_layer(src, f, 2, {3, int32_t(16 + round)});
     }
     EXPECT_GT(stats.prefetch_issued, issued_at_10);
     // With no threshold every hint is read.
@@ -290,9 +286,7 @@ TEST(StreamingSource, HintRanksThatKeepMissingStopBeingReadAndComeBackWhenRight)
         const std::vector<int32_t> hint{int32_t(4 + round)};
         all.prefetch(2, hint);
         all.drain();
-        all.begin_layer(2, want);
-        expect_view(f, 2, all.next_ready());
-        all.end_layer(2);
+        visit_layer(all, f, 2, want);
     }
     EXPECT_EQ(all_stats.prefetch_issued, 12u);
     std::filesystem::remove_all(dir);
@@ -380,9 +374,7 @@ TEST(StreamingSource, DirectReadRefusedFallsBackToBuffered) {
         });
     StreamingExpertSource src(std::move(cfg));
     const auto experts = iota_experts(6);
-    src.begin_layer(0, experts);
-    for (int i = 0; i < 6; ++i) expect_view(f, 0, src.next_ready());
-    src.end_layer(0);
+    visit_layer(src, f, 0, experts);
     EXPECT_EQ(refused, 2u);
     std::filesystem::remove_all(dir);
 }
