@@ -65,7 +65,9 @@ int cmd_demo(const Args &args) {
             std::fprintf(stderr, "moestream demo: no cache directory (set XDG_CACHE_HOME or HOME), or pass --model\n");
             return 1;
         }
-        model = dir + "/demo-qwen3moe-q4_k_m.gguf";
+        // The name changes whenever the generator draws different weights, so a
+        // model written by an older version is not reused.
+        model = dir + "/demo-qwen3moe-q4_k_m-g2.gguf";
         if (!file_exists(model)) {
             moestream_generate_params g;
             moestream_generate_params_init(&g);

@@ -20,7 +20,8 @@ const char *kUsage =
     "       moestream trace info TRACE [--json]\n"
     "       moestream trace replay TRACE [--budget 25%|50%|75%|SIZE[,...]] [--policy lru|lfu-decay|pinned-hot|reuse-aware|auto|all]\n"
     "                             [--warmup 0.5] [--json]\n"
-    "       moestream trace record -m MODEL [--tokens N] [--prompt N] [--memory-budget SIZE] [--seed N] -o TRACE\n"
+    "       moestream trace record -m MODEL [--tokens N] [--prompt N] [--memory-budget SIZE] [--seed N]\n"
+    "                              [--feed greedy|random] -o TRACE\n"
     "Trace format: docs/trace-format.md. Budgets in %% are shares of all expert bytes.\n";
 
 int usage_error(const std::string &what) {

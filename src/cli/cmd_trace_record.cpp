@@ -1,5 +1,7 @@
 // moestream trace record: runs a model greedily and writes the routing of
 // every token in every layer (moestream_params.routing_trace_path).
+// Decode steps take the argmax (--feed greedy, the default) or random
+// token ids (--feed random: routing as varied as the model makes it).
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -15,7 +17,7 @@ namespace cli {
 int trace_record(const Args &args) {
     ParsedArgs a;
     std::string error;
-    if (!parse_args(args, {"-m", "--tokens", "--prompt", "--memory-budget", "--seed", "--threads", "-o"}, {}, a, error,
+    if (!parse_args(args, {"-m", "--tokens", "--prompt", "--memory-budget", "--seed", "--threads", "--feed", "-o"}, {}, a, error,
                     {{"--model", "-m"}, {"-n", "--tokens"}, {"--output", "-o"}, {"--budget", "--memory-budget"}})) {
         std::fprintf(stderr, "moestream trace record: %s\n", error.c_str());
         return 2;
@@ -34,6 +36,11 @@ int trace_record(const Args &args) {
         (a.get("--threads") && (!parse_int(*a.get("--threads"), threads) || threads < 0)) ||
         (a.get("--memory-budget") && !parse_size(*a.get("--memory-budget"), budget))) {
         std::fprintf(stderr, "moestream trace record: bad option value\n");
+        return 2;
+    }
+    const std::string feed = a.get_or("--feed", "greedy");
+    if (feed != "greedy" && feed != "random") {
+        std::fprintf(stderr, "moestream trace record: --feed takes greedy or random\n");
         return 2;
     }
     moestream_params p;
@@ -56,7 +63,9 @@ int trace_record(const Args &args) {
     int st = moestream_step(ctx, prompt.data(), static_cast<int32_t>(prompt.size()), logits.data());
     const int64_t room = moestream_n_ctx(ctx) - n_prompt;
     for (int64_t i = 0; st == MOESTREAM_OK && i < std::min(n_tokens, room); ++i) {
-        int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        int32_t next = feed == "random"
+                           ? static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab))
+                           : static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
         st = moestream_step(ctx, &next, 1, logits.data());
     }
     if (st != MOESTREAM_OK) std::fprintf(stderr, "moestream trace record: %s\n", moestream_last_error());

@@ -186,6 +186,19 @@ QuantMix quant_mix(const std::string &quant) {
     fail(Status::invalid_argument, "unknown quant '%s' (q4_k_m, q8_0, f32)", quant.c_str());
 }
 
+// Attention output projections are drawn 10x smaller than fan-in scaling.
+// Over a short context, random attention is close to an average of the
+// values of all positions: a component every token shares. At full scale it
+// piles up over the layers until it dominates the residual stream, and
+// consecutive tokens fed random ids then route to mostly the same experts
+// (overlap of top-8 of 128 rising from 7% at layer 0 to ~60% at layer 47).
+// At 0.1 the token-specific parts (embedding, expert outputs) dominate:
+// consecutive tokens overlap as independent uniform draws do (k/n_expert),
+// while each layer still changes the residual only a little, so layer L+1's
+// router on layer L's state predicts most of layer L+1's experts, as in
+// trained models. docs/performance.md has the measurements.
+constexpr float kAttnOutputScale = 0.1f;
+
 std::vector<TensorSpec> tensor_specs(const GeneratorConfig &c) {
     const QuantMix q = quant_mix(c.quant);
     const int64_t E = c.n_embd, HQ = int64_t(c.n_head) * c.head_dim, HKV = int64_t(c.n_head_kv) * c.head_dim;
@@ -199,7 +212,7 @@ std::vector<TensorSpec> tensor_specs(const GeneratorConfig &c) {
         t.push_back({p + "attn_q.weight", fit(q.attn_qko, E), {E, HQ}, Init::normal, inv_sqrt(E)});
         t.push_back({p + "attn_k.weight", fit(q.attn_qko, E), {E, HKV}, Init::normal, inv_sqrt(E)});
         t.push_back({p + "attn_v.weight", fit(q.attn_v, E), {E, HKV}, Init::normal, inv_sqrt(E)});
-        t.push_back({p + "attn_output.weight", fit(q.attn_qko, HQ), {HQ, E}, Init::normal, inv_sqrt(HQ)});
+        t.push_back({p + "attn_output.weight", fit(q.attn_qko, HQ), {HQ, E}, Init::normal, kAttnOutputScale * inv_sqrt(HQ)});
         t.push_back({p + "attn_q_norm.weight", GgmlType::F32, {c.head_dim}, Init::ones, 0});
         t.push_back({p + "attn_k_norm.weight", GgmlType::F32, {c.head_dim}, Init::ones, 0});
         t.push_back({p + "ffn_norm.weight", GgmlType::F32, {E}, Init::ones, 0});

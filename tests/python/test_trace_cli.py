@@ -69,3 +69,20 @@ def test_record_routing_of_a_generated_model(cli_path, tmp_path):
     assert again.read_bytes() == trace.read_bytes()  # routing is deterministic
     rep = json.loads(run(cli_path, "trace", "replay", trace, "--budget", "100%", "--json"))
     assert all(r["hits"] <= next(b["hits"] for b in rep["runs"] if b["policy"] == "belady") for r in rep["runs"])
+
+
+def test_generated_model_routes_consecutive_tokens_like_independent_draws(cli_path, tmp_path):
+    # Random-fed tokens of a generated model must not share experts more than
+    # independent uniform draws do (k / n_expert = 4 / 16), also deep in the
+    # stack where a component shared by all positions would pile up (at full
+    # attention-output scale this 24-layer model overlaps 0.43).
+    model, trace = tmp_path / "deep.gguf", tmp_path / "deep.trace"
+    subprocess.run([str(cli_path), "generate", "--preset", "small", "--layers", "24", "-o", str(model)], check=True,
+                   capture_output=True)
+    run(cli_path, "trace", "record", "-m", model, "--feed", "random", "--prompt", "4", "--tokens", "100", "-o", trace)
+    info = json.loads(run(cli_path, "trace", "info", trace, "--json"))
+    assert info["n_tokens"] == 104 and info["n_layer"] == 24
+    assert 0.2 < info["reuse"] < 0.3
+    bad = subprocess.run([str(cli_path), "trace", "record", "-m", model, "--feed", "sometimes", "-o", trace],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "feed" in bad.stderr
