@@ -360,7 +360,7 @@ typedef struct moestream_trace_synth_params {
     int32_t n_expert_used;       /* 0 = the heat file's "k", else 8 */
     int64_t n_tokens;            /* 0 = 1000 */
     double reuse;                /* share of a layer's experts reused from the previous token; < 0 = 0.4 */
-    double skew;                 /* Zipf exponent without heat; < 0 = 0.7 (top 20% take ~50%) */
+    double skew;                 /* Zipf exponent without heat; < 0 = 0.47 (top 20% take ~40%) */
     uint64_t bytes_per_expert;   /* recorded for byte counts; 0 = a Qwen3-30B-A3B Q4_K_M expert */
     uint64_t seed;
 } moestream_trace_synth_params;

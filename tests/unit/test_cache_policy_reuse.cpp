@@ -4,6 +4,7 @@
 // are checked in test_cache_policy.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <unordered_set>
 
@@ -89,9 +90,15 @@ TEST(ReuseAwarePolicy, BeatsLruAndLfuOnRealisticTraces) {
 
 namespace {
 
+// Least hit-rate ratios to Belady the default policy keeps at 25%, 50% and 75%
+// of the expert bytes.
+struct Floors {
+    double at25, at50, at75;
+};
+
 // Default policy / Belady hit rates at 25%, 50% and 75% of the expert bytes,
 // the second half of the trace measured after the first half warmed the cache.
-void expect_near_belady(const moe::SynthConfig &c, const char *what) {
+void expect_near_belady(const moe::SynthConfig &c, const char *what, Floors floors) {
     const moe::RoutingTrace t = moe::synthesize_trace(c);
     const uint32_t n_keys = c.n_layer * c.n_expert;
     const uint64_t warmup = c.n_tokens / 2;
@@ -101,24 +108,29 @@ void expect_near_belady(const moe::SynthConfig &c, const char *what) {
         const auto best = moe::replay_belady(t, capacity, warmup);
         ASSERT_GT(best.hit_rate(), 0.0);
         const double ratio = policy.hit_rate() / best.hit_rate();
-        // 25%: on these traces an expert's next use depends only on whether it
-        // was just used and on its popularity, so no online policy sees more;
-        // the same rule fed the exact popularity reaches 88-90% of Belady
-        // (docs/performance.md). 50% and 75% meet the 90% target.
-        EXPECT_GE(ratio, share < 0.3 ? 0.87 : 0.90) << what << " seed " << c.seed << " at " << share;
+        const double floor = share < 0.3 ? floors.at25 : share < 0.6 ? floors.at50 : floors.at75;
+        EXPECT_GE(ratio, floor) << what << " seed " << c.seed << " at " << share;
     }
 }
 
 }  // namespace
 
+// The floors are what these traces allow an online policy, not the 90% target:
+// on them a key's next use depends only on whether its layer's previous token
+// used it and on its popularity, and the policy ranks by exactly that (the
+// test below bounds its distance to the same rule fed the true popularity).
+// With the synth default (top 20% of experts take 40% of routings) that rule
+// itself reaches 83% / 88.5% / 94% of Belady (docs/performance.md).
 TEST(ReuseAwarePolicy, StaysNearBeladyOnZipfSynthTraces) {
     for (uint64_t seed : {1, 2, 3}) {
-        moe::SynthConfig c;  // reuse 0.4, Zipf 0.7, 128 experts, top-8
+        moe::SynthConfig c;  // reuse 0.4, Zipf 0.47 (top 20% take 40%), 128 experts, top-8
         c.n_layer = 12;
         c.n_tokens = 1200;
         c.bytes_per_expert = 1;
         c.seed = seed;
-        expect_near_belady(c, "zipf");
+        expect_near_belady(c, "zipf 0.47", {0.815, 0.865, 0.925});
+        c.skew = 0.7;  // top 20% take 52%
+        expect_near_belady(c, "zipf 0.7", {0.875, 0.91, 0.95});
     }
 }
 
@@ -134,6 +146,76 @@ TEST(ReuseAwarePolicy, StaysNearBeladyOnRealHeatSynthTraces) {
     c.bytes_per_expert = 1;
     for (uint64_t seed : {1, 2}) {
         c.seed = seed;
-        expect_near_belady(c, "heat");
+        expect_near_belady(c, "heat", {0.875, 0.95, 0.98});
+    }
+}
+
+namespace {
+
+// The rule the default policy follows, fed what it can only estimate: the
+// probability of use at a layer's next visit is the reuse rate for keys the
+// layer's latest visit used, else the key's true chance of being drawn fresh,
+// counted on a long continuation of the same process (not the measured window).
+class TruePopularityPolicy final : public moe::CachePolicy {
+public:
+    TruePopularityPolicy(std::vector<double> fresh, uint32_t period, double reuse)
+        : fresh_(std::move(fresh)), last_(fresh_.size(), 0), period_(period), reuse_(reuse) {}
+    void on_insert(uint32_t key, uint64_t tick) override {
+        resident_.push_back(key);
+        use(key, tick);
+    }
+    void on_hit(uint32_t key, uint64_t tick) override { use(key, tick); }
+    void on_remove(uint32_t key) override { resident_.erase(std::find(resident_.begin(), resident_.end(), key)); }
+    bool choose_victim(bool (*evictable)(void *, uint32_t), void *ctx, uint32_t *out) override {
+        double lowest = 2.0;
+        for (uint32_t k : resident_) {
+            if (!evictable(ctx, k)) continue;
+            const double p = now_ - last_[k] < period_ ? reuse_ : fresh_[k];
+            if (p < lowest) lowest = p, *out = k;
+        }
+        return lowest < 2.0;
+    }
+    const std::vector<uint32_t> &pinned() const override { return no_pins_; }
+
+private:
+    void use(uint32_t key, uint64_t tick) { now_ = std::max(now_, tick), last_[key] = tick; }
+    std::vector<double> fresh_;
+    std::vector<uint64_t> last_;
+    std::vector<uint32_t> resident_, no_pins_;
+    uint32_t period_;
+    double reuse_;
+    uint64_t now_ = 0;
+};
+
+}  // namespace
+
+TEST(ReuseAwarePolicy, CloseToTheSameRuleWithTheTruePopularity) {
+    moe::SynthConfig c;  // the synth defaults: top 20% take 40%, reuse 0.4
+    c.n_layer = 12;
+    c.bytes_per_expert = 1;
+    const uint64_t measured = 1200, continuation = 20000;
+    c.n_tokens = measured + continuation;
+    const moe::RoutingTrace full = moe::synthesize_trace(c);
+    moe::RoutingTrace t = full;
+    t.n_tokens = measured;
+    t.ids.resize(measured * c.n_layer * c.n_expert_used);
+    const uint32_t n_keys = c.n_layer * c.n_expert;
+    std::vector<double> fresh(n_keys, 0.0);
+    for (uint64_t tok = measured; tok < full.n_tokens; ++tok)
+        for (uint32_t l = 0; l < c.n_layer; ++l)
+            for (uint16_t e : full.experts(tok, l)) fresh[l * c.n_expert + e] += 1.0;
+    for (double &f : fresh) {
+        const double share = std::min(0.99, f / double(continuation));  // routed at this share of tokens
+        f = share * (1.0 - c.reuse) / (1.0 - share);                     // drawn when not just used
+    }
+    for (double share : {0.25, 0.5, 0.75}) {
+        const uint32_t capacity = static_cast<uint32_t>(share * n_keys);
+        TruePopularityPolicy oracle(fresh, c.n_layer, c.reuse);
+        const auto told = moe::replay_with(t, oracle, capacity, measured / 2);
+        const auto learned = moe::replay_policy(t, moe::CachePolicyKind::reuse_aware, capacity, measured / 2);
+        const auto best = moe::replay_belady(t, capacity, measured / 2);
+        EXPECT_GE(learned.hit_rate(), told.hit_rate() - 0.02) << share;
+        // The rule itself stays below 90% of Belady at 25% and 50% on these traces.
+        EXPECT_LT(told.hit_rate(), best.hit_rate()) << share;
     }
 }
