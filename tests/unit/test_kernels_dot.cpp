@@ -12,6 +12,7 @@
 using moe::GgmlType;
 namespace k = moe::kernels;
 using moe::test::IsaGuard;
+using moe::test::KernelCase;
 using moe::test::supported_isas;
 
 namespace {
@@ -64,34 +65,15 @@ std::vector<double> act_values(GgmlType at, const std::vector<uint8_t> &a, int64
     return v;
 }
 
-struct Case {
-    GgmlType type;
-    int64_t n;
-};
-
-std::vector<Case> cases() {
-    std::vector<Case> out;
-    for (GgmlType t : moe::test::compute_weight_types()) {
-        const int64_t be = moe::type_traits(t).block_elems;
-        if (be == 1) {
-            out.push_back({t, 7});
-            out.push_back({t, 1000});
-        } else if (be == 32) {
-            out.push_back({t, 32 * 9});
-            out.push_back({t, 2048});
-        } else {
-            out.push_back({t, 256 * 3});
-            out.push_back({t, 256 * 16});
-        }
-    }
-    return out;
+std::vector<KernelCase> cases() {
+    return moe::test::kernel_cases([](int64_t block_elems) -> std::vector<int64_t> {
+        if (block_elems == 1) return {7, 1000};
+        if (block_elems == 32) return {32 * 9, 2048};
+        return {256 * 3, 256 * 16};
+    });
 }
 
-std::string case_name(const ::testing::TestParamInfo<Case> &info) {
-    return std::string(moe::type_traits(info.param.type).name) + "_" + std::to_string(info.param.n);
-}
-
-class Dot : public ::testing::TestWithParam<Case> {};
+class Dot : public ::testing::TestWithParam<KernelCase> {};
 
 TEST_P(Dot, QuantisedDotMatchesF64OfDequantisedOperands) {
     const auto [t, n] = GetParam();
@@ -190,7 +172,7 @@ TEST_P(Dot, MatvecMatmatAndIsasAgreeExactly) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, Dot, ::testing::ValuesIn(cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(AllTypes, Dot, ::testing::ValuesIn(cases()), moe::test::kernel_case_name);
 
 // --- activation quantisation rounding rules -------------------------------------
 

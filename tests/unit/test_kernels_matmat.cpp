@@ -14,34 +14,23 @@
 using moe::GgmlType;
 namespace k = moe::kernels;
 using moe::test::IsaGuard;
+using moe::test::KernelCase;
 using moe::test::supported_isas;
 
 namespace {
 
-struct Case {
-    GgmlType type;
-    int64_t n;
-};
-
 // Row lengths that exercise full groups of 8 blocks and a partial group.
-std::vector<Case> cases() {
-    std::vector<Case> out;
-    for (GgmlType t : moe::test::compute_weight_types()) {
-        const int64_t be = moe::type_traits(t).block_elems;
-        if (be == 1) out.push_back({t, 1000});
-        else if (be == 32) out.push_back({t, 32 * 19});
-        else out.push_back({t, 256 * 11});
-    }
-    return out;
-}
-
-std::string case_name(const ::testing::TestParamInfo<Case> &info) {
-    return std::string(moe::type_traits(info.param.type).name) + "_" + std::to_string(info.param.n);
+std::vector<KernelCase> cases() {
+    return moe::test::kernel_cases([](int64_t block_elems) -> std::vector<int64_t> {
+        if (block_elems == 1) return {1000};
+        if (block_elems == 32) return {32 * 19};
+        return {256 * 11};
+    });
 }
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
-class Matmat : public ::testing::TestWithParam<Case> {};
+class Matmat : public ::testing::TestWithParam<KernelCase> {};
 
 TEST_P(Matmat, EqualsPerTokenMatvecAndScalarForAllTokenCounts) {
     const auto [t, n] = GetParam();
@@ -96,6 +85,6 @@ TEST_P(Matmat, EqualsPerTokenMatvecAndScalarForAllTokenCounts) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, Matmat, ::testing::ValuesIn(cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(AllTypes, Matmat, ::testing::ValuesIn(cases()), moe::test::kernel_case_name);
 
 }  // namespace

@@ -31,6 +31,17 @@ const std::vector<GgmlType> &compute_weight_types() {
     return types;
 }
 
+std::vector<KernelCase> kernel_cases(const std::function<std::vector<int64_t>(int64_t block_elems)> &lengths) {
+    std::vector<KernelCase> out;
+    for (GgmlType t : compute_weight_types())
+        for (int64_t n : lengths(type_traits(t).block_elems)) out.push_back({t, n});
+    return out;
+}
+
+std::string kernel_case_name(const ::testing::TestParamInfo<KernelCase> &info) {
+    return std::string(type_traits(info.param.type).name) + "_" + std::to_string(info.param.n);
+}
+
 std::vector<float> random_floats(int64_t n, std::mt19937 &rng, float scale) {
     std::normal_distribution<float> normal(0.0f, scale);
     std::uniform_int_distribution<int> pick(0, 99);

@@ -1,8 +1,12 @@
 // Random weight rows and activations for kernel tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/ggml_types.hpp"
@@ -12,6 +16,17 @@ namespace moe::test {
 
 // The weight types the engine computes with.
 const std::vector<GgmlType> &compute_weight_types();
+
+// A parameter of the kernel tests: a weight type and a row length.
+struct KernelCase {
+    GgmlType type;
+    int64_t n;
+};
+// For every compute weight type in order, one case per row length that
+// `lengths(block_elems)` gives for the type's block size.
+std::vector<KernelCase> kernel_cases(const std::function<std::vector<int64_t>(int64_t block_elems)> &lengths);
+// "<type>_<n>", the test name suffix.
+std::string kernel_case_name(const ::testing::TestParamInfo<KernelCase> &info);
 
 // A row of n elements of `type` with random quants and finite scale fields,
 // including edge cases (zero, subnormal, negative, large fp16 scales).
