@@ -182,8 +182,10 @@ std::vector<Variant> all_variants() {
 INSTANTIATE_TEST_SUITE_P(All, StreamingVariants, ::testing::ValuesIn(all_variants()),
                          [](const auto &info) { return variant_name(info.param); });
 
-StreamingSourceConfig basic_config(const ExpertFile &f, uint32_t slots) {
+// LRU over `slots` slots, queue depth 8, counting into `stats` when given.
+StreamingSourceConfig basic_config(const ExpertFile &f, uint32_t slots, Stats *stats = nullptr) {
     StreamingSourceConfig cfg;
+    cfg.stats = stats;
     cfg.layers = f.layers;
     cfg.shard_paths = {f.path};
     cfg.model_fingerprint = f.fingerprint;
@@ -210,13 +212,10 @@ TEST(StreamingSource, SecondVisitIsAllHits) {
     const std::string dir = test::scratch_dir();
     ExpertFile f = make_expert_file(dir, 3, 6, 2);
     Stats stats;
-    auto cfg = basic_config(f, 6);
-    cfg.stats = &stats;
+    auto cfg = basic_config(f, 6, &stats);
     StreamingExpertSource src(std::move(cfg));
     const auto experts = iota_experts(6);
-    for (int pass = 0; pass < 2; ++pass) {
-        visit_layer(src, f, 2, experts);
-    }
+    for (int pass = 0; pass < 2; ++pass) visit_layer(src, f, 2, experts);
     EXPECT_EQ(stats.cache_misses, 6u);
     EXPECT_EQ(stats.cache_hits, 6u);
     EXPECT_EQ(stats.layer_hits[2], 6u);
@@ -227,8 +226,7 @@ TEST(StreamingSource, UsefulAndWastedPrefetchesAreCounted) {
     const std::string dir = test::scratch_dir();
     ExpertFile f = make_expert_file(dir, 3, 6, 3);
     Stats stats;
-    auto cfg = basic_config(f, 8);
-    cfg.stats = &stats;
+    auto cfg = basic_config(f, 8, &stats);
     cfg.queue_depth = 32;  // prefetches may use half: all three fit
     StreamingExpertSource src(std::move(cfg));
     const std::vector<int32_t> hint{0, 1, 2};
@@ -251,8 +249,7 @@ TEST(StreamingSource, HintRanksThatKeepMissingStopBeingReadAndComeBackWhenRight)
     const std::string dir = test::scratch_dir();
     ExpertFile f = make_expert_file(dir, 3, 32, 5);
     Stats stats;
-    auto cfg = basic_config(f, 8);
-    cfg.stats = &stats;
+    auto cfg = basic_config(f, 8, &stats);
     cfg.queue_depth = 32;
     StreamingExpertSource src(std::move(cfg));
     const std::vector<int32_t> want{3};
@@ -277,8 +274,7 @@ TEST(StreamingSource, HintRanksThatKeepMissingStopBeingReadAndComeBackWhenRight)
     EXPECT_GT(stats.prefetch_issued, issued_at_10);
     // With no threshold every hint is read.
     Stats all_stats;
-    auto all_cfg = basic_config(f, 8);
-    all_cfg.stats = &all_stats;
+    auto all_cfg = basic_config(f, 8, &all_stats);
     all_cfg.queue_depth = 32;
     all_cfg.prefetch_min_precision = 0.0f;
     StreamingExpertSource all(std::move(all_cfg));
