@@ -35,12 +35,19 @@ const char *kUsage =
     "resident: the model file is read into the page cache and mapped, the prompt is run once untimed,\n"
     "then prompt and decode are timed; reports the weight bytes a decode token touches (dense + routed\n"
     "experts used) and, with the memory bandwidth probed in the same run (--membw, implied), the\n"
-    "roofline ratio = achieved bytes/s / probed bytes/s.\n";
+    "roofline ratio = achieved bytes/s / probed bytes/s. Without --memory-budget a resident run's budget\n"
+    "holds the whole file (+1/8, at least 1 GiB, for KV cache and scratch): no expert is ever released.\n";
 
 int usage_error(const std::string &what) {
     std::fprintf(stderr, "moestream bench: %s\n%s", what.c_str(), kUsage);
     return 2;
 }
+
+// A resident run measures compute with every weight in memory, so without a
+// budget it gets one that holds the whole file plus KV cache and scratch: the
+// automatic budget (a share of MemAvailable) could be a little smaller than
+// the model and let the engine release experts and fault them back in.
+uint64_t resident_budget(uint64_t file_bytes) { return file_bytes + std::max(file_bytes / 8, uint64_t{1} << 30); }
 
 // "resident" is mmap with the file loaded into the page cache first.
 bool parse_io_mode(const std::string &s, int32_t &out, bool &resident) {
@@ -298,7 +305,7 @@ int cmd_bench(const Args &args) {
         for (const uint64_t &budget : budgets) {
             BenchConfig c = base;
             c.io_mode = mode;
-            c.budget = budget;
+            c.budget = budget == 0 && resident ? resident_budget(info.file_bytes) : budget;
             c.resident = resident;
             c.cold = base.cold && !resident;
             c.cgroup = mode == MOESTREAM_IO_MMAP && !resident && budget > 0 && !a.flags.count("--no-cgroup");

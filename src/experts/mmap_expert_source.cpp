@@ -9,7 +9,10 @@ namespace moe {
 MmapExpertSource::MmapExpertSource(MmapSourceConfig config)
     : layers_(std::move(config.layers)),
       share_(config.expert_share_bytes),
-      reach_(config.neighbour_reach_bytes),
+      // Without a share every expert may stay resident: releasing the
+      // neighbours would only unmap pages (splitting huge mappings) that the
+      // next token faults back in.
+      reach_(config.expert_share_bytes ? config.neighbour_reach_bytes : 0),
       advisor_(config.advisor ? std::move(config.advisor) : make_system_advisor()),
       stats_(config.stats) {
     uint64_t total = 0;

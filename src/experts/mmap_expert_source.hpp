@@ -36,7 +36,8 @@ struct MmapSourceConfig {
     // Page-cache folios can be large (up to a PMD, 2 MiB) and a fault maps
     // the whole folio, so computing one expert also maps the pages of its
     // neighbours. Once a layer computed, experts within this many bytes
-    // of its slices that we do not track are released (at end_layer). 0 = never.
+    // of its slices that we do not track are released (at end_layer). 0 = never;
+    // ignored (never) when expert_share_bytes is 0.
     uint64_t neighbour_reach_bytes = 2ull << 20;
     std::vector<MappedRange> dense;         // advised WILLNEED once, at construction
     std::unique_ptr<MemoryAdvisor> advisor; // null = make_system_advisor()

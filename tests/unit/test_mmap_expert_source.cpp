@@ -272,6 +272,16 @@ TEST_F(MmapSource, UntrackedNeighboursOfAComputedExpertAreReleased) {
     EXPECT_EQ(d[0].length, 2 * kGate);
 }
 
+TEST_F(MmapSource, WithoutAShareNeighboursAreNeverReleased) {
+    // Everything may stay resident: the pages a fault mapped stay mapped.
+    auto s = make(0, nullptr, 3 * 128);
+    for (int round = 0; round < 2; ++round)
+        for (int32_t l = 0; l < kLayers; ++l) run_layer(*s, l, {1});
+    for (const Call &c : take()) EXPECT_TRUE(c.need);
+    EXPECT_EQ(s->counters().neighbour_releases, 0u);
+    EXPECT_EQ(s->counters().evictions, 0u);
+}
+
 TEST_F(MmapSource, MisuseIsAnInternalError) {
     auto s = make(3);
     EXPECT_THROW(s->begin_layer(5, std::vector<int32_t>{0}), std::exception);
