@@ -40,3 +40,10 @@ def tools_dir():
 def shared_dir():
     path = SOURCE_DIR.parent / "shared"
     return path if path.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def lib():
+    """The loaded C library (moestream._ffi); skips outside ctest."""
+    from capi_support import load_library
+    return load_library()

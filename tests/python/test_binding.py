@@ -24,13 +24,6 @@ def header(source_dir):
     return (source_dir / HEADER_FILE).read_text()
 
 
-@pytest.fixture(scope="session")
-def lib():
-    if not os.environ.get("MOESTREAM_LIB"):
-        pytest.skip("MOESTREAM_LIB not set (run through ctest)")
-    return _ffi.lib()
-
-
 def require(lib, *names):
     missing = [n for n in names if not lib.has(n)]
     if missing:

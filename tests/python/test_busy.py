@@ -9,17 +9,12 @@ import threading
 
 import pytest
 
-from capi_support import load_library
+from capi_support import opened
 from moestream import _ffi
 from moestream._errors import Status
 
 N_VOCAB = 64
 DEBUG = 3
-
-
-@pytest.fixture(scope="module")
-def lib():
-    return load_library()
 
 
 @pytest.fixture(scope="module")
@@ -57,18 +52,9 @@ class Interloper:
         t.join()
 
 
-def open_ctx(lib, model, interloper):
-    params = _ffi.Params()
-    lib.moestream_params_init(ctypes.byref(params))
-    params.model_path = str(model).encode()
-    params.n_threads = 1
-    params.n_ctx = 16
-    params.profile_path = b""
-    params.log_fn = interloper.fn
-    params.log_level = DEBUG
-    ctx = _ffi.ContextPtr()
-    lib.moestream_open(ctypes.byref(params), ctypes.byref(ctx))
-    return ctx
+def opened_with(lib, model, interloper):
+    """A context whose DEBUG log lines go to the interloper."""
+    return opened(lib, model, n_ctx=16, log_fn=interloper.fn, log_level=DEBUG)
 
 
 def tokens(*ids):
@@ -98,9 +84,8 @@ def test_second_thread_inside_step_gets_busy(lib, model, tmp_path):
         return out
 
     interloper = Interloper("step", probe)
-    ctx = open_ctx(lib, model, interloper)
-    holder["ctx"] = ctx
-    try:
+    with opened_with(lib, model, interloper) as ctx:
+        holder["ctx"] = ctx
         arr, n = tokens(1, 2, 3)
         assert lib.raw("moestream_step")(ctx, arr, n, None) == 0, lib.last_error()
         assert interloper.fired == 1 and not interloper.errors, interloper.errors
@@ -116,8 +101,6 @@ def test_second_thread_inside_step_gets_busy(lib, model, tmp_path):
         arr, n = tokens(4)
         assert lib.raw("moestream_step")(ctx, arr, n, None) == 0
         assert lib.moestream_n_past(ctx) == 4
-    finally:
-        lib.moestream_close(ctx)
 
 
 def test_second_thread_inside_save_with_sampler_gets_busy(lib, model, tmp_path):
@@ -134,25 +117,24 @@ def test_second_thread_inside_save_with_sampler_gets_busy(lib, model, tmp_path):
         return [(name, status, lib.last_error()) for name, status in out]
 
     interloper = Interloper("saving state", probe)
-    ctx = open_ctx(lib, model, interloper)
-    sp = _ffi.SamplerParams()
-    lib.moestream_sampler_params_init(ctypes.byref(sp))
-    sampler = _ffi.SamplerPtr()
-    lib.moestream_sampler_new(ctypes.byref(sp), ctypes.byref(sampler))
-    holder.update(ctx=ctx, sampler=sampler)
-    try:
-        arr, n = tokens(1, 2)
-        assert lib.raw("moestream_step")(ctx, arr, n, None) == 0
-        assert lib.raw("moestream_state_save_with_sampler")(ctx, sampler, str(state).encode()) == 0
-        assert interloper.fired == 1 and not interloper.errors, interloper.errors
-        assert [r[:2] for r in interloper.results] == [("sample", Status.BUSY), ("step", Status.BUSY)]
-        assert all("another thread" in m for _, _, m in interloper.results)
-        assert state.exists()
-        assert lib.raw("moestream_state_load_with_sampler")(ctx, sampler, str(state).encode()) == 0
-        assert lib.moestream_n_past(ctx) == 2
-    finally:
-        lib.moestream_sampler_free(sampler)
-        lib.moestream_close(ctx)
+    with opened_with(lib, model, interloper) as ctx:
+        sp = _ffi.SamplerParams()
+        lib.moestream_sampler_params_init(ctypes.byref(sp))
+        sampler = _ffi.SamplerPtr()
+        lib.moestream_sampler_new(ctypes.byref(sp), ctypes.byref(sampler))
+        holder.update(ctx=ctx, sampler=sampler)
+        try:
+            arr, n = tokens(1, 2)
+            assert lib.raw("moestream_step")(ctx, arr, n, None) == 0
+            assert lib.raw("moestream_state_save_with_sampler")(ctx, sampler, str(state).encode()) == 0
+            assert interloper.fired == 1 and not interloper.errors, interloper.errors
+            assert [r[:2] for r in interloper.results] == [("sample", Status.BUSY), ("step", Status.BUSY)]
+            assert all("another thread" in m for _, _, m in interloper.results)
+            assert state.exists()
+            assert lib.raw("moestream_state_load_with_sampler")(ctx, sampler, str(state).encode()) == 0
+            assert lib.moestream_n_past(ctx) == 2
+        finally:
+            lib.moestream_sampler_free(sampler)
 
 
 def test_binding_call_from_another_thread_inside_step_gets_busy(lib, model):

@@ -6,16 +6,11 @@ import ctypes
 
 import pytest
 
-from capi_support import N_CTX, load_library, open_ctx, opened, step
+from capi_support import N_CTX, open_ctx, opened, step
 from moestream import _ffi
 from moestream._errors import Status
 
 N_VOCAB = 300
-
-
-@pytest.fixture(scope="session")
-def lib():
-    return load_library()
 
 
 @pytest.fixture(scope="session")

@@ -7,16 +7,11 @@ import threading
 
 import pytest
 
-from capi_support import N_CTX, load, load_library, open_ctx, opened, save, step
+from capi_support import N_CTX, load, open_ctx, opened, save, step
 from moestream import _ffi
 from moestream._errors import Status
 
 N_VOCAB = 64
-
-
-@pytest.fixture(scope="module")
-def lib():
-    return load_library()
 
 
 @pytest.fixture(scope="module")

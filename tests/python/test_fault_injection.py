@@ -10,18 +10,12 @@ import shutil
 
 import pytest
 
-from capi_support import load_library
 from moestream import _ffi
 from moestream._errors import Status
 
 ENV = "MOESTREAM_FAULT_INJECT"
 PROMPT = [5, 17, 150, 3, 99, 42, 7]
 N_VOCAB = 200
-
-
-@pytest.fixture(scope="module")
-def lib():
-    return load_library()
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 
+from capi_support import opened
 from moestream._errors import Status
 
 PROMPT = [5, 17, 150, 3, 99, 42, 7]
@@ -84,20 +85,6 @@ def test_sampled_tokens_continue_identically_in_another_process(env, model, tmp_
     assert loaded == straight
 
 
-def open_context(lib, _ffi, model, **fields):
-    params = _ffi.Params()
-    lib.moestream_params_init(ctypes.byref(params))
-    params.model_path = str(model).encode()
-    params.n_ctx = 16
-    params.n_threads = 1
-    params.profile_path = b""
-    for k, v in fields.items():
-        setattr(params, k, v)
-    ctx = _ffi.ContextPtr()
-    lib.moestream_open(ctypes.byref(params), ctypes.byref(ctx))
-    return ctx
-
-
 def new_sampler(lib, _ffi, **fields):
     sp = _ffi.SamplerParams()
     lib.moestream_sampler_params_init(ctypes.byref(sp))
@@ -124,38 +111,37 @@ def test_with_sampler_calls_through_the_c_api(env, model, tmp_path):
     assert save(None, None, plain) == Status.INVALID_ARGUMENT
     assert load(None, None, plain) == Status.INVALID_ARGUMENT
 
-    ctx = open_context(lib, _ffi, model)
-    saver = new_sampler(lib, _ffi, temperature=1.25, top_k=7, seed=31)
-    other = new_sampler(lib, _ffi, temperature=0.5, seed=1)
-    try:
-        tokens = (ctypes.c_int32 * 3)(1, 2, 3)
-        lib.moestream_step(ctx, tokens, 3, None)
-        assert save(ctx, None, plain) == 0          # NULL sampler = moestream_state_save
-        assert save(ctx, saver, with_sampler) == 0
-        assert save(ctx, saver, None) == Status.INVALID_ARGUMENT
+    with opened(lib, model, n_ctx=16) as ctx:
+        saver = new_sampler(lib, _ffi, temperature=1.25, top_k=7, seed=31)
+        other = new_sampler(lib, _ffi, temperature=0.5, seed=1)
+        try:
+            tokens = (ctypes.c_int32 * 3)(1, 2, 3)
+            lib.moestream_step(ctx, tokens, 3, None)
+            assert save(ctx, None, plain) == 0          # NULL sampler = moestream_state_save
+            assert save(ctx, saver, with_sampler) == 0
+            assert save(ctx, saver, None) == Status.INVALID_ARGUMENT
 
-        before = sampler_params(lib, _ffi, other)
-        lib.moestream_reset(ctx)
-        # A file without a sampler section cannot restore a sampler; nothing changes.
-        assert load(ctx, other, plain) == Status.STATE_MISMATCH
-        assert "no sampler section" in lib.last_error()
-        assert lib.moestream_n_past(ctx) == 0
-        assert sampler_params(lib, _ffi, other) == before
-        # Without a sampler both files load.
-        assert load(ctx, None, with_sampler) == 0
-        assert lib.moestream_state_load(ctx, with_sampler) == 0
-        assert lib.moestream_n_past(ctx) == 3
-        # With one, the sampler takes the saved parameters.
-        lib.moestream_reset(ctx)
-        assert load(ctx, other, with_sampler) == 0
-        assert lib.moestream_n_past(ctx) == 3
-        assert sampler_params(lib, _ffi, other) == sampler_params(lib, _ffi, saver)
-        assert lib.raw("moestream_sampler_params_get")(None, ctypes.byref(_ffi.SamplerParams())) \
-            == Status.INVALID_ARGUMENT
-    finally:
-        lib.moestream_sampler_free(saver)
-        lib.moestream_sampler_free(other)
-        lib.moestream_close(ctx)
+            before = sampler_params(lib, _ffi, other)
+            lib.moestream_reset(ctx)
+            # A file without a sampler section cannot restore a sampler; nothing changes.
+            assert load(ctx, other, plain) == Status.STATE_MISMATCH
+            assert "no sampler section" in lib.last_error()
+            assert lib.moestream_n_past(ctx) == 0
+            assert sampler_params(lib, _ffi, other) == before
+            # Without a sampler both files load.
+            assert load(ctx, None, with_sampler) == 0
+            assert lib.moestream_state_load(ctx, with_sampler) == 0
+            assert lib.moestream_n_past(ctx) == 3
+            # With one, the sampler takes the saved parameters.
+            lib.moestream_reset(ctx)
+            assert load(ctx, other, with_sampler) == 0
+            assert lib.moestream_n_past(ctx) == 3
+            assert sampler_params(lib, _ffi, other) == sampler_params(lib, _ffi, saver)
+            assert lib.raw("moestream_sampler_params_get")(None, ctypes.byref(_ffi.SamplerParams())) \
+                == Status.INVALID_ARGUMENT
+        finally:
+            lib.moestream_sampler_free(saver)
+            lib.moestream_sampler_free(other)
 
 
 def test_damaged_sampler_section_is_refused_by_the_binding(env, model, tmp_path):
