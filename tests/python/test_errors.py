@@ -209,8 +209,11 @@ def test_busy_second_thread(lib, ctx):
     """A second thread calling while a step runs gets BUSY (never a crash or a
     corrupted context). ctypes drops the GIL during calls, so the two threads
     really overlap; the first thread keeps stepping until the second has seen
-    BUSY (or a generous bound is reached)."""
-    seen = {"busy": 0, "other": []}
+    BUSY three times. The bound on steps is far above what that takes (14 to
+    767 steps in ten measured runs) so that a prober starved of CPU on a loaded
+    machine still gets its overlaps; test_busy.py has the BUSY cases that need
+    no overlap by chance."""
+    seen = {"busy": 0, "other": [], "messages": set()}
     done = threading.Event()
 
     def prober():
@@ -220,7 +223,7 @@ def test_busy_second_thread(lib, ctx):
             r = lib.raw("moestream_stats_get")(ctx, ctypes.byref(stats))
             if r == Status.BUSY:
                 seen["busy"] += 1
-                assert "another thread" in lib.last_error()
+                seen["messages"].add(lib.last_error())  # per thread: read here, checked below
             elif r != 0:
                 seen["other"].append(r)
 
@@ -228,7 +231,7 @@ def test_busy_second_thread(lib, ctx):
     t.start()
     statuses = []
     try:
-        for _ in range(2000):
+        for _ in range(100_000):
             r = step(lib, ctx, list(range(N_CTX)))
             statuses.append(r)
             assert lib.raw("moestream_reset")(ctx) in (0, Status.BUSY)
@@ -240,6 +243,7 @@ def test_busy_second_thread(lib, ctx):
     assert seen["other"] == []
     assert set(statuses) <= {0, Status.BUSY, Status.CONTEXT_FULL}
     assert seen["busy"] > 0
+    assert all("another thread" in m for m in seen["messages"]), seen["messages"]
 
 
 # --- the table itself ------------------------------------------------------------
