@@ -9,8 +9,12 @@
 // Event protocol (what the live cache and the simulator both do):
 //   access to a resident key          -> on_hit
 //   access to a missing key           -> choose_victim/on_remove if full, then on_insert
-//   prefetch of a missing key         -> the same as a miss (on_insert)
-// on_insert counts as one use of the key for frequency-based policies.
+//   prefetch of a missing key         -> choose_victim/on_remove if full, then
+//                                        on_prefetch when it lands (on_insert
+//                                        if the layer asked for it meanwhile)
+// on_insert counts as one use of the key for frequency-based policies;
+// on_prefetch is not a use (the hint may be wrong), and a policy that does not
+// tell the two apart treats it as on_insert.
 // `tick` is a non-decreasing clock supplied by the caller (the live cache uses
 // its layer-visit counter); policies only rely on event order, so any
 // monotone clock works.
@@ -34,6 +38,9 @@ public:
     virtual ~CachePolicy() = default;
     // A key became resident (after a miss or a prefetch).
     virtual void on_insert(uint32_t key, uint64_t tick) = 0;
+    // A key read ahead of its use became resident; not a use. Policies that
+    // count uses only on demand override it.
+    virtual void on_prefetch(uint32_t key, uint64_t tick) { on_insert(key, tick); }
     // A resident key was used by the forward pass.
     virtual void on_hit(uint32_t key, uint64_t tick) = 0;
     // A key left the cache.

@@ -410,7 +410,11 @@ void StreamingExpertSource::finish_slot(int32_t s) {
     }
     sl.loading = false;
     key_state_[sl.key] = KeyState::resident;
-    policy_->on_insert(sl.key, visit_);
+    // A read-ahead the running layer has not asked for is not a use yet.
+    if (sl.demand)
+        policy_->on_insert(sl.key, visit_);
+    else
+        policy_->on_prefetch(sl.key, visit_);
     if (sl.via_prefetch)
         stats_->bytes_read_prefetch += sl.bytes;
     else

@@ -48,6 +48,71 @@ TEST(ReuseAwarePolicy, KeepsLastVisitsKeysAndPopularOnesOverRareOnes) {
     EXPECT_FALSE(p->choose_victim(&Blocked::evictable, &all, &v));
 }
 
+TEST(ReuseAwarePolicy, RanksByFreshDrawsNotByRunsOfReuse) {
+    // 1 layer x 8 experts, one visit per token. In 200 tokens key 1 is used 40
+    // times in 4 runs of 10 consecutive tokens, key 2 33 times, every 6th
+    // token. Neither was used at the latest visit. Key 2 is drawn afresh far
+    // more often when not just used, so key 1 goes first although it was
+    // used more often.
+    moe::UsageProfile shape{1, 8, std::vector<uint64_t>(8, 0)};
+    auto p = moe::make_cache_policy(moe::CachePolicyKind::reuse_aware, 8, 4, &shape);
+    bool in1 = false, in2 = false;
+    for (uint64_t tick = 1; tick <= 200; ++tick) {
+        const uint64_t t = tick - 1;
+        if (t % 50 < 10 && t < 200 - 1) in1 ? p->on_hit(1, tick) : p->on_insert(1, tick), in1 = true;
+        if (t % 6 == 2 && t < 200 - 3) in2 ? p->on_hit(2, tick) : p->on_insert(2, tick), in2 = true;
+        p->on_insert(3, tick);  // key 3 is used at every visit, so it is "just used" at the end
+    }
+    Blocked keep3{{3}};
+    uint32_t v = ~0u;
+    ASSERT_TRUE(p->choose_victim(&Blocked::evictable, &keep3, &v));
+    EXPECT_EQ(v, 1u);
+}
+
+TEST(ReuseAwarePolicy, RankingSurvivesTheEpochMovingOn) {
+    // Decayed counts are rebased every 256 half-lives (1024 tokens each); a
+    // run much longer than that must keep ranking by the recent rates.
+    moe::UsageProfile shape{1, 4, std::vector<uint64_t>(4, 0)};
+    auto p = moe::make_cache_policy(moe::CachePolicyKind::reuse_aware, 4, 4, &shape);
+    const uint64_t tokens = 600001;  // keys 0-2 not used at the last visit
+    for (uint64_t tick = 1; tick <= tokens; ++tick) {
+        // Key 0 every 3rd token, key 1 every 7th, key 2 every 2nd but not at the end, key 3 always.
+        if (tick % 3 == 0) p->on_insert(0, tick);
+        if (tick % 7 == 0) p->on_insert(1, tick);
+        if (tick % 2 == 0 && tick + 8 < tokens) p->on_insert(2, tick);
+        p->on_insert(3, tick);
+    }
+    Blocked keep3{{3}};
+    uint32_t v = ~0u;
+    ASSERT_TRUE(p->choose_victim(&Blocked::evictable, &keep3, &v));
+    EXPECT_EQ(v, 1u);
+    Blocked keep1and3{{1, 3}};
+    ASSERT_TRUE(p->choose_victim(&Blocked::evictable, &keep1and3, &v));
+    EXPECT_EQ(v, 0u);
+}
+
+TEST(ReuseAwarePolicy, AReadAheadIsKeptUntilItsLayerRunsButIsNotAUse) {
+    // 2 layers x 4 experts: layer 0 runs at odd ticks, layer 1 at even ones.
+    moe::UsageProfile shape{2, 4, std::vector<uint64_t>(8, 0)};
+    auto p = moe::make_cache_policy(moe::CachePolicyKind::reuse_aware, 8, 8, &shape);
+    uint64_t tick = 0;
+    Blocked keep1{{1}};
+    uint32_t v = ~0u;
+    for (int token = 0; token < 100; ++token) {
+        ++tick;  // layer 0: key 1 every token, key 3 every 4th
+        token == 0 ? p->on_insert(1, tick) : p->on_hit(1, tick);
+        if (token % 4 == 0) p->on_insert(3, tick);
+        ++tick;  // layer 1: a hint for layer 0 reads key 2 ahead; layer 0 never asks for it
+        p->on_prefetch(2, tick);
+        ASSERT_TRUE(p->choose_victim(&Blocked::evictable, &keep1, &v));
+        EXPECT_EQ(v, 3u) << "a pending read-ahead went before a rarely used key, token " << token;
+    }
+    ++tick;  // layer 0 runs without key 2: now it is the least likely
+    p->on_hit(1, tick);
+    ASSERT_TRUE(p->choose_victim(&Blocked::evictable, &keep1, &v));
+    EXPECT_EQ(v, 2u);
+}
+
 TEST(ReuseAwarePolicy, LearnsThePeriodWithoutAProfile) {
     moe::SynthConfig c;
     c.n_layer = 8;
@@ -128,7 +193,7 @@ TEST(ReuseAwarePolicy, StaysNearBeladyOnZipfSynthTraces) {
         c.n_tokens = 1200;
         c.bytes_per_expert = 1;
         c.seed = seed;
-        expect_near_belady(c, "zipf 0.47", {0.815, 0.865, 0.925});
+        expect_near_belady(c, "zipf 0.47", {0.82, 0.87, 0.93});
         c.skew = 0.7;  // top 20% take 52%
         expect_near_belady(c, "zipf 0.7", {0.875, 0.91, 0.95});
     }
@@ -214,7 +279,7 @@ TEST(ReuseAwarePolicy, CloseToTheSameRuleWithTheTruePopularity) {
         const auto told = moe::replay_with(t, oracle, capacity, measured / 2);
         const auto learned = moe::replay_policy(t, moe::CachePolicyKind::reuse_aware, capacity, measured / 2);
         const auto best = moe::replay_belady(t, capacity, measured / 2);
-        EXPECT_GE(learned.hit_rate(), told.hit_rate() - 0.02) << share;
+        EXPECT_GE(learned.hit_rate(), told.hit_rate() - 0.015) << share;
         // The rule itself stays below 90% of Belady at 25% and 50% on these traces.
         EXPECT_LT(told.hit_rate(), best.hit_rate()) << share;
     }
