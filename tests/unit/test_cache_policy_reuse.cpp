@@ -185,7 +185,7 @@ void expect_near_belady(const moe::SynthConfig &c, const char *what, Floors floo
 // used it and on its popularity, and the policy ranks by exactly that (the
 // test below bounds its distance to the same rule fed the true popularity).
 // With the synth default (top 20% of experts take 40% of routings) that rule
-// itself reaches 83% / 88.5% / 94% of Belady (docs/performance.md).
+// itself reaches 83.0% / 88.6% / 94.2% of Belady (docs/performance.md).
 TEST(ReuseAwarePolicy, StaysNearBeladyOnZipfSynthTraces) {
     for (uint64_t seed : {1, 2, 3}) {
         moe::SynthConfig c;  // reuse 0.4, Zipf 0.47 (top 20% take 40%), 128 experts, top-8
