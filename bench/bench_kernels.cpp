@@ -5,7 +5,9 @@
 //    thread; weight bytes are counted once (each row is read once for all
 //    tokens), and the tokens/s counter gives the token rate;
 //  - matvec_l2/<type>/<isa>: one token over a 512 KiB matrix that stays in
-//    L2, in one call, the compute ceiling of the kernel without memory stalls.
+//    L2, in one call, the compute ceiling of the kernel without memory stalls;
+//  - matmat_l2/<type>/<isa>/<tokens>: matmat_rows with 4 or 8 tokens over the
+//    same 512 KiB matrix in one call (the multi-token compute ceiling).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -147,6 +149,9 @@ void BM_Matmat(benchmark::State &state, GgmlType t, k::Isa isa) {
 void BM_MatvecCached(benchmark::State &state, GgmlType t, k::Isa isa) {
     run(state, t, isa, kCachedBytes, 1, 0, int64_t{1} << 40);  // one call over all rows
 }
+void BM_MatmatCached(benchmark::State &state, GgmlType t, k::Isa isa) {
+    run(state, t, isa, kCachedBytes, 1, static_cast<int32_t>(state.range(0)), int64_t{1} << 40);
+}
 
 int register_all() {
     const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
@@ -182,6 +187,16 @@ int register_all() {
                 ->UseRealTime()
                 ->MeasureProcessCPUTime()
                 ->Unit(benchmark::kMicrosecond);
+    for (GgmlType t : types)
+        for (k::Isa isa : isas) {
+            if (isa == k::Isa::scalar) continue;
+            benchmark::RegisterBenchmark(name("matmat_l2", t, isa).c_str(), BM_MatmatCached, t, isa)
+                ->Arg(4)
+                ->Arg(8)
+                ->UseRealTime()
+                ->MeasureProcessCPUTime()
+                ->Unit(benchmark::kMicrosecond);
+        }
     return 0;
 }
 const int registered = register_all();

@@ -371,7 +371,10 @@ struct KRows {
 
     // The terms of 8 full super-blocks (same operations as term_k_min / term_k).
     MOE_ALWAYS_INLINE static __m256 terms8(const uint32_t *dm, __m256i sumi, __m256i summ, __m256 da) {
-        const __m256i fields = _mm256_load_si256(reinterpret_cast<const __m256i *>(dm));
+        return terms8(_mm256_load_si256(reinterpret_cast<const __m256i *>(dm)), sumi, summ, da);
+    }
+    // fields: lane j = the fp16 pair d | dmin << 16 (Q6_K: d << 16) of super-block j.
+    MOE_ALWAYS_INLINE static __m256 terms8(__m256i fields, __m256i sumi, __m256i summ, __m256 da) {
         if constexpr (D::kMins) {
             const __m256 t1 = _mm256_mul_ps(_mm256_mul_ps(half8<false>(fields), da), _mm256_cvtepi32_ps(sumi));
             const __m256 t2 = _mm256_mul_ps(_mm256_mul_ps(half8<true>(fields), da), _mm256_cvtepi32_ps(summ));

@@ -7,8 +7,9 @@
 // four vpdpbusd leave two int32 per block. Each token's activations are
 // copied once per call into the same order. Weights are unsigned (Q4_0 +8,
 // Q5_0 +16, Q8_0 +128); the offset times the activation block sum is
-// subtracted. K-quants multiply unsigned weights by activations (vpmaddubsw)
-// and apply the sub-block scales with vpdpwssd.
+// subtracted. K-quants multiply unsigned weights by activations with
+// vpdpbusd too, pack the int32 sums of each sub-block (int16 range) with
+// vpackssdw and apply the sub-block scales with vpdpwssd.
 
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12's AVX-512 headers start some intrinsics from a deliberately
@@ -19,6 +20,8 @@
 #include <immintrin.h>
 
 #include <array>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/dispatch.hpp"
 #include "kernels/quant_rows.hpp"
@@ -157,8 +160,13 @@ struct Nibbles8 : B {
 
 // --- K-quants ---------------------------------------------------------------------------
 
-// Q4_K / Q5_K: register i holds 32-element sub-blocks (a_i, b_i) =
-// (0,2), (1,3), (4,6), (5,7) (low and high nibbles of 64 quant bytes).
+// Q4_K / Q5_K with vpdpbusd: the 128 quant bytes are regrouped in 16-byte
+// pieces so that 128-bit lane L of every weight register belongs to
+// sub-block 2L (registers 0, 1: low nibbles, elements 0..15 and 16..31 of
+// the sub-block) or 2L + 1 (registers 2, 3: high nibbles). Two vpdpbusd per
+// parity leave int32 sums of 8 products (|sum| <= 8 * 31 * 127, int16
+// range), which vpackssdw packs exactly into int16 and one vpdpwssd
+// multiplies by the sub-block scales.
 template <bool kFive>
 struct Q45K {
     static constexpr size_t kBytes = kFive ? q5_k::bytes : q4_k::bytes;
@@ -168,86 +176,158 @@ struct Q45K {
     MOE_ALWAYS_INLINE static __m256i total8(const __m512i *x) { return moe::kernels::detail::total8(x); }
     struct Block {
         __m512i v[4];
-        __m512i sc[4];  // int16 scale per lane of the vpmaddubsw result
+        __m512i sc;  // int16 lanes 8L..8L+3: scale 2L, 8L+4..8L+7: scale 2L + 1
     };
 
+    // Register i, 128-bit lane L takes activation quants 32 * (2L + i / 2) + 16 * (i % 2) + 0..15.
     static void arrange(const uint8_t *qs, uint8_t *out) {
-        static constexpr int kPiece[8] = {0, 2, 1, 3, 4, 6, 5, 7};
-        for (int i = 0; i < 8; ++i) std::memcpy(out + 32 * i, qs + 32 * kPiece[i], 32);
+        for (int i = 0; i < 4; ++i)
+            for (int l = 0; l < 4; ++l) std::memcpy(out + 64 * i + 16 * l, qs + 32 * (2 * l + i / 2) + 16 * (i % 2), 16);
     }
 
-    // vpshufb controls: register i takes scale kA[i] in int16 lanes 0..15 and
-    // kB[i] in lanes 16..31 (scales as int16 in every 128-bit lane).
-    static constexpr std::array<int8_t, 256> scale_picks() {
-        constexpr int kA[4] = {0, 1, 4, 5}, kB[4] = {2, 3, 6, 7};
-        std::array<int8_t, 256> c{};
-        for (int i = 0; i < 4; ++i)
-            for (int l = 0; l < 32; ++l) {
-                const int s = l < 16 ? kA[i] : kB[i];
-                c[64 * i + 2 * l] = static_cast<int8_t>(2 * s);
-                c[64 * i + 2 * l + 1] = static_cast<int8_t>(2 * s + 1);
+    // vpshufb control: int16 lane p of 128-bit lane L takes scale 2L + p / 4
+    // (the scales as int16 in every 128-bit lane).
+    static constexpr std::array<int8_t, 64> scale_picks() {
+        std::array<int8_t, 64> c{};
+        for (int l = 0; l < 4; ++l)
+            for (int p = 0; p < 8; ++p) {
+                const int s = 2 * l + p / 4;
+                c[16 * l + 2 * p] = static_cast<int8_t>(2 * s);
+                c[16 * l + 2 * p + 1] = static_cast<int8_t>(2 * s + 1);
             }
         return c;
     }
-    // Fifth-bit tests: qh byte l, bit 2k (2k+1) belongs to element 64k + l (64k + 32 + l).
+    // Fifth-bit tests: qh byte e, bit s belongs to element e of sub-block s.
     static constexpr std::array<uint8_t, 256> fifth_bits() {
-        constexpr int kLo[4] = {0, 1, 4, 5}, kHi[4] = {2, 3, 6, 7};
         std::array<uint8_t, 256> c{};
         for (int i = 0; i < 4; ++i)
-            for (int l = 0; l < 64; ++l) c[64 * i + l] = static_cast<uint8_t>(1u << (l < 32 ? kLo[i] : kHi[i]));
+            for (int l = 0; l < 4; ++l)
+                for (int p = 0; p < 16; ++p) c[64 * i + 16 * l + p] = static_cast<uint8_t>(1u << (2 * l + i / 2));
         return c;
     }
-    static constexpr std::array<int8_t, 256> kScalePicks = scale_picks();
+    static constexpr std::array<int8_t, 64> kScalePicks = scale_picks();
     static constexpr std::array<uint8_t, 256> kFifthBits = fifth_bits();
 
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         const __m128i head = k_head(w, dm);
         mins = static_cast<uint64_t>(_mm_extract_epi64(head, 1));
         const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(head));
+        Block k = quants(w);
+        k.sc = _mm512_shuffle_epi8(sc16, _mm512_loadu_si512(kScalePicks.data()));
+        return k;
+    }
+
+    // The quants of one block (k.sc left unset).
+    MOE_ALWAYS_INLINE static Block quants(const uint8_t *w) {
         const __m512i low4 = _mm512_set1_epi8(0x0F);
         const __m512i q0 = load512(w + kQs), q1 = load512(w + kQs + 64);
+        // 128-bit lanes of q0: quant bytes 0-15, 16-31 (sub-blocks 0, 1), 32-47, 48-63 (2, 3); of q1: 4, 5, 6, 7.
+        const __m512i t0 = _mm512_shuffle_i64x2(q0, q1, _MM_SHUFFLE(2, 0, 2, 0));  // elements 0..15
+        const __m512i t1 = _mm512_shuffle_i64x2(q0, q1, _MM_SHUFFLE(3, 1, 3, 1));  // elements 16..31
         Block k;
-        k.v[0] = _mm512_and_si512(q0, low4);
-        k.v[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), low4);
-        k.v[2] = _mm512_and_si512(q1, low4);
-        k.v[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4);
+        k.v[0] = _mm512_and_si512(t0, low4);
+        k.v[1] = _mm512_and_si512(t1, low4);
+        k.v[2] = _mm512_and_si512(_mm512_srli_epi16(t0, 4), low4);
+        k.v[3] = _mm512_and_si512(_mm512_srli_epi16(t1, 4), low4);
         if constexpr (kFive) {
-            const __m512i h = _mm512_broadcast_i64x4(load256(w + q5_k::qh));
+            // qh byte e, bit s: fifth bit of element e of sub-block s.
+            const __m512i h0 = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q5_k::qh)));
+            const __m512i h1 = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q5_k::qh + 16)));
             const __m512i bit4 = _mm512_set1_epi8(0x10);
             for (int i = 0; i < 4; ++i)
-                k.v[i] = _mm512_mask_add_epi8(k.v[i], _mm512_test_epi8_mask(h, _mm512_loadu_si512(kFifthBits.data() + 64 * i)),
-                                              k.v[i], bit4);
+                k.v[i] = _mm512_mask_add_epi8(
+                    k.v[i], _mm512_test_epi8_mask(i % 2 ? h1 : h0, _mm512_loadu_si512(kFifthBits.data() + 64 * i)),
+                    k.v[i], bit4);
         }
-        for (int i = 0; i < 4; ++i) k.sc[i] = _mm512_shuffle_epi8(sc16, _mm512_loadu_si512(kScalePicks.data() + 64 * i));
+        return k;
+    }
+
+    // The heads of 8 consecutive super-blocks, decoded together (k_head on
+    // four blocks per register).
+    struct Head {
+        __m256i dm;     // lane j: d | dmin << 16 of block j
+        __m512i mins;   // byte 8j + s: min s of block j
+        __m512i sc[2];  // int16 lane 8(j % 4) + s of sc[j / 4]: scale s of block j
+    };
+    static constexpr std::array<int16_t, 128> head_picks() {
+        std::array<int16_t, 128> c{};
+        for (int j = 0; j < 4; ++j)
+            for (int l = 0; l < 4; ++l)
+                for (int p = 0; p < 8; ++p) c[32 * j + 8 * l + p] = static_cast<int16_t>(8 * j + 2 * l + p / 4);
+        return c;
+    }
+    static constexpr std::array<int16_t, 128> kHeadPicks = head_picks();
+
+    MOE_ALWAYS_INLINE static __m512i heads4(const uint8_t *w) {
+        __m512i x = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w)));
+        x = _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + kBytes)), 1);
+        x = _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + 2 * kBytes)), 2);
+        return _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + 3 * kBytes)), 3);
+    }
+    // k_head's decoding of the 12 scale bytes, per 128-bit lane.
+    MOE_ALWAYS_INLINE static __m512i scales_mins4(__m512i x) {
+        const __m512i a = _mm512_shuffle_epi8(
+            x, _mm512_broadcast_i32x4(_mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15)));
+        const __m512i b = _mm512_shuffle_epi8(
+            x, _mm512_broadcast_i32x4(_mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11)));
+        const __m512i low = _mm512_and_si512(_mm512_mask_blend_epi16(0xC0C0C0C0u, a, _mm512_srli_epi16(a, 4)),
+                                             _mm512_broadcast_i32x4(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)));
+        return _mm512_or_si512(low, _mm512_and_si512(_mm512_srli_epi16(b, 2), _mm512_set1_epi8(0x30)));
+    }
+    MOE_ALWAYS_INLINE static Head head8(const uint8_t *w) {
+        const __m512i x0 = heads4(w), x1 = heads4(w + 4 * kBytes);
+        const __m512i h0 = scales_mins4(x0), h1 = scales_mins4(x1);
+        Head h;
+        h.dm = _mm512_castsi512_si256(
+            _mm512_permutex2var_epi32(x0, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), x1));
+        h.mins = _mm512_permutex2var_epi64(h0, _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15), h1);
+        const __m512i sc = _mm512_permutex2var_epi64(h0, _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), h1);
+        h.sc[0] = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(sc));
+        h.sc[1] = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(sc, 1));
+        return h;
+    }
+    // Block j of the group whose head is h.
+    template <int J>
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, const Head &h) {
+        Block k = quants(w);
+        k.sc = _mm512_permutexvar_epi16(_mm512_loadu_si512(kHeadPicks.data() + 32 * (J % 4)), h.sc[J / 4]);
         return k;
     }
 
     MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *a, const uint8_t *) {
-        __m512i acc = _mm512_setzero_si512();
-        for (int i = 0; i < 4; ++i)
-            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(k.v[i], load512(a + 64 * i)), k.sc[i]);
-        return acc;
+        __m512i even = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k.v[0], load512(a));
+        __m512i odd = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k.v[2], load512(a + 128));
+        even = _mm512_dpbusd_epi32(even, k.v[1], load512(a + 64));
+        odd = _mm512_dpbusd_epi32(odd, k.v[3], load512(a + 192));
+        return _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(even, odd), k.sc);
     }
 };
 
-// Q6_K: register i holds elements 64i..64i+63 (groups 4i..4i+3), stored +32.
-// int16 lane l of register i's products takes the scale of group 4i + l / 8.
-constexpr std::array<int16_t, 128> q6_group_of() {
-    std::array<int16_t, 128> c{};
-    for (int i = 0; i < 4; ++i)
-        for (int l = 0; l < 32; ++l) c[32 * i + l] = static_cast<int16_t>(4 * i + l / 8);
+// Q6_K: register i holds elements 64i..64i+63 (128-bit lane L = group 4i + L),
+// stored +32 (0..63, unsigned). vpdpbusd leaves int32 sums of 4 products
+// (|sum| <= 4 * 63 * 128, int16 range) per register; registers 0, 1 and 2, 3
+// are packed exactly into int16 (vpackssdw) and multiplied by the group
+// scales with one vpdpwssd each; the +32 is removed with the activation
+// block sums (-32 * scale of group g times bsum g).
+// int16 lane p of 128-bit lane L of packed pair k takes the scale of group
+// 8k + L (p < 4) or 8k + 4 + L (p >= 4).
+constexpr std::array<int16_t, 64> q6_group_of() {
+    std::array<int16_t, 64> c{};
+    for (int k = 0; k < 2; ++k)
+        for (int l = 0; l < 4; ++l)
+            for (int p = 0; p < 8; ++p) c[32 * k + 8 * l + p] = static_cast<int16_t>(8 * k + l + (p < 4 ? 0 : 4));
     return c;
 }
 
 struct Q6K {
-    static constexpr std::array<int16_t, 128> kGroupOf = q6_group_of();
+    static constexpr std::array<int16_t, 64> kGroupOf = q6_group_of();
     static constexpr size_t kBytes = q6_k::bytes;
     static constexpr bool kMins = false, kArranged = false;
     using Partial = __m512i;
     MOE_ALWAYS_INLINE static __m256i total8(const __m512i *x) { return moe::kernels::detail::total8(x); }
     struct Block {
         __m512i v[4];
-        __m512i sc[4];
+        __m512i sc[2];
         __m512i corr;  // int16 lanes 0..15: -32 * scale of group g
     };
 
@@ -268,17 +348,152 @@ struct Q6K {
         const __m256i sc16 =
             _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q6_k::scales)));
         const __m512i scz = _mm512_zextsi256_si512(sc16);
-        for (int i = 0; i < 4; ++i) k.sc[i] = _mm512_permutexvar_epi16(_mm512_loadu_si512(kGroupOf.data() + 32 * i), scz);
+        for (int i = 0; i < 2; ++i) k.sc[i] = _mm512_permutexvar_epi16(_mm512_loadu_si512(kGroupOf.data() + 32 * i), scz);
         k.corr = _mm512_zextsi256_si512(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-32)));
         return k;
     }
 
     MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(load256(act + q8_k::bsums)),
-                                          k.corr);
-        for (int i = 0; i < 4; ++i)
-            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(k.v[i], load512(act + q8_k::qs + 64 * i)), k.sc[i]);
-        return acc;
+        const uint8_t *q = act + q8_k::qs;
+        const __m512i zero = _mm512_setzero_si512();
+        const __m512i s0 = _mm512_dpbusd_epi32(zero, k.v[0], load512(q));
+        const __m512i s1 = _mm512_dpbusd_epi32(zero, k.v[1], load512(q + 64));
+        const __m512i s2 = _mm512_dpbusd_epi32(zero, k.v[2], load512(q + 128));
+        const __m512i s3 = _mm512_dpbusd_epi32(zero, k.v[3], load512(q + 192));
+        __m512i acc = _mm512_dpwssd_epi32(zero, _mm512_zextsi256_si512(load256(act + q8_k::bsums)), k.corr);
+        acc = _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(s0, s1), k.sc[0]);
+        return _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(s2, s3), k.sc[1]);
+    }
+};
+
+// --- K-quant row loop ----------------------------------------------------------------
+//
+// KRows' loop with the eight super-blocks of a full group unrolled at compile
+// time and their partial sums reduced as they are produced (the unpack
+// network of total8, one level per pair), so a token keeps at most three
+// partial vectors live instead of eight and more tokens fit in registers.
+// The integer totals and the float epilogue are KRows' (same operations in
+// the same order).
+template <int... J, typename F>
+MOE_ALWAYS_INLINE void unrolled(std::integer_sequence<int, J...>, F &&f) {
+    (f(std::integral_constant<int, J>{}), ...);
+}
+
+template <typename D>
+struct KRows512 : KRows<D> {
+    using Base = KRows<D>;
+    using Prep = KPrep;
+    static constexpr int kTokenTile = 4;
+
+    // D::head8 (heads of a group decoded together) if D has it.
+    template <typename X, typename = void>
+    struct HeadsOf : std::false_type {
+        struct type {};
+    };
+    template <typename X>
+    struct HeadsOf<X, std::void_t<typename X::Head>> : std::true_type {
+        using type = typename X::Head;
+    };
+    using Heads = HeadsOf<D>;
+
+    // sum_s m_s * bpair_s for 8 super-blocks (mins: byte 8j + s = min s of block j).
+    MOE_ALWAYS_INLINE static __m256i min_sums8(__m512i mins, const int16_t *bpair) {
+        // 128-bit lane L of lo (hi): the four pair products of block L (4 + L).
+        const __m512i lo = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(mins)), load512(reinterpret_cast<const uint8_t *>(bpair)));
+        const __m512i hi = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(mins, 1)),
+                                             load512(reinterpret_cast<const uint8_t *>(bpair + 32)));
+        const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(lo, hi), _mm512_unpackhi_epi32(lo, hi));
+        const __m512i v = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
+        // Dwords 0, 1 of lane L: blocks L, 4 + L.
+        return _mm512_castsi512_si256(
+            _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), v));
+    }
+
+    // Prefetches the cache lines that start inside block J of a group.
+    template <int J>
+    MOE_ALWAYS_INLINE static void prefetch_block(const uint8_t *group) {
+        constexpr size_t first = (J * D::kBytes + 63) / 64, end = ((J + 1) * D::kBytes + 63) / 64;
+        for (size_t l = first; l < end; ++l)
+            _mm_prefetch(reinterpret_cast<const char *>(group + kPrefetchAhead + 64 * l), _MM_HINT_T0);
+    }
+
+    template <int T>
+    static void row(const uint8_t *w, const Prep *p, int64_t nb, float *out) {
+        __m256 acc[T];
+        for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+        int64_t b = 0;
+        for (; b + 8 <= nb; b += 8, w += 8 * D::kBytes) {
+            alignas(64) uint64_t mins[8];
+            alignas(32) uint32_t dm[8];
+            [[maybe_unused]] typename Heads::type head;
+            if constexpr (Heads::value) head = D::head8(w);
+            __m512i even[T], pair[T], quad[T][2];
+            unrolled(std::make_integer_sequence<int, 8>{}, [&](auto jc) {
+                constexpr int j = decltype(jc)::value;
+                prefetch_block<j>(w);
+                typename D::Block blk;
+                if constexpr (Heads::value) blk = D::template decode<j>(w + j * D::kBytes, head);
+                else blk = D::decode(w + j * D::kBytes, mins[j], dm[j]);
+                for (int t = 0; t < T; ++t) {
+                    const __m512i s = D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * (b + j),
+                                              p[t].act + q8_k::bytes * (b + j));
+                    if constexpr (j % 2 == 0) {
+                        even[t] = s;
+                    } else {
+                        const __m512i pr = _mm512_add_epi32(_mm512_unpacklo_epi32(even[t], s), _mm512_unpackhi_epi32(even[t], s));
+                        if constexpr (j % 4 == 1) pair[t] = pr;
+                        else quad[t][j / 4] = _mm512_add_epi32(_mm512_unpacklo_epi64(pair[t], pr), _mm512_unpackhi_epi64(pair[t], pr));
+                    }
+                }
+            });
+            for (int t = 0; t < T; ++t) {
+                const __m512i r = _mm512_add_epi32(_mm512_shuffle_i64x2(quad[t][0], quad[t][1], 0x88),
+                                                   _mm512_shuffle_i64x2(quad[t][0], quad[t][1], 0xDD));
+                const __m256i sumi = _mm512_castsi512_si256(
+                    _mm512_add_epi32(_mm512_shuffle_i64x2(r, r, 0x08), _mm512_shuffle_i64x2(r, r, 0x0D)));
+                const __m256 da = _mm256_loadu_ps(p[t].d + b);
+                if constexpr (Heads::value) {
+                    const __m256i summ = min_sums8(head.mins, p[t].bpair + 8 * b);
+                    acc[t] = _mm256_add_ps(acc[t], Base::terms8(head.dm, sumi, summ, da));
+                } else {
+                    const __m256i summ = D::kMins ? Base::min_sums8(mins, p[t].bpair + 8 * b) : _mm256_setzero_si256();
+                    acc[t] = _mm256_add_ps(acc[t], Base::terms8(dm, sumi, summ, da));
+                }
+            }
+        }
+        if (b < nb) tail<T>(w, p, b, nb, acc);
+        for (int t = 0; t < T; ++t) {
+            alignas(32) float lanes[8];
+            _mm256_store_ps(lanes, acc[t]);
+            out[t] = BlockLanes::reduce8(lanes);
+        }
+    }
+
+    // The last nb - b < 8 super-blocks (lanes 0 .. nb - b - 1).
+    template <int T>
+    static void tail(const uint8_t *w, const Prep *p, int64_t b, int64_t nb, __m256 *acc) {
+        const int cnt = static_cast<int>(nb - b);
+        typename D::Partial s[T][8];
+        alignas(64) uint64_t mins[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        alignas(32) uint32_t dm[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int j = 0; j < 8; ++j)
+            for (int t = 0; t < T; ++t) s[t][j] = typename D::Partial{};
+        for (int j = 0; j < cnt; ++j) {
+            const typename D::Block blk = D::decode(w + j * D::kBytes, mins[j], dm[j]);
+            for (int t = 0; t < T; ++t)
+                s[t][j] = D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * (b + j),
+                                  p[t].act + q8_k::bytes * (b + j));
+        }
+        for (int t = 0; t < T; ++t) {
+            alignas(32) float lanes[8];
+            alignas(32) int32_t si[8], sm[8];
+            _mm256_store_ps(lanes, acc[t]);
+            _mm256_store_si256(reinterpret_cast<__m256i *>(si), D::total8(s[t]));
+            _mm256_store_si256(reinterpret_cast<__m256i *>(sm),
+                               D::kMins ? Base::min_sums8(mins, p[t].bpair + 8 * b) : _mm256_setzero_si256());
+            for (int j = 0; j < cnt; ++j) lanes[j] += Base::term1(w + j * D::kBytes, si[j], sm[j], p[t].d[b + j]);
+            acc[t] = _mm256_load_ps(lanes);
+        }
     }
 };
 
@@ -293,9 +508,9 @@ void fill_avx512_kernels(KernelTable &t) {
     Tiled<LegacyRows<Nibbles8<Q4_1Dec>>>::install(t, GgmlType::Q4_1);
     Tiled<LegacyRows<Nibbles8<Q5_1Dec>>>::install(t, GgmlType::Q5_1);
     Tiled<LegacyRows<PerBlock<Q8_0Dec, DotVnni>>>::install(t, GgmlType::Q8_0);
-    Tiled<KRows<Q45K<false>>>::install(t, GgmlType::Q4_K);
-    Tiled<KRows<Q45K<true>>>::install(t, GgmlType::Q5_K);
-    Tiled<KRows<Q6K>>::install(t, GgmlType::Q6_K);
+    Tiled<KRows512<Q45K<false>>>::install(t, GgmlType::Q4_K);
+    Tiled<KRows512<Q45K<true>>>::install(t, GgmlType::Q5_K);
+    Tiled<KRows512<Q6K>>::install(t, GgmlType::Q6_K);
 }
 
 bool isa_has_kernels(Isa) { return true; }

@@ -23,14 +23,23 @@
 namespace moe::kernels::detail {
 namespace {
 
-// Token rows dotted against one decoded weight block (registers permitting).
+// Token rows dotted against one decoded weight block (registers permitting);
+// a kernel may set its own K::kTokenTile.
 constexpr int kTokenTile = 4;
+
+template <typename K>
+constexpr int token_tile() {
+    if constexpr (requires { K::kTokenTile; }) return K::kTokenTile;
+    else return kTokenTile;
+}
 
 constexpr size_t round_up64(size_t v) { return (v + 63) / 64 * 64; }
 
 template <typename K>
 struct Tiled {
     using Prep = typename K::Prep;
+
+    static constexpr int kTile = token_tile<K>();
 
     template <int T>
     static void rows(const uint8_t *w, size_t row_bytes, const Prep *p, int64_t nb, float *y, size_t y_stride,
@@ -54,16 +63,19 @@ struct Tiled {
             preps[t] = K::prepare(static_cast<const uint8_t *>(act) + t * act_stride, nb,
                                   scratch + head + static_cast<size_t>(t) * per_token);
         // Token tiles outside, rows inside: a task's rows stay in L2 between tiles.
-        for (int32_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
-            float *yt = y + static_cast<size_t>(t0) * y_stride;
-            const Prep *pt = preps + t0;
-            switch (n_tokens - t0 < kTokenTile ? n_tokens - t0 : kTokenTile) {
-            case 1: rows<1>(w, row_bytes, pt, nb, yt, y_stride, r0, r1); break;
-            case 2: rows<2>(w, row_bytes, pt, nb, yt, y_stride, r0, r1); break;
-            case 3: rows<3>(w, row_bytes, pt, nb, yt, y_stride, r0, r1); break;
-            default: rows<kTokenTile>(w, row_bytes, pt, nb, yt, y_stride, r0, r1); break;
-            }
+        for (int32_t t0 = 0; t0 < n_tokens; t0 += kTile) {
+            const int tile = n_tokens - t0 < kTile ? n_tokens - t0 : kTile;
+            tile_rows(tile, w, row_bytes, preps + t0, nb, y + static_cast<size_t>(t0) * y_stride, y_stride, r0, r1);
         }
+    }
+
+    // rows<tile> for a run-time tile of 1 .. kTile tokens.
+    template <int T = 1>
+    static void tile_rows(int tile, const uint8_t *w, size_t row_bytes, const Prep *p, int64_t nb, float *y,
+                          size_t y_stride, int64_t r0, int64_t r1) {
+        if constexpr (T < kTile)
+            if (tile != T) return tile_rows<T + 1>(tile, w, row_bytes, p, nb, y, y_stride, r0, r1);
+        rows<T>(w, row_bytes, p, nb, y, y_stride, r0, r1);
     }
 
     static void matvec(int64_t n, const uint8_t *w, size_t row_bytes, const void *act, float *y, int64_t r0,
