@@ -100,7 +100,8 @@ double measure_disk_bandwidth(const std::string &path, uint64_t request_bytes, i
 // Writes back and drops the file's pages from the page cache (cold start).
 bool drop_page_cache(const std::string &path);
 
-// Reads the whole file through the page cache (a resident run's setup).
+// Reads the whole file into the page cache (a resident run's setup), in huge
+// pages where the kernel allows (the file's cached pages are dropped first).
 // Returns false if the file cannot be read.
 bool load_into_page_cache(const std::string &path);
 

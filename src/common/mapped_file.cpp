@@ -84,4 +84,12 @@ void MappedFile::advise_dontneed(uint64_t offset, uint64_t length) const {
     advise(data_, size_, offset, length, MADV_DONTNEED);
 }
 
+bool MappedFile::advise_huge_pages() const {
+#ifdef MADV_HUGEPAGE
+    return data_ && ::madvise(const_cast<uint8_t *>(data_), size_, MADV_HUGEPAGE) == 0;
+#else
+    return false;
+#endif
+}
+
 }  // namespace moe

@@ -26,6 +26,11 @@ public:
     // Residency hints over a byte range (no-ops where unsupported).
     void advise_willneed(uint64_t offset, uint64_t length) const;
     void advise_dontneed(uint64_t offset, uint64_t length) const;
+    // Asks for huge pages over the whole mapping: pages read in through it
+    // from then on come as 2 MiB folios, each mapped by one page-table entry
+    // (fewer TLB misses when weights are streamed). Returns false where
+    // unsupported; pages already cached keep their size.
+    bool advise_huge_pages() const;
 
 private:
     void reset() noexcept;

@@ -74,9 +74,10 @@ std::vector<MappedRange> dense_ranges(const gguf::GgufFile &file) {
 
 ExpertSourceChoice make_mmap_source(const Model &model, const IoModeRequest &req, const IoModeChoice &choice,
                                     Stats &stats) {
+    const gguf::GgufFile &file = model.file();
     MmapSourceConfig cfg;
     cfg.layers = model.expert_layouts();
-    cfg.dense = dense_ranges(model.file());
+    cfg.dense = dense_ranges(file);
     cfg.stats = &stats;
     uint64_t max_expert_bytes = 0, max_layer_bytes = 0;
     int32_t max_expert = 0;
@@ -100,6 +101,13 @@ ExpertSourceChoice make_mmap_source(const Model &model, const IoModeRequest &req
     ExpertSourceChoice c;
     c.io_mode = MOESTREAM_IO_MMAP;
     c.reason = choice.reason;
+    if (cfg.expert_share_bytes == 0) {
+        // Nothing is ever released: weights faulted in from now on come in
+        // huge pages (a released range would have split them).
+        bool huge = false;
+        for (size_t i = 0; i < file.n_shards(); ++i) huge = file.shard_mapping(i).advise_huge_pages() || huge;
+        if (huge) c.reason += "; huge pages";
+    }
     auto src = std::make_unique<MmapExpertSource>(std::move(cfg));
     if (src->expert_share_bytes())
         c.reason += format("; experts beyond %s released", human_bytes(src->expert_share_bytes()).c_str());
