@@ -3,12 +3,14 @@
 #include <string>
 
 #include "common/ggml_types.hpp"
+#include "experts/budget_planner.hpp"
 #include "firewall.hpp"
 #include "model_info.hpp"
 #include "gguf/gguf_file.hpp"
 #include "io/read_file.hpp"
 #include "model/hparams.hpp"
 #include "model/tensor_roles.hpp"
+#include "runtime/context.hpp"
 #include "runtime/io_mode_choice.hpp"
 
 namespace {
@@ -61,7 +63,11 @@ MOESTREAM_API int moestream_inspect(const char *model_path, uint64_t memory_budg
         request.model_bytes = file->total_file_bytes();
         request.dense_bytes = bytes.dense;
         request.expert_bytes = bytes.expert;
-        request.overhead_bytes = moe::estimate_runtime_overhead(hp);
+        // As a context opened with default parameters would count it,
+        // batch scratch included, so the mode printed is the mode open picks.
+        const moe::ContextParams defaults;
+        request.overhead_bytes =
+            moe::runtime_bytes_bound(hp, defaults.n_ctx, defaults.max_batch, defaults.n_threads);
         request.direct_io_available = direct_io_available(model_path);
         const moe::IoModeChoice choice = moe::choose_io_mode_from_env(request);
 

@@ -130,9 +130,7 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     req.expert_bytes = model.expert_bytes();
     // KV cache and fixed allowance, plus the forward pass's batch scratch
     // (resident_bytes counts the real scratch, so the plan must not be short).
-    const int32_t n_ctx = params.n_ctx > 0 ? params.n_ctx : hp.n_ctx_train > 0 ? std::min(hp.n_ctx_train, 4096) : 4096;
-    req.overhead_bytes = estimate_runtime_overhead(hp, params.n_ctx) +
-                         forward_scratch_bound(hp, std::min(params.max_batch, n_ctx), n_ctx, params.n_threads);
+    req.overhead_bytes = runtime_bytes_bound(hp, params.n_ctx, params.max_batch, params.n_threads);
     req.direct_io_available = direct_io_available(file.path());
     const IoModeChoice choice = choose_io_mode_from_env(req);
 

@@ -184,3 +184,36 @@ def test_c_api_argument_checks(lib, tmp_path):
     assert lib.moestream_type_name(1 << 20) == b"?"
     assert [lib.moestream_io_mode_name(m) for m in range(4)] == [b"auto", b"mmap", b"direct", b"pread"]
     assert lib.moestream_io_mode_name(4) == b"?"
+
+
+def test_inspect_predicts_the_io_mode_open_picks_at_the_boundary(cli_path, tmp_path):
+    # The budget where an opened context switches from streaming to mmap must
+    # be the one where inspect does: both count the KV cache and the batch
+    # scratch of a context opened with default parameters.
+    moestream = pytest.importorskip("moestream")
+    try:
+        moestream.version()
+    except OSError:
+        pytest.skip("library not loadable")
+    path = tmp_path / "m.gguf"
+    make_model(path, SPECS["qwen3moe-q4_k_m"])
+    file_bytes = inspect_json(cli_path, path)["file_bytes"]
+
+    def open_mode(budget):
+        try:
+            with moestream.Context(path, memory_budget=budget) as ctx:
+                return ctx.stats()["io_mode"]
+        except moestream.Error as e:  # a streaming budget too small for the runtime
+            assert "budget" in str(e)
+            return "refused"
+
+    lo, hi = file_bytes, file_bytes + (1 << 30)  # streaming at lo (the runtime needs room), mmap at hi
+    assert open_mode(hi) == "mmap"
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if open_mode(mid) == "mmap":
+            hi = mid
+        else:
+            lo = mid
+    assert inspect_json(cli_path, path, "--memory-budget", hi)["io_mode"] == "mmap"
+    assert inspect_json(cli_path, path, "--memory-budget", lo)["io_mode"] in ("direct", "pread")
