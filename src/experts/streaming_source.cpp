@@ -109,6 +109,8 @@ StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg
     prefetched_by_layer_.resize(n_layer_);
     // Hints start just above the bar: the first wrong read stops a rank until it proves itself.
     hint_precision_.assign(size_t(n_layer_) * kHintRanks, std::min(1.0f, cfg_.prefetch_min_precision + 0.05f));
+    hint_scored_.assign(size_t(n_layer_) * kHintRanks, 0);
+    rank_precision_.assign(kHintRanks, std::min(1.0f, cfg_.prefetch_min_precision + 0.05f));
     hinted_.resize(n_layer_);
     for (auto &h : hinted_) h.reserve(n_expert_);
     ready_.reserve(n_expert_);
@@ -529,10 +531,16 @@ void StreamingExpertSource::score_hints(int32_t layer) {
     // Called once the layer's request is stamped with visit_: a hinted key
     // carries the stamp exactly when the layer asked for it.
     constexpr float kWeight = 1.0f / 8.0f;
+    constexpr float kPooledWeight = 1.0f / 16.0f;
     auto &hinted = hinted_[size_t(layer)];
     for (const Hint &h : hinted) {
-        float &p = hint_precision(layer, h.rank);
-        p += kWeight * ((key_stamp_[h.key] == visit_ ? 1.0f : 0.0f) - p);
+        const float right = key_stamp_[h.key] == visit_ ? 1.0f : 0.0f;
+        const size_t rank = std::min<size_t>(h.rank, kHintRanks - 1);
+        float &p = hint_precision(layer, rank);
+        p += kWeight * (right - p);
+        uint8_t &n = hint_scored_[size_t(layer) * kHintRanks + rank];
+        if (n < 255) ++n;
+        rank_precision_[rank] += kPooledWeight * (right - rank_precision_[rank]);
     }
     hinted.clear();
 }
@@ -591,6 +599,13 @@ bool StreamingExpertSource::enqueue_prefetch(int32_t layer, int32_t expert) {
     return true;
 }
 
+float StreamingExpertSource::hint_read_precision(int32_t layer, size_t rank) const {
+    constexpr uint8_t kOwnAfter = 8;  // scorings before a layer's own estimate is trusted
+    rank = std::min<size_t>(rank, kHintRanks - 1);
+    const size_t at = size_t(layer) * kHintRanks + rank;
+    return hint_scored_[at] >= kOwnAfter ? hint_precision_[at] : rank_precision_[rank];
+}
+
 void StreamingExpertSource::prefetch(int32_t layer, std::span<const int32_t> experts) {
     if (layer < 0 || uint32_t(layer) >= n_layer_) return;
     const int32_t n_layer_expert = cfg_.layers[size_t(layer)].n_expert;
@@ -606,7 +621,7 @@ void StreamingExpertSource::prefetch(int32_t layer, std::span<const int32_t> exp
         if (hinted.size() < size_t(n_expert_)) hinted.push_back(Hint{key, r});
         // A rank whose reads have mostly been wrong would only spend device
         // time and evict a cached expert; its precision keeps being measured.
-        if (!room || hint_precision(layer, r) < cfg_.prefetch_min_precision) continue;
+        if (!room || hint_read_precision(layer, r) < cfg_.prefetch_min_precision) continue;
         room = enqueue_prefetch(layer, e);
     }
     pump();
