@@ -47,3 +47,14 @@ def lib():
     """The loaded C library (moestream._ffi); skips outside ctest."""
     from capi_support import load_library
     return load_library()
+
+
+@pytest.fixture(scope="session")
+def binding():
+    """The moestream Python package with its library loaded; skips when either is missing."""
+    moestream = pytest.importorskip("moestream")
+    try:
+        moestream.version()
+    except OSError:
+        pytest.skip("library not loadable")
+    return moestream

@@ -186,15 +186,11 @@ def test_c_api_argument_checks(lib, tmp_path):
     assert lib.moestream_io_mode_name(4) == b"?"
 
 
-def test_inspect_predicts_the_io_mode_open_picks_at_the_boundary(cli_path, tmp_path):
+def test_inspect_predicts_the_io_mode_open_picks_at_the_boundary(cli_path, tmp_path, binding):
     # The budget where an opened context switches from streaming to mmap must
     # be the one where inspect does: both count the KV cache and the batch
     # scratch of a context opened with default parameters.
-    moestream = pytest.importorskip("moestream")
-    try:
-        moestream.version()
-    except OSError:
-        pytest.skip("library not loadable")
+    moestream = binding
     path = tmp_path / "m.gguf"
     make_model(path, SPECS["qwen3moe-q4_k_m"])
     file_bytes = inspect_json(cli_path, path)["file_bytes"]

@@ -39,12 +39,8 @@ def test_cli_rejects_bad_input(cli_path, tmp_path):
     assert bad.returncode == 2
 
 
-def test_python_binding_trace_functions(tmp_path):
-    moestream = pytest.importorskip("moestream")
-    try:
-        moestream.version()
-    except OSError:
-        pytest.skip("library not loadable")
+def test_python_binding_trace_functions(tmp_path, binding):
+    moestream = binding
     trace = tmp_path / "p.trace"
     moestream.trace_synth(trace, n_tokens=300, n_layer=4, n_expert=32, n_expert_used=4, bytes_per_expert=100)
     info = moestream.trace_info(trace)
