@@ -14,7 +14,8 @@ MmapExpertSource::MmapExpertSource(MmapSourceConfig config)
       // next token faults back in.
       reach_(config.expert_share_bytes ? config.neighbour_reach_bytes : 0),
       advisor_(config.advisor ? std::move(config.advisor) : make_system_advisor()),
-      stats_(config.stats) {
+      stats_(config.stats),
+      open_layer_(layers_, "mmap expert source") {
     uint64_t total = 0;
     int32_t max_experts = 0;
     layer_base_.reserve(layers_.size());
@@ -36,7 +37,6 @@ MmapExpertSource::MmapExpertSource(MmapSourceConfig config)
     tracked_.assign(total, 0);
     pinned_.assign(total, 0);
     prefetched_unused_.assign(total, 0);
-    pending_.reserve(size_t(max_experts));
     missed_.reserve(size_t(max_experts));
 
     // Dense weights are needed by every token: bring them in once, keep them.
@@ -50,18 +50,6 @@ bool MmapExpertSource::is_tracked(int32_t layer, int32_t expert) const {
     if (layer < 0 || size_t(layer) >= layers_.size() || expert < 0 || expert >= layers_[size_t(layer)].n_expert)
         return false;
     return tracked_[index_of(layer, expert)] != 0;
-}
-
-void MmapExpertSource::check_request(int32_t layer, std::span<const int32_t> experts, const char *what) const {
-    if (layer < 0 || size_t(layer) >= layers_.size())
-        fail(Status::internal, "mmap expert source: %s layer %d out of range (%zu layers)", what, layer, layers_.size());
-    const ExpertLayerLayout &lay = layers_[size_t(layer)];
-    if (experts.size() > size_t(lay.n_expert))
-        fail(Status::internal, "mmap expert source: %s layer %d asked for %zu experts of %d", what, layer,
-             experts.size(), lay.n_expert);
-    for (int32_t e : experts)
-        if (e < 0 || e >= lay.n_expert)
-            fail(Status::internal, "mmap expert source: %s layer %d has no expert %d", what, layer, e);
 }
 
 void MmapExpertSource::advise(uint32_t index, bool need) {
@@ -149,12 +137,8 @@ void MmapExpertSource::shrink_to_share() {
 }
 
 void MmapExpertSource::begin_layer(int32_t layer, std::span<const int32_t> experts) {
-    if (open_layer_ >= 0)
-        fail(Status::internal, "mmap expert source: layer %d begun while layer %d is open", layer, open_layer_);
-    check_request(layer, experts, "begin_layer:");
-    pending_.assign(experts.begin(), experts.end());
-    next_pending_ = 0;
-    open_layer_ = layer;
+    open_layer_.check_request(layers_, layer, experts, "begin_layer:");
+    open_layer_.open(layer, experts);
 
     // Pin and order first, then make room, then hint: releasing before the new
     // reads start keeps the peak down, and the open layer's experts are never
@@ -194,31 +178,20 @@ void MmapExpertSource::begin_layer(int32_t layer, std::span<const int32_t> exper
     }
 }
 
-ReadyExpert MmapExpertSource::next_ready() {
-    if (open_layer_ < 0 || next_pending_ >= pending_.size())
-        fail(Status::internal, "mmap expert source: next_ready called with no expert pending");
-    const ExpertLayerLayout &lay = layers_[size_t(open_layer_)];
-    const int32_t e = pending_[next_pending_++];
-    ReadyExpert r;
-    r.expert = e;
-    r.view = mapped_expert_view(lay, e);
-    return r;
-}
+ReadyExpert MmapExpertSource::next_ready() { return open_layer_.next(layers_); }
 
 void MmapExpertSource::end_layer(int32_t layer) {
-    if (layer != open_layer_)
-        fail(Status::internal, "mmap expert source: end_layer(%d) while layer %d is open", layer, open_layer_);
+    open_layer_.expect_open(layer);
     // Every expert of the layer has been computed by now (one at a time or
     // as one group): drop the neighbours their faults mapped.
-    for (size_t i = 0; i < next_pending_; ++i) release_untracked_neighbours(layer, pending_[i]);
-    for (int32_t e : pending_) pinned_[index_of(layer, e)] = 0;
-    pending_.clear();
+    for (int32_t e : open_layer_.handed_out()) release_untracked_neighbours(layer, e);
+    for (int32_t e : open_layer_.requested()) pinned_[index_of(layer, e)] = 0;
     pinned_bytes_ = 0;
-    open_layer_ = -1;
+    open_layer_.close(layer);
 }
 
 void MmapExpertSource::prefetch(int32_t layer, std::span<const int32_t> experts) {
-    check_request(layer, experts, "prefetch:");
+    open_layer_.check_request(layers_, layer, experts, "prefetch:");
     missed_.clear();
     uint64_t bytes = 0;
     for (int32_t e : experts) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "experts/expert_source.hpp"
+#include "experts/mapped_expert_queue.hpp"
 #include "experts/memory_advisor.hpp"
 #include "runtime/stats.hpp"
 
@@ -78,7 +79,6 @@ private:
 
     uint32_t index_of(int32_t layer, int32_t expert) const { return layer_base_[size_t(layer)] + uint32_t(expert); }
     uint64_t bytes_of(uint32_t index) const { return layers_[size_t(layer_of_[index])].bytes_per_expert(); }
-    void check_request(int32_t layer, std::span<const int32_t> experts, const char *what) const;
     // Advises one expert's three slices (will_need or release).
     void advise(uint32_t index, bool need);
     // Makes `index` the most recently used expert, tracking it if it was not.
@@ -110,10 +110,8 @@ private:
     uint64_t tracked_bytes_ = 0;
     uint64_t pinned_bytes_ = 0;  // experts of the open layer
 
-    int32_t open_layer_ = -1;
-    std::vector<int32_t> pending_;
+    MappedExpertQueue open_layer_;
     std::vector<uint32_t> missed_;  // experts advised by the current call (capacity: a layer)
-    size_t next_pending_ = 0;
 };
 
 }  // namespace moe

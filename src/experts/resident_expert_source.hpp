@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "experts/expert_source.hpp"
+#include "experts/mapped_expert_queue.hpp"
 #include "runtime/stats.hpp"
 
 namespace moe {
@@ -26,9 +27,7 @@ public:
 private:
     std::vector<ExpertLayerLayout> layouts_;
     Stats *stats_;
-    int32_t layer_ = -1;
-    std::vector<int32_t> pending_;  // capacity reserved for every expert of a layer
-    size_t next_ = 0;
+    MappedExpertQueue open_layer_;
 };
 
 }  // namespace moe

@@ -13,6 +13,7 @@
 
 #include "common/mapped_file.hpp"
 #include "experts/mmap_expert_source.hpp"
+#include "experts/resident_expert_source.hpp"
 #include "support/paths.hpp"
 
 namespace {
@@ -293,6 +294,39 @@ TEST_F(MmapSource, MisuseIsAnInternalError) {
     s->next_ready();
     EXPECT_THROW(s->next_ready(), std::exception);
     s->end_layer(0);
+}
+
+TEST_F(MmapSource, ResidentSourceServesTheSameViewsAndRejectsTheSameMisuse) {
+    // Both sources hand out the experts of the open layer from the mapping,
+    // in request order, through the same queue.
+    auto mapped = make(8);
+    Stats stats;
+    ResidentExpertSource resident(layouts(), &stats);
+    const std::vector<int32_t> request{3, 0, 2};
+    mapped->begin_layer(1, request);
+    resident.begin_layer(1, request);
+    for (int32_t e : request) {
+        const ReadyExpert a = mapped->next_ready(), b = resident.next_ready();
+        EXPECT_EQ(a.expert, e);
+        EXPECT_EQ(b.expert, e);
+        EXPECT_EQ(a.view.gate, b.view.gate);
+        EXPECT_EQ(a.view.up, b.view.up);
+        EXPECT_EQ(a.view.down, b.view.down);
+        EXPECT_EQ(b.view.down, layouts()[1].down.mapped + uint64_t(e) * kDown);
+    }
+    EXPECT_THROW(resident.next_ready(), std::exception);
+    EXPECT_THROW(resident.begin_layer(0, std::vector<int32_t>{1}), std::exception);
+    EXPECT_THROW(resident.end_layer(0), std::exception);
+    mapped->end_layer(1);
+    resident.end_layer(1);
+    EXPECT_EQ(stats.cache_hits, request.size());
+    EXPECT_EQ(stats.layer_hits[1], request.size());
+
+    EXPECT_THROW(resident.begin_layer(kLayers, std::vector<int32_t>{0}), std::exception);
+    EXPECT_THROW(resident.begin_layer(0, std::vector<int32_t>{kExperts}), std::exception);
+    EXPECT_THROW(resident.next_ready(), std::exception);
+    resident.begin_layer(0, std::vector<int32_t>{1});  // the failed calls left nothing open
+    resident.end_layer(0);
 }
 
 TEST(SystemAdvisor, ReleasedFilePagesReadBackTheSameBytes) {
