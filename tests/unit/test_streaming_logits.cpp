@@ -47,6 +47,15 @@ LogitsRun run_model(ContextParams p, const std::vector<int32_t> &tokens) {
     return r;
 }
 
+// Placement never changes the result: the same logits, bit for bit.
+::testing::AssertionResult same_logits(const LogitsRun &r, const LogitsRun &ref) {
+    if (r.logits.size() != ref.logits.size())
+        return ::testing::AssertionFailure() << r.logits.size() << " logits, expected " << ref.logits.size();
+    if (std::memcmp(r.logits.data(), ref.logits.data(), ref.logits.size() * sizeof(float)) != 0)
+        return ::testing::AssertionFailure() << "logits differ";
+    return ::testing::AssertionSuccess();
+}
+
 // Each test generates its own model in its own scratch directory: ctest runs
 // the tests of this file as parallel processes.
 class StreamingLogits : public ::testing::Test {
@@ -102,9 +111,7 @@ TEST_F(StreamingLogits, BitIdenticalAcrossModesBudgetsPoliciesAndPrefetch) {
                         const std::string what = std::string(use_packed ? "packed" : "gguf") + " mode " +
                                                  std::to_string(mode) + " slots " + slots + " policy " +
                                                  std::to_string(policy) + " prefetch " + std::to_string(prefetch);
-                        ASSERT_EQ(r.logits.size(), ref.logits.size()) << what;
-                        ASSERT_EQ(0, std::memcmp(r.logits.data(), ref.logits.data(), ref.logits.size() * sizeof(float)))
-                            << "logits differ: " << what;
+                        ASSERT_TRUE(same_logits(r, ref)) << what;
                         EXPECT_EQ(r.stats.io_mode, mode) << what;
                         EXPECT_GT(r.stats.cache_misses, 0u) << what;
                         EXPECT_GT(r.stats.bytes_read_demand, 0u) << what;
@@ -132,9 +139,7 @@ TEST_F(StreamingLogits, MmapSourceReleasingExpertsMatchesDirectReads) {
             const LogitsRun r = run_model(p, tokens());
             const std::string what = std::string("mmap share ") + (*slots ? slots : "all") + " prefetch " +
                                      std::to_string(prefetch);
-            ASSERT_EQ(r.logits.size(), ref.logits.size()) << what;
-            ASSERT_EQ(0, std::memcmp(r.logits.data(), ref.logits.data(), ref.logits.size() * sizeof(float)))
-                << "logits differ: " << what;
+            ASSERT_TRUE(same_logits(r, ref)) << what;
             EXPECT_EQ(r.stats.io_mode, MOESTREAM_IO_MMAP) << what;
             EXPECT_GT(r.stats.cache_misses, 0u) << what;
             EXPECT_GT(r.stats.cache_hits, 0u) << what;
