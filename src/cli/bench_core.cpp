@@ -21,6 +21,7 @@
 
 #include "cgroup_limit.hpp"
 #include "cli_util.hpp"
+#include "os_handles.hpp"
 
 namespace cli {
 namespace {
@@ -193,12 +194,10 @@ void write_all(int fd, const void *data, size_t size) {
 uint64_t cgroup_limit_for(uint64_t budget) { return budget + std::max<uint64_t>(budget / 20, 64ull << 20); }
 
 bool drop_page_cache(const std::string &path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    ::fdatasync(fd);  // dirty pages (a freshly generated model) cannot be dropped
-    const bool ok = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
-    ::close(fd);
-    return ok;
+    const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return false;
+    ::fdatasync(fd.get());  // dirty pages (a freshly generated model) cannot be dropped
+    return ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED) == 0;
 }
 
 BenchResult run_bench(const BenchConfig &c) {
@@ -215,17 +214,17 @@ BenchResult run_bench(const BenchConfig &c) {
         std::snprintf(result.error, sizeof result.error, "pipe: %s", std::strerror(errno));
         return result;
     }
+    UniqueFd from_child(fds[0]), to_parent(fds[1]);
     std::fflush(stdout);
     std::fflush(stderr);
     const pid_t pid = ::fork();
     if (pid < 0) {
         std::snprintf(result.error, sizeof result.error, "fork: %s", std::strerror(errno));
-        ::close(fds[0]);
-        ::close(fds[1]);
         return result;
     }
     if (pid == 0) {
-        ::close(fds[0]);
+        // The child ends in _exit (no destructors): it closes its ends itself.
+        from_child.reset();
         BenchResult r;
         std::string add_why;
         if (cgroup && cgroup->add(0, add_why)) {
@@ -237,14 +236,14 @@ BenchResult run_bench(const BenchConfig &c) {
                           c.cgroup ? (cgroup ? add_why.c_str() : why.c_str()) : "");
         }
         measure(c, r);
-        write_all(fds[1], &r, sizeof r);
-        ::close(fds[1]);
+        write_all(to_parent.get(), &r, sizeof r);
+        to_parent.reset();
         std::fflush(stderr);
         ::_exit(0);
     }
-    ::close(fds[1]);
-    const bool got = read_all(fds[0], &result, sizeof result);
-    ::close(fds[0]);
+    to_parent.reset();  // so the read ends when the child exits
+    const bool got = read_all(from_child.get(), &result, sizeof result);
+    from_child.reset();
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -263,15 +262,15 @@ BenchResult run_bench(const BenchConfig &c) {
 double measure_disk_bandwidth(const std::string &path, uint64_t request_bytes, int depth, double seconds,
                               std::string &why) {
     constexpr uint64_t kAlign = 4096;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-    if (fd < 0) {
+    const UniqueFd file(::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
+    if (!file) {
         why = path + ": O_DIRECT open failed: " + std::strerror(errno);
         return 0;
     }
+    const int fd = file.get();
     const off_t size = ::lseek(fd, 0, SEEK_END);
     request_bytes = std::max<uint64_t>(kAlign, (request_bytes + kAlign - 1) / kAlign * kAlign);
     if (size < static_cast<off_t>(request_bytes * 2)) {
-        ::close(fd);
         why = path + ": file too small to measure";
         return 0;
     }
@@ -298,7 +297,6 @@ double measure_disk_bandwidth(const std::string &path, uint64_t request_bytes, i
     for (int i = 0; i < std::max(1, depth); ++i) threads.emplace_back(worker, i);
     for (std::thread &t : threads) t.join();
     const double elapsed = since(start);
-    ::close(fd);
     if (failed.load() && bytes.load() == 0) {
         why = path + ": O_DIRECT reads failed";
         return 0;
@@ -309,19 +307,15 @@ double measure_disk_bandwidth(const std::string &path, uint64_t request_bytes, i
 namespace {
 
 bool read_through(const std::string &path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return false;
+    ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     std::vector<uint8_t> buf(size_t{8} << 20);
-    bool ok = true;
     for (;;) {
-        const ssize_t n = ::read(fd, buf.data(), buf.size());
+        const ssize_t n = ::read(fd.get(), buf.data(), buf.size());
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) ok = false;
-        if (n <= 0) break;
+        if (n <= 0) return n == 0;
     }
-    ::close(fd);
-    return ok;
 }
 
 // Reads the file in through a mapping that asks for huge pages, so the page
@@ -329,30 +323,20 @@ bool read_through(const std::string &path) {
 // one page-table entry each. False if huge pages cannot be asked for.
 bool read_through_huge_mapping(const std::string &path) {
 #if defined(MADV_HUGEPAGE)
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
+    const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return false;
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || st.st_size <= 0) {
-        ::close(fd);
-        return false;
-    }
+    if (::fstat(fd.get(), &st) != 0 || st.st_size <= 0) return false;
     const size_t size = size_t(st.st_size);
-    void *p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED) return false;
-    bool ok = ::madvise(p, size, MADV_HUGEPAGE) == 0;
-    if (ok) {
+    const UniqueMapping map(::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0), size);
+    if (!map || ::madvise(map.data(), size, MADV_HUGEPAGE) != 0) return false;
 #ifdef MADV_POPULATE_READ
-        if (::madvise(p, size, MADV_POPULATE_READ) != 0)
+    if (::madvise(map.data(), size, MADV_POPULATE_READ) == 0) return true;
 #endif
-        {
-            volatile uint8_t sink = 0;
-            const auto *b = static_cast<const uint8_t *>(p);
-            for (size_t off = 0; off < size; off += 4096) sink = sink + b[off];
-        }
-    }
-    ::munmap(p, size);
-    return ok;
+    volatile uint8_t sink = 0;
+    const auto *b = static_cast<const uint8_t *>(map.data());
+    for (size_t off = 0; off < size; off += 4096) sink = sink + b[off];
+    return true;
 #else
     (void)path;
     return false;

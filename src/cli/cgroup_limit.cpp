@@ -1,4 +1,5 @@
 #include "cgroup_limit.hpp"
+#include "os_handles.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,14 +17,13 @@ namespace {
 constexpr long kCgroup2Magic = 0x63677270;
 
 bool write_file(const std::string &path, const std::string &text, std::string &why) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) {
+    const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd) {
         why = path + ": " + std::strerror(errno);
         return false;
     }
-    const ssize_t n = ::write(fd, text.data(), text.size());
+    const ssize_t n = ::write(fd.get(), text.data(), text.size());
     const int err = errno;
-    ::close(fd);
     if (n != static_cast<ssize_t>(text.size())) {
         why = path + ": " + std::strerror(err);
         return false;

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "os_handles.hpp"
 #include "stream_sum.hpp"
 
 namespace cli {
@@ -29,14 +30,14 @@ bool measure_memory_bandwidth(uint64_t buffer_bytes, int32_t threads, double sec
         return false;
     }
     const uint64_t total = slice * uint64_t(threads);
-    void *mem = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
+    const UniqueMapping mem(::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), total);
+    if (!mem) {
         why = std::string("cannot map the probe buffer: ") + std::strerror(errno);
         return false;
     }
-    std::memset(mem, 1, total);  // fault every page in
+    std::memset(mem.data(), 1, total);  // fault every page in
     const bool avx2 = __builtin_cpu_supports("avx2");
-    const auto *base = static_cast<const uint8_t *>(mem);
+    const auto *base = static_cast<const uint8_t *>(mem.data());
     std::atomic<bool> stop{false};
     std::atomic<uint64_t> sink{0};
     std::vector<double> pass_seconds;
@@ -67,7 +68,6 @@ bool measure_memory_bandwidth(uint64_t buffer_bytes, int32_t threads, double sec
     for (int32_t i = 1; i < threads; ++i) pool.emplace_back(worker, i);
     worker(0);
     for (std::thread &t : pool) t.join();
-    ::munmap(mem, total);
     if (pass_seconds.empty()) {
         why = "no pass completed";
         return false;
