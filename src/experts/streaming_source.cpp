@@ -535,10 +535,10 @@ void StreamingExpertSource::score_hints(int32_t layer) {
     auto &hinted = hinted_[size_t(layer)];
     for (const Hint &h : hinted) {
         const float right = key_stamp_[h.key] == visit_ ? 1.0f : 0.0f;
-        const size_t rank = std::min<size_t>(h.rank, kHintRanks - 1);
-        float &p = hint_precision(layer, rank);
+        const size_t rank = hint_rank(h.rank), at = hint_index(layer, rank);
+        float &p = hint_precision_[at];
         p += kWeight * (right - p);
-        uint8_t &n = hint_scored_[size_t(layer) * kHintRanks + rank];
+        uint8_t &n = hint_scored_[at];
         if (n < 255) ++n;
         rank_precision_[rank] += kPooledWeight * (right - rank_precision_[rank]);
     }
@@ -601,9 +601,8 @@ bool StreamingExpertSource::enqueue_prefetch(int32_t layer, int32_t expert) {
 
 float StreamingExpertSource::hint_read_precision(int32_t layer, size_t rank) const {
     constexpr uint8_t kOwnAfter = 8;  // scorings before a layer's own estimate is trusted
-    rank = std::min<size_t>(rank, kHintRanks - 1);
-    const size_t at = size_t(layer) * kHintRanks + rank;
-    return hint_scored_[at] >= kOwnAfter ? hint_precision_[at] : rank_precision_[rank];
+    const size_t at = hint_index(layer, rank);
+    return hint_scored_[at] >= kOwnAfter ? hint_precision_[at] : rank_precision_[hint_rank(rank)];
 }
 
 void StreamingExpertSource::prefetch(int32_t layer, std::span<const int32_t> experts) {

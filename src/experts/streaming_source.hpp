@@ -129,9 +129,9 @@ private:
 
     bool enqueue_prefetch(int32_t layer, int32_t expert);
     void score_hints(int32_t layer);
-    float &hint_precision(int32_t layer, size_t rank) {
-        return hint_precision_[size_t(layer) * kHintRanks + std::min<size_t>(rank, kHintRanks - 1)];
-    }
+    // Ranks past the last tracked one share its entry.
+    static size_t hint_rank(size_t rank) { return std::min<size_t>(rank, kHintRanks - 1); }
+    static size_t hint_index(int32_t layer, size_t rank) { return size_t(layer) * kHintRanks + hint_rank(rank); }
     // What decides whether a hint is read: the layer's own precision at that
     // rank once it has been scored a few times, before that the rank's
     // precision over all layers (which every layer's visit updates, so it
