@@ -7,7 +7,10 @@
 //  - matvec_l2/<type>/<isa>: one token over a 512 KiB matrix that stays in
 //    L2, in one call, the compute ceiling of the kernel without memory stalls;
 //  - matmat_l2/<type>/<isa>/<tokens>: matmat_rows with 4 or 8 tokens over the
-//    same 512 KiB matrix in one call (the multi-token compute ceiling).
+//    same 512 KiB matrix in one call (the multi-token compute ceiling);
+//  - matvec_short/<type>/<isa> and matmat_short/<type>/<isa>/4: K-quant rows
+//    of 768 elements (three super-blocks: the expert down projection of the
+//    Qwen3-30B-A3B shape), one thread, 256 MiB, tasks of 256 rows.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -28,11 +31,13 @@ using moe::GgmlType;
 constexpr size_t kWeightBytes = size_t{256} << 20;  // 256 MiB of weights
 constexpr size_t kCachedBytes = size_t{512} << 10;  // stays in L2
 constexpr int64_t kRowElems = 4096;
+constexpr int64_t kShortRowElems = 768;
 constexpr int64_t kRowsPerTask = 32;
 
 struct Matrix {
     GgmlType type;
     size_t bytes = 0;
+    int64_t row_elems = 0;
     moe::NumaBuffer data;
     int64_t rows = 0;
     size_t row_bytes = 0;
@@ -59,14 +64,15 @@ void fill_block(GgmlType t, uint8_t *b, size_t bytes, std::mt19937 &rng) {
 }
 
 // One matrix at a time (benchmarks are registered grouped by type).
-Matrix &matrix(GgmlType t, size_t bytes) {
+Matrix &matrix(GgmlType t, size_t bytes, int64_t row_elems) {
     static std::unique_ptr<Matrix> current;
-    if (current && current->type == t && current->bytes == bytes) return *current;
+    if (current && current->type == t && current->bytes == bytes && current->row_elems == row_elems) return *current;
     current.reset();
     auto m = std::make_unique<Matrix>();
     m->type = t;
     m->bytes = bytes;
-    m->row_bytes = moe::row_bytes(t, kRowElems);
+    m->row_elems = row_elems;
+    m->row_bytes = moe::row_bytes(t, row_elems);
     m->rows = static_cast<int64_t>(bytes / m->row_bytes);
     m->data = moe::NumaBuffer(static_cast<size_t>(m->rows) * m->row_bytes, moe::NumaPlacement::local);
     std::mt19937 rng(42);
@@ -93,15 +99,15 @@ Matrix &matrix(GgmlType t, size_t bytes) {
 }
 
 // n_tokens prepared activation rows of normally distributed values.
-std::vector<uint8_t> activations(GgmlType t, int32_t n_tokens) {
-    std::vector<float> x(kRowElems);
+std::vector<uint8_t> activations(GgmlType t, int32_t n_tokens, int64_t row_elems) {
+    std::vector<float> x(static_cast<size_t>(row_elems));
     std::mt19937 rng(1);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    const size_t ab = k::act_row_bytes(t, kRowElems, false);
+    const size_t ab = k::act_row_bytes(t, row_elems, false);
     std::vector<uint8_t> act(ab * static_cast<size_t>(n_tokens));
     for (int32_t tk = 0; tk < n_tokens; ++tk) {
         for (float &v : x) v = nd(rng);
-        k::quantize_act(t, x.data(), act.data() + ab * static_cast<size_t>(tk), kRowElems, false);
+        k::quantize_act(t, x.data(), act.data() + ab * static_cast<size_t>(tk), row_elems, false);
     }
     return act;
 }
@@ -109,14 +115,14 @@ std::vector<uint8_t> activations(GgmlType t, int32_t n_tokens) {
 // threads: pool size; tokens: 0 = matvec_rows, else matmat_rows with that many tokens.
 // rows_per_task: rows handed to one matvec_rows/matmat_rows call.
 void run(benchmark::State &state, GgmlType t, k::Isa isa, size_t bytes, int32_t threads, int32_t tokens,
-         int64_t rows_per_task = kRowsPerTask) {
+         int64_t rows_per_task = kRowsPerTask, int64_t row_elems = kRowElems) {
     if (!k::set_isa(isa)) {
         state.SkipWithError("ISA not supported by this CPU");
         return;
     }
-    Matrix &m = matrix(t, bytes);
-    const std::vector<uint8_t> act = activations(t, tokens > 0 ? tokens : 1);
-    const size_t ab = k::act_row_bytes(t, kRowElems, false);
+    Matrix &m = matrix(t, bytes, row_elems);
+    const std::vector<uint8_t> act = activations(t, tokens > 0 ? tokens : 1, row_elems);
+    const size_t ab = k::act_row_bytes(t, row_elems, false);
     std::vector<float> y(static_cast<size_t>(m.rows) * static_cast<size_t>(tokens > 0 ? tokens : 1));
     moe::ThreadPool pool(threads);
     const auto *w = static_cast<const uint8_t *>(m.data.data());
@@ -126,9 +132,9 @@ void run(benchmark::State &state, GgmlType t, k::Isa isa, size_t bytes, int32_t 
             const int64_t r0 = task * rows_per_task;
             const int64_t r1 = r0 + rows_per_task < m.rows ? r0 + rows_per_task : m.rows;
             if (tokens == 0)
-                k::matvec_rows(t, kRowElems, w, m.row_bytes, act.data(), y.data() + r0, r0, r1, false);
+                k::matvec_rows(t, row_elems, w, m.row_bytes, act.data(), y.data() + r0, r0, r1, false);
             else
-                k::matmat_rows(t, kRowElems, w, m.row_bytes, act.data(), ab, tokens, y.data(),
+                k::matmat_rows(t, row_elems, w, m.row_bytes, act.data(), ab, tokens, y.data(),
                                static_cast<size_t>(m.rows), r0, r1, false);
         });
         benchmark::ClobberMemory();
@@ -151,6 +157,9 @@ void BM_MatvecCached(benchmark::State &state, GgmlType t, k::Isa isa) {
 }
 void BM_MatmatCached(benchmark::State &state, GgmlType t, k::Isa isa) {
     run(state, t, isa, kCachedBytes, 1, static_cast<int32_t>(state.range(0)), int64_t{1} << 40);
+}
+void BM_MatShort(benchmark::State &state, GgmlType t, k::Isa isa) {
+    run(state, t, isa, kWeightBytes, 1, static_cast<int32_t>(state.range(0)), 256, kShortRowElems);
 }
 
 int register_all() {
@@ -196,6 +205,20 @@ int register_all() {
                 ->UseRealTime()
                 ->MeasureProcessCPUTime()
                 ->Unit(benchmark::kMicrosecond);
+        }
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+        for (k::Isa isa : isas) {
+            benchmark::RegisterBenchmark(name("matvec_short", t, isa).c_str(), BM_MatShort, t, isa)
+                ->Arg(0)
+                ->UseRealTime()
+                ->MeasureProcessCPUTime()
+                ->Unit(benchmark::kMillisecond);
+            if (isa != k::Isa::scalar)
+                benchmark::RegisterBenchmark(name("matmat_short", t, isa).c_str(), BM_MatShort, t, isa)
+                    ->Arg(4)
+                    ->UseRealTime()
+                    ->MeasureProcessCPUTime()
+                    ->Unit(benchmark::kMillisecond);
         }
     return 0;
 }

@@ -364,6 +364,53 @@ struct KRows {
         }
     }
 
+    // Rows shorter than one group (fewer than 8 super-blocks, such as the
+    // 768-element rows of small expert down projections) waste most of the
+    // group epilogue and fall to one term at a time in row(). Eight such rows
+    // are taken together instead: super-block j of rows 0..7 forms the group,
+    // so lane i of every vector belongs to row i and all rows share block j's
+    // activation. Each row gets the same terms as row() gives it (lane j of
+    // its accumulator: 0 + term_j), summed in the same pairwise order.
+    static bool short_rows(int64_t nb) { return nb < 8; }
+
+    template <int T>
+    static void rows8(const uint8_t *w, size_t row_bytes, const Prep *p, int64_t nb, float (*out)[8]) {
+        alignas(32) float terms[T][8][8] = {};  // [token][super-block j][row i]
+        for (int64_t j = 0; j < nb; ++j) {
+            typename D::Partial s[T][8];
+            alignas(64) uint64_t mins[8];
+            alignas(32) uint32_t dm[8];
+            for (int i = 0; i < 8; ++i) {
+                const uint8_t *wb = w + static_cast<size_t>(i) * row_bytes + j * D::kBytes;
+                prefetch_ahead<D::kBytes>(wb);
+                const typename D::Block blk = D::decode(wb, mins[i], dm[i]);
+                for (int t = 0; t < T; ++t)
+                    s[t][i] = D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * j,
+                                      p[t].act + q8_k::bytes * j);
+            }
+            for (int t = 0; t < T; ++t) {
+                const __m256i sumi = D::total8(s[t]);
+                __m256i summ = _mm256_setzero_si256();
+                if constexpr (D::kMins) {
+                    alignas(32) int16_t bpair8[64];  // block j's pair sums for each of the 8 rows
+                    for (int i = 0; i < 8; ++i) std::memcpy(bpair8 + 8 * i, p[t].bpair + 8 * j, 16);
+                    summ = min_sums8(mins, bpair8);
+                }
+                const __m256 term = terms8(dm, sumi, summ, _mm256_set1_ps(p[t].d[j]));
+                _mm256_store_ps(terms[t][j], _mm256_add_ps(_mm256_setzero_ps(), term));
+            }
+        }
+        for (int t = 0; t < T; ++t) reduce_rows8(terms[t], out[t]);
+    }
+
+    // BlockLanes::reduce8 of eight rows at once: lanes[j] holds lane j of each row.
+    MOE_ALWAYS_INLINE static void reduce_rows8(const float (*lanes)[8], float *out) {
+        const auto lane = [&](int j) { return _mm256_load_ps(lanes[j]); };
+        const __m256 a0 = _mm256_add_ps(lane(0), lane(4)), a1 = _mm256_add_ps(lane(1), lane(5));
+        const __m256 a2 = _mm256_add_ps(lane(2), lane(6)), a3 = _mm256_add_ps(lane(3), lane(7));
+        _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3)));
+    }
+
     MOE_ALWAYS_INLINE static float term1(const uint8_t *w, int32_t sumi, int32_t summ, float da) {
         if constexpr (D::kMins) return term_k_min(sumi, summ, load_half(w + q4_k::d), load_half(w + q4_k::dmin), da);
         else return term_k(sumi, load_half(w + q6_k::d), da);

@@ -258,11 +258,11 @@ struct Q45K {
     }
     static constexpr std::array<int16_t, 128> kHeadPicks = head_picks();
 
-    MOE_ALWAYS_INLINE static __m512i heads4(const uint8_t *w) {
+    MOE_ALWAYS_INLINE static __m512i heads4(const uint8_t *w, size_t stride) {
         __m512i x = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w)));
-        x = _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + kBytes)), 1);
-        x = _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + 2 * kBytes)), 2);
-        return _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + 3 * kBytes)), 3);
+        x = _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + stride)), 1);
+        x = _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + 2 * stride)), 2);
+        return _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + 3 * stride)), 3);
     }
     // k_head's decoding of the 12 scale bytes, per 128-bit lane.
     MOE_ALWAYS_INLINE static __m512i scales_mins4(__m512i x) {
@@ -274,8 +274,10 @@ struct Q45K {
                                              _mm512_broadcast_i32x4(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)));
         return _mm512_or_si512(low, _mm512_and_si512(_mm512_srli_epi16(b, 2), _mm512_set1_epi8(0x30)));
     }
-    MOE_ALWAYS_INLINE static Head head8(const uint8_t *w) {
-        const __m512i x0 = heads4(w), x1 = heads4(w + 4 * kBytes);
+    // Blocks `stride` bytes apart: consecutive in a row (kBytes), or the same
+    // block of eight consecutive rows (the row size).
+    MOE_ALWAYS_INLINE static Head head8(const uint8_t *w, size_t stride = kBytes) {
+        const __m512i x0 = heads4(w, stride), x1 = heads4(w + 4 * stride, stride);
         const __m512i h0 = scales_mins4(x0), h1 = scales_mins4(x1);
         Head h;
         h.dm = _mm512_castsi512_si256(
@@ -398,10 +400,14 @@ struct KRows512 : KRows<D> {
 
     // sum_s m_s * bpair_s for 8 super-blocks (mins: byte 8j + s = min s of block j).
     MOE_ALWAYS_INLINE static __m256i min_sums8(__m512i mins, const int16_t *bpair) {
+        return min_sums8(mins, load512(reinterpret_cast<const uint8_t *>(bpair)),
+                         load512(reinterpret_cast<const uint8_t *>(bpair + 32)));
+    }
+    // bpair_lo (hi): the pair sums against blocks 0..3 (4..7), 8 int16 per 128-bit lane.
+    MOE_ALWAYS_INLINE static __m256i min_sums8(__m512i mins, __m512i bpair_lo, __m512i bpair_hi) {
         // 128-bit lane L of lo (hi): the four pair products of block L (4 + L).
-        const __m512i lo = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(mins)), load512(reinterpret_cast<const uint8_t *>(bpair)));
-        const __m512i hi = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(mins, 1)),
-                                             load512(reinterpret_cast<const uint8_t *>(bpair + 32)));
+        const __m512i lo = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(mins)), bpair_lo);
+        const __m512i hi = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(mins, 1)), bpair_hi);
         const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(lo, hi), _mm512_unpackhi_epi32(lo, hi));
         const __m512i v = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
         // Dwords 0, 1 of lane L: blocks L, 4 + L.
@@ -467,6 +473,59 @@ struct KRows512 : KRows<D> {
             _mm256_store_ps(lanes, acc[t]);
             out[t] = BlockLanes::reduce8(lanes);
         }
+    }
+
+    // Eight rows of fewer than 8 super-blocks (see KRows::rows8, same terms in
+    // the same order): super-block j of the eight rows is decoded and reduced
+    // like a group of row(), heads decoded together across the rows.
+    template <int T>
+    static void rows8(const uint8_t *w, size_t row_bytes, const Prep *p, int64_t nb, float (*out)[8]) {
+        alignas(32) float terms[T][8][8] = {};  // [token][super-block j][row i]
+        for (int64_t j = 0; j < nb; ++j) {
+            const uint8_t *wj = w + j * D::kBytes;
+            alignas(64) uint64_t mins[8];
+            alignas(32) uint32_t dm[8];
+            [[maybe_unused]] typename Heads::type head;
+            if constexpr (Heads::value) head = D::head8(wj, row_bytes);
+            __m512i even[T], pair[T], quad[T][2];
+            unrolled(std::make_integer_sequence<int, 8>{}, [&](auto ic) {
+                constexpr int i = decltype(ic)::value;
+                const uint8_t *wb = wj + i * row_bytes;
+                prefetch_ahead<D::kBytes>(wb);
+                typename D::Block blk;
+                if constexpr (Heads::value) blk = D::template decode<i>(wb, head);
+                else blk = D::decode(wb, mins[i], dm[i]);
+                for (int t = 0; t < T; ++t) {
+                    const __m512i s = D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * j,
+                                              p[t].act + q8_k::bytes * j);
+                    if constexpr (i % 2 == 0) {
+                        even[t] = s;
+                    } else {
+                        const __m512i pr = _mm512_add_epi32(_mm512_unpacklo_epi32(even[t], s), _mm512_unpackhi_epi32(even[t], s));
+                        if constexpr (i % 4 == 1) pair[t] = pr;
+                        else quad[t][i / 4] = _mm512_add_epi32(_mm512_unpacklo_epi64(pair[t], pr), _mm512_unpackhi_epi64(pair[t], pr));
+                    }
+                }
+            });
+            for (int t = 0; t < T; ++t) {
+                const __m512i r = _mm512_add_epi32(_mm512_shuffle_i64x2(quad[t][0], quad[t][1], 0x88),
+                                                   _mm512_shuffle_i64x2(quad[t][0], quad[t][1], 0xDD));
+                const __m256i sumi = _mm512_castsi512_si256(
+                    _mm512_add_epi32(_mm512_shuffle_i64x2(r, r, 0x08), _mm512_shuffle_i64x2(r, r, 0x0D)));
+                const __m256 da = _mm256_set1_ps(p[t].d[j]);
+                __m256 term;
+                if constexpr (Heads::value) {
+                    // Every row's mins meet block j's pair sums.
+                    const __m512i bp = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p[t].bpair + 8 * j)));
+                    term = Base::terms8(head.dm, sumi, min_sums8(head.mins, bp, bp), da);
+                } else {
+                    static_assert(!D::kMins, "decoders with mins decode their heads together");
+                    term = Base::terms8(dm, sumi, _mm256_setzero_si256(), da);
+                }
+                _mm256_store_ps(terms[t][j], _mm256_add_ps(_mm256_setzero_ps(), term));
+            }
+        }
+        for (int t = 0; t < T; ++t) Base::reduce_rows8(terms[t], out[t]);
     }
 
     // The last nb - b < 8 super-blocks (lanes 0 .. nb - b - 1).

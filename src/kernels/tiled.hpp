@@ -6,6 +6,10 @@
 //   static size_t prep_bytes(int64_t nb);       // scratch bytes per token
 //   static Prep prepare(const uint8_t *act, int64_t nb, uint8_t *space);
 //   template <int T> static void row(const uint8_t *w, const Prep *p, int64_t nb, float *out);
+//   optionally, for rows too short to fill the kernel's inner loop:
+//   static bool short_rows(int64_t nb);  template <int T> static void rows8(
+//       const uint8_t *w, size_t row_bytes, const Prep *p, int64_t nb, float (*out)[8]);
+//   (eight rows at once, out[t][i] = what row<T> gives row i for token t)
 // row<T> decodes each weight block of one row once and dots it against T
 // prepared token rows, writing T results. Every T computes per token exactly
 // what T = 1 computes (same integer block sums, same float operations in the
@@ -44,7 +48,16 @@ struct Tiled {
     template <int T>
     static void rows(const uint8_t *w, size_t row_bytes, const Prep *p, int64_t nb, float *y, size_t y_stride,
                      int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
+        int64_t r = r0;
+        if constexpr (requires { K::short_rows(nb); })
+            if (K::short_rows(nb))
+                for (; r + 8 <= r1; r += 8) {
+                    float out[T][8];
+                    K::template rows8<T>(w + r * row_bytes, row_bytes, p, nb, out);
+                    for (int t = 0; t < T; ++t)
+                        for (int i = 0; i < 8; ++i) y[t * y_stride + r + i] = out[t][i];
+                }
+        for (; r < r1; ++r) {
             float out[T];
             K::template row<T>(w + r * row_bytes, p, nb, out);
             for (int t = 0; t < T; ++t) y[t * y_stride + r] = out[t];

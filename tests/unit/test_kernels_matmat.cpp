@@ -19,12 +19,13 @@ using moe::test::supported_isas;
 
 namespace {
 
-// Row lengths that exercise full groups of 8 blocks and a partial group.
+// Row lengths that exercise full groups of 8 blocks and a partial group, and
+// K-quant rows shorter than one group (taken eight rows at a time).
 std::vector<KernelCase> cases() {
     return moe::test::kernel_cases([](int64_t block_elems) -> std::vector<int64_t> {
         if (block_elems == 1) return {1000};
         if (block_elems == 32) return {32 * 19};
-        return {256 * 11};
+        return {256 * 11, 256 * 3, 256};
     });
 }
 
@@ -35,7 +36,7 @@ class Matmat : public ::testing::TestWithParam<KernelCase> {};
 TEST_P(Matmat, EqualsPerTokenMatvecAndScalarForAllTokenCounts) {
     const auto [t, n] = GetParam();
     std::mt19937 rng(31 + static_cast<int>(t));
-    const int64_t rows = 11;
+    const int64_t rows = 19;
     const int32_t max_tokens = 9;
     const size_t rb = moe::row_bytes(t, n);
     const std::vector<uint8_t> w = moe::test::random_rows(t, n, rows, rng);
@@ -52,7 +53,7 @@ TEST_P(Matmat, EqualsPerTokenMatvecAndScalarForAllTokenCounts) {
     for (int32_t tk = 0; tk < max_tokens; ++tk)
         k::matvec_rows(t, n, w.data(), rb, acts.data() + tk * ab, reference.data() + tk * rows, 0, rows, false);
 
-    const std::pair<int64_t, int64_t> ranges[] = {{0, rows}, {3, 10}, {5, 6}, {7, 7}};
+    const std::pair<int64_t, int64_t> ranges[] = {{0, rows}, {3, 10}, {5, 6}, {7, 7}, {1, 18}, {2, 10}};
     for (k::Isa isa : supported_isas()) {
         ASSERT_TRUE(k::set_isa(isa));
         // Per-token matvec on this ISA equals the scalar reference.
