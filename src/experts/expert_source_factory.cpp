@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -108,6 +109,10 @@ ExpertSourceChoice make_mmap_source(const Model &model, const IoModeRequest &req
         for (size_t i = 0; i < file.n_shards(); ++i) huge = file.shard_mapping(i).advise_huge_pages() || huge;
         if (huge) c.reason += "; huge pages";
     }
+    // Give pages back when tasks stall on memory (MOESTREAM_MEMORY_PRESSURE=0: never).
+    const char *react = std::getenv("MOESTREAM_MEMORY_PRESSURE");
+    if (!(react && std::strcmp(react, "0") == 0)) cfg.pressure = make_system_memory_pressure();
+    if (cfg.pressure) c.reason += format("; releases experts under memory pressure (%s)", cfg.pressure->name());
     auto src = std::make_unique<MmapExpertSource>(std::move(cfg));
     if (src->expert_share_bytes())
         c.reason += format("; experts beyond %s released", human_bytes(src->expert_share_bytes()).c_str());

@@ -14,6 +14,8 @@ MmapExpertSource::MmapExpertSource(MmapSourceConfig config)
       // next token faults back in.
       reach_(config.expert_share_bytes ? config.neighbour_reach_bytes : 0),
       advisor_(config.advisor ? std::move(config.advisor) : make_system_advisor()),
+      pressure_(std::move(config.pressure)),
+      pressure_stall_share_(config.pressure_stall_share),
       stats_(config.stats),
       open_layer_(layers_, "mmap expert source") {
     uint64_t total = 0;
@@ -23,6 +25,7 @@ MmapExpertSource::MmapExpertSource(MmapSourceConfig config)
         layer_base_.push_back(uint32_t(total));
         total += uint64_t(std::max(l.n_expert, 0));
         max_experts = std::max(max_experts, l.n_expert);
+        all_expert_bytes_ += l.bytes_per_expert() * uint64_t(std::max(l.n_expert, 0));
     }
     if (total >= kNone) fail(Status::unsupported, "mmap expert source: %llu experts are too many", (unsigned long long)total);
     layer_of_.resize(total);
@@ -113,10 +116,38 @@ void MmapExpertSource::release_untracked_neighbours(int32_t layer, int32_t exper
     }
 }
 
+uint64_t MmapExpertSource::limit() const {
+    if (share_ == 0) return pressure_limit_;
+    return pressure_limit_ == 0 ? share_ : std::min(share_, pressure_limit_);
+}
+
+void MmapExpertSource::react_to_pressure() {
+    const double stall = pressure_->stall_share();
+    ++counters_.pressure_polls;
+    if (stall < 0) return;
+    const uint64_t ceiling = share_ ? share_ : all_expert_bytes_;
+    if (stall >= pressure_stall_share_) {
+        // Give back an eighth of what we hold per poll while the stalls last:
+        // enough to matter within a few steps, not so much that one noisy
+        // reading empties the cache. The open layer's experts stay.
+        const uint64_t held = std::min(tracked_bytes_, ceiling);
+        pressure_limit_ = std::max<uint64_t>(held - held / 8, 1);
+        ++counters_.pressure_events;
+        const uint64_t before = counters_.bytes_released;
+        shrink_to_share();
+        counters_.bytes_released_under_pressure += counters_.bytes_released - before;
+    } else if (pressure_limit_ != 0) {
+        // Calm again: let the limit grow back by an eighth of the ceiling per poll.
+        pressure_limit_ += std::max<uint64_t>(ceiling / 8, 1);
+        if (pressure_limit_ >= ceiling) pressure_limit_ = 0;
+    }
+}
+
 void MmapExpertSource::shrink_to_share() {
-    if (share_ == 0) return;
+    const uint64_t lim = limit();
+    if (lim == 0) return;
     uint32_t i = tail_;
-    while (tracked_bytes_ > share_ && i != kNone) {
+    while (tracked_bytes_ > lim && i != kNone) {
         const uint32_t older = prev_[i];
         if (!pinned_[i]) {
             const uint64_t bytes = bytes_of(i);
@@ -139,6 +170,7 @@ void MmapExpertSource::shrink_to_share() {
 void MmapExpertSource::begin_layer(int32_t layer, std::span<const int32_t> experts) {
     open_layer_.check_request(layers_, layer, experts, "begin_layer:");
     open_layer_.open(layer, experts);
+    if (pressure_ && layer == 0) react_to_pressure();
 
     // Pin and order first, then make room, then hint: releasing before the new
     // reads start keeps the peak down, and the open layer's experts are never
@@ -199,7 +231,7 @@ void MmapExpertSource::prefetch(int32_t layer, std::span<const int32_t> experts)
         if (tracked_[i]) continue;  // already advised: a hint would change nothing
         // A guess never pushes out the experts in use: hint only what fits
         // beside them.
-        if (share_ && pinned_bytes_ + bytes + bytes_of(i) > share_) break;
+        if (limit() && pinned_bytes_ + bytes + bytes_of(i) > limit()) break;
         touch(i);
         prefetched_unused_[i] = 1;
         missed_.push_back(i);

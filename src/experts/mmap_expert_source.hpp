@@ -4,7 +4,10 @@
 // the layer's first experts compute. When the experts we have advised exceed
 // the budget's share for experts, the least recently used ones that are not in
 // use are released (MemoryAdvisor::release) and leave the resident set. Dense
-// weights are advised once at open and never released.
+// weights are advised once at open and never released. Under memory pressure
+// (tasks stalling on memory, see memory_pressure.hpp) the source gives back an
+// eighth of its experts per poll, least recently used first, and lets the
+// limit grow back once the stalls stop.
 //
 // Views always point into the mapping, so results cannot depend on what was
 // advised or released: a released expert that is routed again simply faults
@@ -19,6 +22,7 @@
 #include "experts/expert_source.hpp"
 #include "experts/mapped_expert_queue.hpp"
 #include "experts/memory_advisor.hpp"
+#include "experts/memory_pressure.hpp"
 #include "runtime/stats.hpp"
 
 namespace moe {
@@ -42,6 +46,10 @@ struct MmapSourceConfig {
     uint64_t neighbour_reach_bytes = 2ull << 20;
     std::vector<MappedRange> dense;         // advised WILLNEED once, at construction
     std::unique_ptr<MemoryAdvisor> advisor; // null = make_system_advisor()
+    // Polled once per step (at layer 0's begin_layer); null = never react.
+    std::unique_ptr<MemoryPressure> pressure;
+    // Stall share (of wall time since the previous poll) taken as pressure.
+    double pressure_stall_share = 0.02;
     Stats *stats = nullptr;                 // may be null
 };
 
@@ -55,6 +63,9 @@ struct MmapSourceCounters {
     uint64_t neighbour_releases = 0;  // release calls for untracked neighbours of computed experts
     uint64_t prefetched = 0;      // experts advised by prefetch()
     uint64_t dense_bytes_advised = 0;
+    uint64_t pressure_polls = 0;       // stall shares read
+    uint64_t pressure_events = 0;      // polls that found pressure and lowered the limit
+    uint64_t bytes_released_under_pressure = 0;
 };
 
 class MmapExpertSource final : public ExpertSource {
@@ -71,6 +82,8 @@ public:
     // Bytes of the experts currently counted as resident (advised, not released).
     uint64_t tracked_bytes() const { return tracked_bytes_; }
     uint64_t expert_share_bytes() const { return share_; }
+    // The lower limit memory pressure set (0 = none in force).
+    uint64_t pressure_limit_bytes() const { return pressure_limit_; }
     bool is_tracked(int32_t layer, int32_t expert) const;
     const char *advisor_name() const { return advisor_->name(); }
 
@@ -92,12 +105,21 @@ private:
     // Releases least recently used, unpinned experts until the tracked bytes
     // fit the share (or nothing releasable is left).
     void shrink_to_share();
+    // The bytes of experts we may keep now: the share and the pressure limit,
+    // whichever is set and smaller (0 = no limit).
+    uint64_t limit() const;
+    // Reads the pressure signal and lowers or relaxes pressure_limit_.
+    void react_to_pressure();
 
     std::vector<ExpertLayerLayout> layers_;
     std::vector<uint32_t> layer_base_;  // first flat index of each layer
     uint64_t share_ = 0;
     uint64_t reach_ = 0;
     std::unique_ptr<MemoryAdvisor> advisor_;
+    std::unique_ptr<MemoryPressure> pressure_;
+    double pressure_stall_share_ = 0;
+    uint64_t pressure_limit_ = 0;
+    uint64_t all_expert_bytes_ = 0;
     Stats *stats_;
     MmapSourceCounters counters_;
 

@@ -59,8 +59,10 @@ protected:
         }
         return out;
     }
-    std::unique_ptr<MmapExpertSource> make(uint64_t share_experts, Stats *stats = nullptr, uint64_t reach = 0) {
+    std::unique_ptr<MmapExpertSource> make(uint64_t share_experts, Stats *stats = nullptr, uint64_t reach = 0,
+                                           std::unique_ptr<MemoryPressure> pressure = nullptr) {
         MmapSourceConfig cfg;
+        cfg.pressure = std::move(pressure);
         cfg.layers = layouts();
         cfg.expert_share_bytes = share_experts * kPerExpert;
         cfg.neighbour_reach_bytes = reach;
@@ -327,6 +329,114 @@ TEST_F(MmapSource, ResidentSourceServesTheSameViewsAndRejectsTheSameMisuse) {
     EXPECT_THROW(resident.next_ready(), std::exception);
     resident.begin_layer(0, std::vector<int32_t>{1});  // the failed calls left nothing open
     resident.end_layer(0);
+}
+
+// Stall shares handed out in order (then "unreadable").
+class ScriptedPressure final : public MemoryPressure {
+public:
+    explicit ScriptedPressure(std::vector<double> shares) : shares_(std::move(shares)) {}
+    const char *name() const override { return "scripted"; }
+    double stall_share() override { return next_ < shares_.size() ? shares_[next_++] : -1; }
+
+private:
+    std::vector<double> shares_;
+    size_t next_ = 0;
+};
+
+// Experts released by the calls (gate slice of each release of a whole expert).
+std::vector<std::pair<int32_t, int32_t>> released_experts(const std::vector<Call> &calls, const uint8_t *base) {
+    std::vector<std::pair<int32_t, int32_t>> out;
+    for (const Call &c : calls) {
+        const uint64_t off = uint64_t(c.data - base);
+        const uint64_t layer = off / (kExperts * kPerExpert), in_layer = off - layer * kExperts * kPerExpert;
+        if (c.need || c.length != kGate || in_layer >= kExperts * kGate) continue;  // gate slices only
+        out.emplace_back(int32_t(layer), int32_t(in_layer / kGate));
+    }
+    return out;
+}
+
+TEST_F(MmapSource, MemoryPressureReleasesLeastRecentExpertsAndTheLimitRecovers) {
+    // Polled at each step's first layer: calm, stalled, stalled, then calm for
+    // as long as the limit needs to grow back.
+    std::vector<double> shares = {0.0, 0.5, 0.3};
+    for (int i = 0; i < 9; ++i) shares.push_back(0.001);
+    auto s = make(8, nullptr, 0, std::make_unique<ScriptedPressure>(shares));
+    take();
+    run_layer(*s, 0, {0, 1, 2, 3});  // poll 1: calm
+    run_layer(*s, 1, {0, 1, 2, 3});  // no poll beyond layer 0
+    EXPECT_EQ(s->counters().pressure_polls, 1u);
+    EXPECT_EQ(s->tracked_bytes(), 8 * kPerExpert);
+    take();
+
+    // Poll 2 (stalled half the time): an eighth of the 8 experts goes, the
+    // least recently used (layer 0 expert 0); the step's own experts are then
+    // tracked again as hits or misses.
+    run_layer(*s, 0, {3, 2});
+    EXPECT_EQ(s->counters().pressure_events, 1u);
+    EXPECT_EQ(s->pressure_limit_bytes(), 7 * kPerExpert);
+    EXPECT_EQ(s->counters().bytes_released_under_pressure, kPerExpert);
+    const auto first = released_experts(take(), bytes_.data());
+    ASSERT_EQ(first.size(), 1u);
+    EXPECT_EQ(first[0], std::make_pair(0, 0));
+    EXPECT_LE(s->tracked_bytes(), 7 * kPerExpert);
+
+    // Poll 3, still stalled: an eighth of what is held now goes as well.
+    run_layer(*s, 0, {3});
+    EXPECT_EQ(s->counters().pressure_events, 2u);
+    EXPECT_LT(s->pressure_limit_bytes(), 7 * kPerExpert);
+    const auto second = released_experts(take(), bytes_.data());
+    ASSERT_FALSE(second.empty());
+    for (const auto &[layer, e] : second) EXPECT_FALSE(layer == 0 && e == 3) << "released the expert in use";
+    EXPECT_LE(s->tracked_bytes(), s->pressure_limit_bytes());
+
+    // Calm polls (stall under 2%): the limit grows by an eighth of the share
+    // per poll and is lifted once it reaches the share.
+    uint64_t previous = s->pressure_limit_bytes();
+    for (int i = 0; i < 9 && s->pressure_limit_bytes() != 0; ++i) {
+        run_layer(*s, 0, {3});
+        if (s->pressure_limit_bytes() != 0) EXPECT_GT(s->pressure_limit_bytes(), previous);
+        previous = s->pressure_limit_bytes();
+    }
+    EXPECT_EQ(s->pressure_limit_bytes(), 0u);
+    EXPECT_EQ(s->counters().pressure_events, 2u);
+    // Unreadable signal from now on: nothing changes.
+    run_layer(*s, 0, {0, 1, 2, 3});
+    run_layer(*s, 1, {0, 1, 2, 3});
+    EXPECT_EQ(s->tracked_bytes(), 8 * kPerExpert);
+}
+
+TEST_F(MmapSource, MemoryPressureLimitsEvenWithoutAShare) {
+    // No share: everything may stay, until tasks stall on memory.
+    auto s = make(0, nullptr, 0, std::make_unique<ScriptedPressure>(std::vector<double>{0.0, 1.0}));
+    run_layer(*s, 0, {0, 1, 2, 3});
+    run_layer(*s, 1, {0, 1, 2, 3});
+    EXPECT_EQ(s->tracked_bytes(), 8 * kPerExpert);
+    take();
+    run_layer(*s, 0, {1});
+    EXPECT_EQ(s->pressure_limit_bytes(), 7 * kPerExpert);
+    EXPECT_EQ(released_experts(take(), bytes_.data()).size(), 1u);
+    EXPECT_LE(s->tracked_bytes(), 7 * kPerExpert);
+}
+
+TEST(MemoryPressureSignal, ParsesTheSomeLineOfAPressureFile) {
+    EXPECT_EQ(psi_some_total_us("some avg10=0.00 avg60=0.00 avg300=0.00 total=136148674\n"
+                                "full avg10=0.00 avg60=0.00 avg300=0.00 total=34344313\n"),
+              136148674);
+    EXPECT_EQ(psi_some_total_us("full avg10=1.00 avg60=0.00 avg300=0.00 total=5\nsome avg10=2.00 total=77"), 77);
+    EXPECT_EQ(psi_some_total_us("full avg10=0.00 avg60=0.00 avg300=0.00 total=5\n"), -1);
+    EXPECT_EQ(psi_some_total_us("some avg10=0.00 avg60=0.00 avg300=0.00\n"), -1);
+    EXPECT_EQ(psi_some_total_us("some total=\n"), -1);
+    EXPECT_EQ(psi_some_total_us(""), -1);
+}
+
+TEST(MemoryPressureSignal, SystemProbeGivesAShareOrNothing) {
+    auto p = make_system_memory_pressure();
+    if (!p) GTEST_SKIP() << "no pressure-stall information on this system";
+    EXPECT_NE(std::string(p->name()), "");
+    for (int i = 0; i < 3; ++i) {
+        const double share = p->stall_share();
+        EXPECT_LE(share, 1.0);  // negative = unreadable this time
+    }
 }
 
 TEST(SystemAdvisor, ReleasedFilePagesReadBackTheSameBytes) {

@@ -1,0 +1,35 @@
+// How hard the system (or the process's memory cgroup) is struggling for
+// memory right now, as the share of wall time tasks stalled waiting for it.
+// The mmap expert source polls this to give pages back before the kernel
+// starts evicting weights it picks itself (possibly dense ones every token
+// needs). Behind a small interface so the reaction can be tested with a
+// scripted fake; systems without the signal get no probe and no reaction.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+namespace moe {
+
+class MemoryPressure {
+public:
+    virtual ~MemoryPressure() = default;
+    virtual const char *name() const = 0;
+    // Share of wall time in [0, 1] during which some task stalled on memory
+    // since the previous call (the first call measures from creation);
+    // negative when the signal could not be read this time.
+    virtual double stall_share() = 0;
+};
+
+// The "some" line's cumulative stall time in microseconds from the text of a
+// Linux pressure-stall file ("some avg10=.. avg60=.. avg300=.. total=N"), or
+// -1 when the text has none.
+int64_t psi_some_total_us(std::string_view text);
+
+// Linux: the memory.pressure file of the process's cgroup (v2) when readable,
+// otherwise /proc/pressure/memory. Null when neither can be read (no PSI in
+// the kernel, not Linux): the caller then simply does not react.
+std::unique_ptr<MemoryPressure> make_system_memory_pressure();
+
+}  // namespace moe
