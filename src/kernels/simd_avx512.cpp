@@ -415,6 +415,26 @@ struct KRows512 : KRows<D> {
             _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), v));
     }
 
+    // Folds the partial sums s of block J (0..7) of a group into the unpack
+    // network as they are produced (total8's levels, one per pair), so at
+    // most three vectors per token stay live.
+    template <int J>
+    MOE_ALWAYS_INLINE static void fold(__m512i s, __m512i &even, __m512i &pair, __m512i (&quad)[2]) {
+        if constexpr (J % 2 == 0) {
+            even = s;
+        } else {
+            const __m512i pr = _mm512_add_epi32(_mm512_unpacklo_epi32(even, s), _mm512_unpackhi_epi32(even, s));
+            if constexpr (J % 4 == 1) pair = pr;
+            else quad[J / 4] = _mm512_add_epi32(_mm512_unpacklo_epi64(pair, pr), _mm512_unpackhi_epi64(pair, pr));
+        }
+    }
+    // Lane j = the total of block j, from the folded network.
+    MOE_ALWAYS_INLINE static __m256i folded_total(const __m512i (&quad)[2]) {
+        const __m512i r = _mm512_add_epi32(_mm512_shuffle_i64x2(quad[0], quad[1], 0x88),
+                                           _mm512_shuffle_i64x2(quad[0], quad[1], 0xDD));
+        return _mm512_castsi512_si256(_mm512_add_epi32(_mm512_shuffle_i64x2(r, r, 0x08), _mm512_shuffle_i64x2(r, r, 0x0D)));
+    }
+
     // Prefetches the cache lines that start inside block J of a group.
     template <int J>
     MOE_ALWAYS_INLINE static void prefetch_block(const uint8_t *group) {
@@ -440,23 +460,13 @@ struct KRows512 : KRows<D> {
                 typename D::Block blk;
                 if constexpr (Heads::value) blk = D::template decode<j>(w + j * D::kBytes, head);
                 else blk = D::decode(w + j * D::kBytes, mins[j], dm[j]);
-                for (int t = 0; t < T; ++t) {
-                    const __m512i s = D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * (b + j),
-                                              p[t].act + q8_k::bytes * (b + j));
-                    if constexpr (j % 2 == 0) {
-                        even[t] = s;
-                    } else {
-                        const __m512i pr = _mm512_add_epi32(_mm512_unpacklo_epi32(even[t], s), _mm512_unpackhi_epi32(even[t], s));
-                        if constexpr (j % 4 == 1) pair[t] = pr;
-                        else quad[t][j / 4] = _mm512_add_epi32(_mm512_unpacklo_epi64(pair[t], pr), _mm512_unpackhi_epi64(pair[t], pr));
-                    }
-                }
+                for (int t = 0; t < T; ++t)
+                    fold<j>(D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * (b + j),
+                                    p[t].act + q8_k::bytes * (b + j)),
+                            even[t], pair[t], quad[t]);
             });
             for (int t = 0; t < T; ++t) {
-                const __m512i r = _mm512_add_epi32(_mm512_shuffle_i64x2(quad[t][0], quad[t][1], 0x88),
-                                                   _mm512_shuffle_i64x2(quad[t][0], quad[t][1], 0xDD));
-                const __m256i sumi = _mm512_castsi512_si256(
-                    _mm512_add_epi32(_mm512_shuffle_i64x2(r, r, 0x08), _mm512_shuffle_i64x2(r, r, 0x0D)));
+                const __m256i sumi = folded_total(quad[t]);
                 const __m256 da = _mm256_loadu_ps(p[t].d + b);
                 if constexpr (Heads::value) {
                     const __m256i summ = min_sums8(head.mins, p[t].bpair + 8 * b);
@@ -495,23 +505,13 @@ struct KRows512 : KRows<D> {
                 typename D::Block blk;
                 if constexpr (Heads::value) blk = D::template decode<i>(wb, head);
                 else blk = D::decode(wb, mins[i], dm[i]);
-                for (int t = 0; t < T; ++t) {
-                    const __m512i s = D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * j,
-                                              p[t].act + q8_k::bytes * j);
-                    if constexpr (i % 2 == 0) {
-                        even[t] = s;
-                    } else {
-                        const __m512i pr = _mm512_add_epi32(_mm512_unpacklo_epi32(even[t], s), _mm512_unpackhi_epi32(even[t], s));
-                        if constexpr (i % 4 == 1) pair[t] = pr;
-                        else quad[t][i / 4] = _mm512_add_epi32(_mm512_unpacklo_epi64(pair[t], pr), _mm512_unpackhi_epi64(pair[t], pr));
-                    }
-                }
+                for (int t = 0; t < T; ++t)
+                    fold<i>(D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * j,
+                                    p[t].act + q8_k::bytes * j),
+                            even[t], pair[t], quad[t]);
             });
             for (int t = 0; t < T; ++t) {
-                const __m512i r = _mm512_add_epi32(_mm512_shuffle_i64x2(quad[t][0], quad[t][1], 0x88),
-                                                   _mm512_shuffle_i64x2(quad[t][0], quad[t][1], 0xDD));
-                const __m256i sumi = _mm512_castsi512_si256(
-                    _mm512_add_epi32(_mm512_shuffle_i64x2(r, r, 0x08), _mm512_shuffle_i64x2(r, r, 0x0D)));
+                const __m256i sumi = folded_total(quad[t]);
                 const __m256 da = _mm256_set1_ps(p[t].d[j]);
                 __m256 term;
                 if constexpr (Heads::value) {
