@@ -1,7 +1,7 @@
 // moestream demo: generates a random-weight qwen3moe-shaped model of a few GiB
 // (once, in the user's cache directory), streams it under a memory budget well
-// below its size, and compares direct streaming with plain mmap under the same
-// memory.
+// below its size, and compares direct streaming with the mmap mode (the file
+// mapped, experts advised in and released by the engine) under the same memory.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -131,7 +131,7 @@ int cmd_demo(const Args &args) {
     mmap.cgroup = true;
     BenchResult rm;
     if (!a.flags.count("--no-mmap")) {
-        std::printf("[2/2] plain mmap under the same memory (page cache dropped first; stops after %.0f s)\n",
+        std::printf("[2/2] mmap mode under the same memory (page cache dropped first; stops after %.0f s)\n",
                     base.max_seconds);
         std::fflush(stdout);
         rm = run_bench(mmap);
