@@ -1,5 +1,6 @@
 // Context lifetime, stepping, statistics and the model facts of an open context.
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 
@@ -140,14 +141,16 @@ MOESTREAM_API void moestream_stats_init(moestream_stats *stats) {
 MOESTREAM_API int moestream_stats_get(const moestream_context *ctx, moestream_stats *out) {
     return guarded("moestream_stats_get", [&] {
         moe::capi::require(out, "out");
-        moe::capi::require_struct_size(out->struct_size, sizeof(moestream_stats), sizeof(moestream_stats),
+        // Callers built before the io_* fields were appended pass the shorter size.
+        const size_t given = out->struct_size;
+        moe::capi::require_struct_size(given, offsetof(moestream_stats, io_busy_ns), sizeof(moestream_stats),
                                        "moestream_stats");
         ContextUse use(ctx);
         moestream_stats s;
         std::memset(&s, 0, sizeof s);
-        s.struct_size = sizeof s;
         use->fill_stats(s);
-        *out = s;
+        s.struct_size = given;
+        std::memcpy(out, &s, given);
     });
 }
 

@@ -239,11 +239,53 @@ typedef struct moestream_stats {
     char io_mode_reason[160];
     uint64_t layer_hits[MOESTREAM_MAX_LAYERS];
     uint64_t layer_misses[MOESTREAM_MAX_LAYERS];
+    /* Expert reads as the device saw them (0 in mmap mode, where the kernel
+     * reads in page faults). A read is in flight from its submission until
+     * the engine takes its completion, which it checks between experts. */
+    uint64_t io_busy_ns;             /* wall time with at least one expert read in flight
+                                        (overlapping reads count once, idle gaps not at all) */
+    uint64_t io_bytes_completed;     /* bytes those reads returned */
+    uint64_t io_reads_completed;
+    int32_t io_queue_depth;          /* expert reads the engine keeps in flight at most; 0 = none */
 } moestream_stats;
 
 MOESTREAM_API void moestream_stats_init(moestream_stats *stats);
+/* Accepts a struct_size from the layout without the io_* fields on (which
+ * then are not written). */
 MOESTREAM_API int moestream_stats_get(const moestream_context *ctx, moestream_stats *out);
 MOESTREAM_API int moestream_stats_reset(moestream_context *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Expert read log and replay                                               */
+
+/* Starts (or restarts, forgetting earlier entries) a log of the expert reads
+ * the context submits from now on: file, offset and length of each, up to
+ * `capacity` reads (reserved now: logging never allocates later); reads past
+ * it are counted as dropped. capacity 0 stops logging and frees the log.
+ * MOESTREAM_ERR_UNSUPPORTED when the context reads experts through a mapping
+ * (io mode mmap, or a model held resident): it issues no reads to log. */
+MOESTREAM_API int moestream_read_log_start(moestream_context *ctx, uint64_t capacity);
+
+typedef struct moestream_read_replay {
+    size_t struct_size;          /* = sizeof(moestream_read_replay) */
+    int32_t queue_depth;         /* in: reads kept in flight; 0 = the engine's queue depth */
+    int32_t engine_queue_depth;  /* out: the engine's queue depth */
+    uint64_t reads;              /* out: reads replayed (the log's entries) */
+    uint64_t dropped;            /* out: reads the log had no room for (not replayed) */
+    uint64_t bytes;              /* out: bytes read */
+    uint64_t elapsed_ns;         /* out: first submission to last completion */
+    uint64_t buffered_reads;     /* out: reads O_DIRECT could not take (filesystem refused, unaligned) */
+    char backend[16];            /* out: "io_uring" or "pread" */
+} moestream_read_replay;
+
+MOESTREAM_API void moestream_read_replay_init(moestream_read_replay *replay);
+/* Reads again, with O_DIRECT and the engine's own read backend, exactly the
+ * reads in the log (same files, offsets, lengths and order), queue_depth at
+ * a time, and reports how long the device took: bytes / elapsed_ns is the
+ * device's bandwidth for the engine's own request pattern. The log is kept.
+ * MOESTREAM_ERR_INVALID_ARGUMENT when no log was started;
+ * MOESTREAM_ERR_UNSUPPORTED as for moestream_read_log_start. */
+MOESTREAM_API int moestream_read_log_replay(moestream_context *ctx, moestream_read_replay *replay);
 
 /* ------------------------------------------------------------------------ */
 /* Tokenizer                                                                */

@@ -109,6 +109,18 @@ class Context(OwnedHandle):
     def reset_stats(self):
         self._lib.moestream_stats_reset(self._h())
 
+    def start_read_log(self, capacity):
+        """Logs the expert reads from now on, up to capacity (0 stops); see moestream_read_log_start."""
+        self._lib.moestream_read_log_start(self._h(), int(capacity))
+
+    def replay_read_log(self, queue_depth=0):
+        """Replays the logged reads against the device (moestream_read_log_replay); a dict of the figures."""
+        r = _ffi.ReadReplay()
+        self._lib.moestream_read_replay_init(ctypes.byref(r))
+        r.queue_depth = int(queue_depth)
+        self._lib.moestream_read_log_replay(self._h(), ctypes.byref(r))
+        return cv.struct_to_dict(r)
+
     # --- model facts --------------------------------------------------------
 
     @property

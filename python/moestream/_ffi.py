@@ -98,7 +98,12 @@ Stats = _struct("Stats", "moestream_stats", """
              bytes_read_wasted, cache_hits, cache_misses, prefetch_issued, prefetch_useful, evictions,
              resident_bytes, expert_cache_bytes, dense_bytes, kv_bytes;
     int32_t io_mode, n_layer; char io_mode_reason[160];
-    uint64_t layer_hits[MAX_LAYERS], layer_misses[MAX_LAYERS]""")
+    uint64_t layer_hits[MAX_LAYERS], layer_misses[MAX_LAYERS];
+    uint64_t io_busy_ns, io_bytes_completed, io_reads_completed; int32_t io_queue_depth""")
+
+ReadReplay = _struct("ReadReplay", "moestream_read_replay", """
+    size_t struct_size; int32_t queue_depth, engine_queue_depth;
+    uint64_t reads, dropped, bytes, elapsed_ns, buffered_reads; char backend[16]""")
 
 SamplerParams = _struct("SamplerParams", "moestream_sampler_params", """
     size_t struct_size; float temperature; int32_t top_k; float top_p, min_p; uint64_t seed""")
@@ -154,6 +159,9 @@ FUNCTIONS = [
     ("moestream_stats_init", None, [_P(Stats)]),
     ("moestream_stats_get", _STATUS, [ContextPtr, _P(Stats)]),
     ("moestream_stats_reset", _STATUS, [ContextPtr]),
+    ("moestream_read_log_start", _STATUS, [ContextPtr, ctypes.c_uint64]),
+    ("moestream_read_replay_init", None, [_P(ReadReplay)]),
+    ("moestream_read_log_replay", _STATUS, [ContextPtr, _P(ReadReplay)]),
     ("moestream_tokenize", _STATUS,
      [ContextPtr, ctypes.c_char_p, ctypes.c_size_t, _i32, _i32, _P(_i32), ctypes.c_size_t,
       _P(ctypes.c_size_t)]),

@@ -64,6 +64,41 @@ int32_t argmax(const std::vector<float> &v) {
     return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
+// Replays the decode's logged reads at the engine's queue depth, then at four
+// times that; the run itself stays ok when the replay fails.
+void replay_decode_reads(moestream_context *ctx, BenchResult &r) {
+    moestream_read_replay engine, deep;
+    moestream_read_replay_init(&engine);
+    moestream_read_replay_init(&deep);
+    int st = moestream_read_log_replay(ctx, &engine);
+    if (st == MOESTREAM_OK) {
+        deep.queue_depth = std::max(64, 4 * engine.engine_queue_depth);
+        st = moestream_read_log_replay(ctx, &deep);
+    }
+    if (st != MOESTREAM_OK) {
+        std::snprintf(r.replay_note, sizeof r.replay_note, "replay failed: %s", moestream_last_error());
+        return;
+    }
+    r.replay_ok = engine.reads > 0;
+    r.replay_reads = engine.reads;
+    r.replay_dropped = engine.dropped;
+    r.replay_bytes = engine.bytes;
+    r.replay_buffered = engine.buffered_reads;
+    r.replay_depth = engine.queue_depth;
+    r.replay_deep_depth = deep.queue_depth;
+    r.replay_ns = engine.elapsed_ns;
+    r.replay_deep_ns = deep.elapsed_ns;
+    std::snprintf(r.replay_backend, sizeof r.replay_backend, "%s", engine.backend);
+    if (!r.replay_ok)
+        std::snprintf(r.replay_note, sizeof r.replay_note, "the decode read nothing from the device");
+    else if (engine.dropped > 0)
+        std::snprintf(r.replay_note, sizeof r.replay_note, "the log held %llu of %llu reads",
+                      (unsigned long long)engine.reads, (unsigned long long)(engine.reads + engine.dropped));
+    else if (engine.buffered_reads > 0)
+        std::snprintf(r.replay_note, sizeof r.replay_note, "%llu of %llu reads buffered (O_DIRECT refused)",
+                      (unsigned long long)engine.buffered_reads, (unsigned long long)engine.reads);
+}
+
 // The measurement itself, in the child.
 void measure(const BenchConfig &c, BenchResult &r) {
     moestream_params p;
@@ -106,6 +141,13 @@ void measure(const BenchConfig &c, BenchResult &r) {
     moestream_stats s0, s1;
     moestream_stats_init(&s0);
     moestream_stats_init(&s1);
+    bool logging = false;
+    if (c.read_log_capacity > 0) {
+        st = moestream_read_log_start(ctx, c.read_log_capacity);
+        logging = st == MOESTREAM_OK;
+        if (!logging)
+            std::snprintf(r.replay_note, sizeof r.replay_note, "no read log (%s)", moestream_last_error());
+    }
     moestream_stats_get(ctx, &s0);
     const uint64_t io0 = process_read_bytes();
     const double cpu0 = process_cpu_seconds();
@@ -162,8 +204,12 @@ void measure(const BenchConfig &c, BenchResult &r) {
     r.expert_cache_bytes = s1.expert_cache_bytes;
     r.io_mode = s1.io_mode;
     std::snprintf(r.io_mode_reason, sizeof r.io_mode_reason, "%s", s1.io_mode_reason);
+    r.decode_io_busy_ns = s1.io_busy_ns - s0.io_busy_ns;
+    r.decode_io_bytes = s1.io_bytes_completed - s0.io_bytes_completed;
+    r.io_queue_depth = s1.io_queue_depth;
     r.peak_rss = peak_rss_bytes();
     r.ok = true;
+    if (logging) replay_decode_reads(ctx, r);
 }
 
 bool read_all(int fd, void *data, size_t size) {
@@ -377,6 +423,18 @@ std::string bench_result_json(const BenchConfig &c, const BenchResult &r, double
         static_cast<unsigned long long>(r.decode_prefetch_issued),
         static_cast<unsigned long long>(r.decode_prefetch_useful), r.decode_cpu_s);
     std::string j = buf;
+    j.pop_back();
+    std::snprintf(buf, sizeof buf,
+                  ", \"io_busy_s\": %.6f, \"io_busy_share\": %.6f, \"io_busy_bw_bytes_s\": %.1f, "
+                  "\"io_queue_depth\": %d, \"replay\": {\"ok\": %s, \"note\": %s, \"backend\": \"%s\", "
+                  "\"reads\": %llu, \"dropped\": %llu, \"bytes\": %llu, \"buffered_reads\": %llu, "
+                  "\"depth\": %d, \"bw_bytes_s\": %.1f, \"deep_depth\": %d, \"deep_bw_bytes_s\": %.1f}}",
+                  double(r.decode_io_busy_ns) * 1e-9, r.io_busy_share(), r.busy_bw(), r.io_queue_depth,
+                  r.replay_ok ? "true" : "false", json_string(r.replay_note).c_str(), r.replay_backend,
+                  static_cast<unsigned long long>(r.replay_reads), static_cast<unsigned long long>(r.replay_dropped),
+                  static_cast<unsigned long long>(r.replay_bytes), static_cast<unsigned long long>(r.replay_buffered),
+                  r.replay_depth, r.replay_bw(), r.replay_deep_depth, r.replay_deep_bw());
+    j += buf;
     if (c.resident || r.decode_touched_bytes > 0) {
         j.pop_back();
         const double roofline = membw > 0 && r.touched_per_token() > 0 ? membw / r.touched_per_token() : 0;

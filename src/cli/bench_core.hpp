@@ -4,6 +4,7 @@
 // moestream_stats saw.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -40,6 +41,9 @@ struct BenchConfig {
     // (from the GGUF tensor table; empty = not counted).
     uint64_t touched_dense = 0;
     std::vector<uint64_t> touched_expert_bytes;
+    // > 0: log up to this many expert reads of the timed decode and replay
+    // them against the device afterwards (--disk).
+    uint64_t read_log_capacity = 0;
 };
 
 struct BenchResult {
@@ -67,6 +71,17 @@ struct BenchResult {
     bool cgroup_used = false;
     char cgroup_note[200] = {};
     uint64_t cgroup_peak = 0;
+    // Expert reads during decode as the device saw them (0 in mmap mode).
+    uint64_t decode_io_busy_ns = 0, decode_io_bytes = 0;
+    int32_t io_queue_depth = 0;
+    // The decode's own reads replayed with O_DIRECT after the run, at the
+    // engine's queue depth and at a deep queue (read_log_capacity > 0).
+    bool replay_ok = false;
+    char replay_note[256] = {};      // why there is no replay, or what to know about it
+    char replay_backend[16] = {};
+    uint64_t replay_reads = 0, replay_dropped = 0, replay_bytes = 0, replay_buffered = 0;
+    int32_t replay_depth = 0, replay_deep_depth = 0;
+    uint64_t replay_ns = 0, replay_deep_ns = 0;
 
     double decode_tok_s() const { return decode_s > 0 ? decode_tokens / decode_s : 0; }
     double prefill_tok_s() const { return prefill_s > 0 ? prompt_tokens / prefill_s : 0; }
@@ -81,6 +96,16 @@ struct BenchResult {
     }
     double io_wait_share() const { return decode_step_ns ? double(decode_io_wait_ns) / double(decode_step_ns) : 0; }
     double per_token(uint64_t bytes) const { return decode_tokens ? double(bytes) / decode_tokens : 0; }
+    double io_busy_share() const { return decode_s > 0 ? double(decode_io_busy_ns) * 1e-9 / decode_s : 0; }
+    double busy_bw() const { return decode_io_busy_ns ? double(decode_io_bytes) * 1e9 / double(decode_io_busy_ns) : 0; }
+    double replay_bw() const { return replay_ns ? double(replay_bytes) * 1e9 / double(replay_ns) : 0; }
+    double replay_deep_bw() const { return replay_deep_ns ? double(replay_bytes) * 1e9 / double(replay_deep_ns) : 0; }
+    // What the device delivers for the engine's own reads: the better of the two depths.
+    double replay_best_bw() const { return replay_ok ? std::max(replay_bw(), replay_deep_bw()) : 0; }
+    // I/O-bound ceiling in tok/s for a device bandwidth (0 when unknown).
+    double ceiling_for(double device_bw) const {
+        return device_bw > 0 && bytes_per_token() > 0 ? device_bw / bytes_per_token() : 0;
+    }
 };
 
 // The memory a cgroup allows a run with this budget: the budget plus the

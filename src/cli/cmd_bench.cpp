@@ -1,6 +1,6 @@
 // moestream bench: decode/prefill speed, bytes read, hit rate, I/O wait and
-// peak RSS from moestream_stats; --disk measures the device with the engine's
-// request pattern; --sweep repeats across budgets and I/O modes; --io-mode
+// peak RSS from moestream_stats; --disk replays the decode's own expert reads
+// against the device (and keeps a random-offset probe for comparison); --sweep repeats across budgets and I/O modes; --io-mode
 // resident measures compute with every weight in memory against the
 // memory-bandwidth roofline (--membw probes the bandwidth in the same run).
 #include <algorithm>
@@ -32,6 +32,9 @@ const char *kUsage =
     "greedy choice (a random-weight model's greedy output repeats a few tokens and routes the same experts).\n"
     "predicted read/token = n_layer x top-k x expert bytes x (1 - cache bytes / expert bytes): what an expert\n"
     "cache of that size reads per token under uniform routing.\n"
+    "--disk: the decode's expert reads are logged and replayed afterwards with O_DIRECT through the engine's read\n"
+    "backend, at its queue depth and 4x deeper; ceil% = decode tok/s / (replay bandwidth / bytes read per token).\n"
+    "A probe of random-offset reads is reported beside it, and used where the engine issues no reads (mmap).\n"
     "resident: the model file is read into the page cache and mapped, the prompt is run once untimed,\n"
     "then prompt and decode are timed; reports the weight bytes a decode token touches (dense + routed\n"
     "experts used) and, with the memory bandwidth probed in the same run (--membw, implied), the\n"
@@ -123,12 +126,16 @@ void print_resident(const BenchResult &r, const MembwResult &bw) {
     std::printf(" (warm-up %.2fs)\n", r.warmup_s);
 }
 
+// The device bandwidth a run's ceiling uses: the replay of its own reads
+// when there is one, else the random probe (0 = none).
+double ceiling_bw(const BenchResult &r, double probe_bw) { return r.replay_ok ? r.replay_best_bw() : probe_bw; }
+
 void print_row(const BenchConfig &c, const BenchResult &r, double disk_bw) {
     if (!r.ok) {
         std::printf("%-7s %-10s  failed: %s\n", moestream_io_mode_name(c.io_mode), format_bytes(c.budget).c_str(), r.error);
         return;
     }
-    const double ceiling = r.bytes_per_token() > 0 && disk_bw > 0 ? disk_bw / r.bytes_per_token() : 0;
+    const double ceiling = r.ceiling_for(ceiling_bw(r, disk_bw));
     char ceil_text[16] = "-";
     if (ceiling > 0) std::snprintf(ceil_text, sizeof ceil_text, "%.0f%%", 100.0 * r.decode_tok_s() / ceiling);
     std::printf("%-7s %-10s %6.2f t/s %6.1f t/s %8.2fs %7.1f%% %11s %8.0f MB/s %6.1f%% %7s %10s  %s\n",
@@ -136,6 +143,31 @@ void print_row(const BenchConfig &c, const BenchResult &r, double disk_bw) {
                 r.ttft_s, 100.0 * r.hit_rate(), format_bytes(uint64_t(r.bytes_per_token())).c_str(), r.read_bw() / 1e6,
                 100.0 * r.io_wait_share(), ceil_text, format_bytes(r.peak_rss).c_str(),
                 r.io_mode == MOESTREAM_IO_MMAP ? r.cgroup_note : "engine budget");
+}
+
+// Device busy time and the replay of the decode's own reads (--disk).
+void print_device(const BenchResult &r, double probe_bw, bool disk) {
+    if (!r.ok || (!disk && r.decode_io_busy_ns == 0)) return;
+    if (r.decode_io_busy_ns > 0)
+        std::printf("  device: busy %.1f%% of decode (%.2fs), %.0f MB/s while busy, engine queue depth %d\n",
+                    100.0 * r.io_busy_share(), double(r.decode_io_busy_ns) * 1e-9, r.busy_bw() / 1e6, r.io_queue_depth);
+    if (!disk) return;
+    if (r.replay_ok) {
+        const double ceiling = r.ceiling_for(r.replay_best_bw());
+        std::printf("  replay of the decode's %llu reads (%s, O_DIRECT, %s): %.0f MB/s at depth %d, %.0f MB/s at depth %d"
+                    " -> ceiling %.2f tok/s, decode at %.1f%% of it%s%s\n",
+                    static_cast<unsigned long long>(r.replay_reads), format_bytes(r.replay_bytes).c_str(),
+                    r.replay_backend, r.replay_bw() / 1e6, r.replay_depth, r.replay_deep_bw() / 1e6, r.replay_deep_depth,
+                    ceiling, ceiling > 0 ? 100.0 * r.decode_tok_s() / ceiling : 0.0, r.replay_note[0] ? "; " : "",
+                    r.replay_note);
+    } else {
+        std::printf("  replay: none (%s); ceil%% uses the random probe\n", r.replay_note[0] ? r.replay_note : "not run");
+    }
+    if (probe_bw > 0) {
+        const double probe_ceiling = r.ceiling_for(probe_bw);
+        std::printf("  random probe: %.0f MB/s -> ceiling %.2f tok/s, decode at %.1f%% of it\n", probe_bw / 1e6,
+                    probe_ceiling, probe_ceiling > 0 ? 100.0 * r.decode_tok_s() / probe_ceiling : 0.0);
+    }
 }
 
 }  // namespace
@@ -273,16 +305,22 @@ int cmd_bench(const Args &args) {
 
     double disk_bw = 0;
     std::string disk_note;
-    if (a.flags.count("--disk")) {
+    const bool disk = a.flags.count("--disk");
+    if (disk) {
         drop_page_cache(*model);
         disk_bw = measure_disk_bandwidth(*model, info.expert_bytes_per_expert, 16, 4.0, disk_note);
         if (!json) {
             if (disk_bw > 0)
-                std::printf("disk: %.0f MB/s (O_DIRECT reads of %s at depth 16 on the model file)\n", disk_bw / 1e6,
-                            format_bytes(info.expert_bytes_per_expert).c_str());
+                std::printf("disk, random probe: %.0f MB/s (O_DIRECT reads of %s at random offsets, depth 16)\n",
+                            disk_bw / 1e6, format_bytes(info.expert_bytes_per_expert).c_str());
             else
-                std::printf("disk: not measured: %s\n", disk_note.c_str());
+                std::printf("disk, random probe: not measured: %s\n", disk_note.c_str());
         }
+        // Room for every part (gate, up, down) of every routed expert of every
+        // decode step read twice over (demand and prefetch).
+        base.read_log_capacity = std::max<uint64_t>(uint64_t(base.n_tokens + 1) * uint64_t(std::max(info.n_layer, 1)) *
+                                                        uint64_t(std::max(info.n_expert_used, 1)) * 3 * 2,
+                                                    1u << 16);
     }
     if (!json) {
         std::printf("model: %s (%s, %s, %d layers, %d experts, top-%d; experts %s)\n", model->c_str(), info.architecture,
@@ -317,16 +355,21 @@ int cmd_bench(const Args &args) {
             }
             if (json) {
                 std::string j = bench_result_json(c, r, membw.bytes_per_s);
-                char extra[256];
+                char extra[512];
                 const double predicted = r.ok ? predicted_bytes_per_token(info, r) : 0;
                 std::snprintf(extra, sizeof extra, ", \"predicted_bytes_per_token\": %.1f, \"read_vs_predicted\": %.4f",
                               predicted, predicted > 0 ? r.bytes_per_token() / predicted : 0.0);
                 j.pop_back();
                 j += extra;
-                if (disk_bw > 0 && r.bytes_per_token() > 0) {
-                    const double ceiling = disk_bw / r.bytes_per_token();
-                    std::snprintf(extra, sizeof extra, ", \"io_ceiling_tok_s\": %.4f, \"ceiling_share\": %.4f", ceiling,
-                                  r.decode_tok_s() / ceiling);
+                if (const double ceiling = r.ceiling_for(ceiling_bw(r, disk_bw)); ceiling > 0) {
+                    const double probe_ceiling = r.ceiling_for(disk_bw);
+                    std::snprintf(extra, sizeof extra,
+                                  ", \"io_ceiling_tok_s\": %.4f, \"ceiling_share\": %.4f, \"ceiling_source\": \"%s\", "
+                                  "\"ceiling_device_bw_bytes_s\": %.1f, \"random_probe_ceiling_tok_s\": %.4f, "
+                                  "\"random_probe_ceiling_share\": %.4f",
+                                  ceiling, r.decode_tok_s() / ceiling, r.replay_ok ? "replay" : "random probe",
+                                  ceiling_bw(r, disk_bw), probe_ceiling,
+                                  probe_ceiling > 0 ? r.decode_tok_s() / probe_ceiling : 0.0);
                     j += extra;
                 }
                 j += "}";
@@ -334,6 +377,7 @@ int cmd_bench(const Args &args) {
             } else {
                 print_row(c, r, disk_bw);
                 print_details(info, r);
+                print_device(r, disk_bw, disk);
                 if (resident) print_resident(r, membw);
                 std::fflush(stdout);
             }
@@ -341,6 +385,7 @@ int cmd_bench(const Args &args) {
     if (json) {
         std::printf("{\"model\": %s, \"file_bytes\": %llu, \"expert_bytes\": %llu, \"n_layer\": %d, \"n_expert\": %d, "
                     "\"n_expert_used\": %d, \"prompt\": %d, \"n_tokens\": %d, \"cold\": %s, \"disk_bw_bytes_s\": %.1f, "
+                    "\"disk_bw_source\": \"random probe\", "
                     "\"membw_bytes_s\": %.1f, \"membw_median_bytes_s\": %.1f, \"membw_threads\": %d, "
                     "\"touched_dense_bytes_per_token\": %llu, \"runs\": [",
                     json_string(*model).c_str(), static_cast<unsigned long long>(info.file_bytes),
@@ -361,7 +406,9 @@ int cmd_bench(const Args &args) {
                             pairs[i].streaming / pairs[i].mmap);
     }
     if (!json && disk_bw > 0) {
-        std::printf("ceil%% = decode tok/s as a share of the I/O-bound ceiling disk_bw / bytes read per token\n");
+        std::printf("ceil%% = decode tok/s as a share of the I/O-bound ceiling: device bandwidth / bytes read per token,\n"
+                    "the bandwidth from replaying the run's own reads (the better depth) where there is a replay,\n"
+                    "else from the random probe\n");
     }
     return failures ? 1 : 0;
 }

@@ -13,6 +13,10 @@
 
 #include "common/ggml_types.hpp"
 
+namespace moe::io {
+class ObservedBackend;
+}
+
 namespace moe {
 
 // Where one matrix (gate, up or down) of every expert of a layer lives on disk.
@@ -77,6 +81,9 @@ public:
     virtual void prefetch(int32_t layer, std::span<const int32_t> experts) = 0;
     // Waits for every read in flight (before state save/load and close).
     virtual void drain() = 0;
+    // The expert reads this source issues itself, watched for busy time and
+    // optionally logged; nullptr when the source reads through a mapping.
+    virtual io::ObservedBackend *observed_reads() const { return nullptr; }
 };
 
 }  // namespace moe

@@ -227,6 +227,7 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
         void end_layer(int32_t l) override { inner->end_layer(l); }
         void prefetch(int32_t l, std::span<const int32_t> e) override { inner->prefetch(l, e); }
         void drain() override { inner->drain(); }
+        io::ObservedBackend *observed_reads() const override { return inner->observed_reads(); }
     };
     auto owning = std::make_unique<Owning>();
     owning->profile = std::move(profile);

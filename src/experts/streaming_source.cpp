@@ -71,10 +71,13 @@ StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg
     slot_bytes_ = slot_bytes_for(cfg_.layers, packed_.get(), cfg_.direct);
     arena_ = SlotArena(uint64_t(n_slots_) * slot_bytes_);
 
-    if (cfg_.backend_override)
-        backend_ = std::move(cfg_.backend_override);
-    else
-        backend_ = io::make_read_backend(cfg_.backend, std::max<uint32_t>(cfg_.queue_depth, 4));
+    {
+        auto inner = cfg_.backend_override ? std::move(cfg_.backend_override)
+                                           : io::make_read_backend(cfg_.backend, std::max<uint32_t>(cfg_.queue_depth, 4));
+        auto observed = std::make_unique<io::ObservedBackend>(std::move(inner));
+        observed_ = observed.get();
+        backend_ = std::move(observed);
+    }
     if (slot_bytes_ <= kMaxRegisteredRegion) {
         std::vector<io::MemoryRegion> regions;
         const uint64_t per_region = std::max<uint64_t>(1, kMaxRegisteredRegion / slot_bytes_);
@@ -92,6 +95,8 @@ StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg
         } else {
             fi.primary = fi.buffered = backend_->add_file(f.buffered_fd());
         }
+        observed_->name_file(fi.primary, f.path());
+        observed_->name_file(fi.buffered, f.path());
         file_index_.push_back(fi);
     }
 

@@ -19,6 +19,7 @@
 #include "experts/expert_source.hpp"
 #include "experts/packed_file.hpp"
 #include "experts/slot_arena.hpp"
+#include "io/observed_backend.hpp"
 #include "io/read_backend.hpp"
 #include "io/read_file.hpp"
 #include "runtime/stats.hpp"
@@ -71,6 +72,7 @@ public:
     void end_layer(int32_t layer) override;
     void prefetch(int32_t layer, std::span<const int32_t> experts) override;
     void drain() override;
+    io::ObservedBackend *observed_reads() const override { return observed_; }
     // Writes the usage profile now (also done on destruction). Throws moe::Error(io).
     void save_profile() const;
 
@@ -163,6 +165,7 @@ private:
     std::vector<FileIndex> file_index_;
     SlotArena arena_;                    // before backend_: reads land here until the backend is gone
     std::unique_ptr<io::ReadBackend> backend_;
+    io::ObservedBackend *observed_ = nullptr;  // = backend_, wrapping the real one
     std::unique_ptr<CachePolicy> policy_;
     Stats own_stats_;
     Stats *stats_;

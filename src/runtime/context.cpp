@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "io/observed_backend.hpp"
 
 namespace moe {
 namespace {
@@ -108,7 +109,10 @@ void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out) {
 
 void Context::reset() { n_past_ = 0; }
 
-void Context::reset_stats() { stats_.reset(); }
+void Context::reset_stats() {
+    stats_.reset();
+    if (io::ObservedBackend *reads = source_.source->observed_reads()) reads->reset_activity();
+}
 
 void Context::fill_stats(moestream_stats &out) const {
     const Stats &s = stats_;
@@ -135,6 +139,13 @@ void Context::fill_stats(moestream_stats &out) const {
     for (int32_t l = 0; l < out.n_layer; ++l) {
         out.layer_hits[l] = s.layer_hits[size_t(l)];
         out.layer_misses[l] = s.layer_misses[size_t(l)];
+    }
+    if (const io::ObservedBackend *reads = source_.source->observed_reads()) {
+        const io::IoActivity a = reads->activity();
+        out.io_busy_ns = a.busy_ns;
+        out.io_bytes_completed = a.bytes;
+        out.io_reads_completed = a.reads;
+        out.io_queue_depth = int32_t(reads->queue_depth());
     }
 }
 

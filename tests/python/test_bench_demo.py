@@ -80,6 +80,35 @@ def test_bench_json_reads_split_and_prediction(cli_path, small_model):
     assert ratio == pytest.approx(direct["decode_tok_s"] / mmap["decode_tok_s"], rel=1e-2)
 
 
+def test_bench_disk_replays_the_decode_reads(cli_path, small_model):
+    out = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "-n", "6", "--prompt", "4",
+                          "--memory-budget", "20MiB", "--io-mode", "direct,mmap", "--disk", "--json"],
+                         capture_output=True, text=True)
+    data = json.loads(out.stdout)
+    assert data["disk_bw_source"] == "random probe"
+    direct, mmap = data["runs"]
+    if not direct["ok"]:
+        pytest.skip("direct streaming unavailable here: " + direct["error"])
+    replay = direct["replay"]
+    assert replay["ok"], replay["note"]
+    assert replay["reads"] > 0 and replay["dropped"] == 0
+    # The decode's reads exactly: at least the bytes the engine kept (a cancelled prefetch adds some).
+    assert replay["bytes"] >= direct["engine_bytes_read"] > 0
+    assert replay["depth"] == direct["io_queue_depth"] > 0 and replay["deep_depth"] >= replay["depth"]
+    assert replay["bw_bytes_s"] > 0 and replay["deep_bw_bytes_s"] > 0
+    assert direct["ceiling_source"] == "replay"
+    best = max(replay["bw_bytes_s"], replay["deep_bw_bytes_s"])
+    assert direct["ceiling_device_bw_bytes_s"] == pytest.approx(best, rel=1e-6)
+    assert direct["io_ceiling_tok_s"] == pytest.approx(best / direct["bytes_read_per_token"], rel=1e-3)
+    assert 0 < direct["io_busy_s"] and 0 < direct["io_busy_share"] <= 1.05
+    assert direct["io_busy_bw_bytes_s"] == pytest.approx(direct["engine_bytes_read"] / direct["io_busy_s"], rel=0.5)
+    # mmap issues no reads of its own: no replay, the random probe gives the ceiling.
+    assert mmap["ok"] and not mmap["replay"]["ok"] and "no read log" in mmap["replay"]["note"]
+    assert mmap["io_busy_s"] == 0
+    if data["disk_bw_bytes_s"] > 0:
+        assert mmap["ceiling_source"] == "random probe"
+
+
 def test_bench_greedy_feed_is_reported(cli_path, small_model):
     out = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "-n", "3", "--prompt", "2",
                           "--io-mode", "mmap", "--feed", "greedy", "--json"], capture_output=True, text=True)

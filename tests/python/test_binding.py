@@ -89,6 +89,7 @@ MIRRORS = {
     "moestream_params": _ffi.Params,
     "moestream_model_info": _ffi.ModelInfo,
     "moestream_stats": _ffi.Stats,
+    "moestream_read_replay": _ffi.ReadReplay,
     "moestream_sampler_params": _ffi.SamplerParams,
     "moestream_generate_params": _ffi.GenerateParams,
     "moestream_trace_synth_params": _ffi.TraceSynthParams,
@@ -170,7 +171,7 @@ def test_null_handles_and_outputs_are_rejected(lib):
         if lib.has(name):
             assert getattr(lib, name)(None) == -1
     for name in ("moestream_params_init", "moestream_model_info_init", "moestream_stats_init",
-                 "moestream_generate_params_init"):
+                 "moestream_generate_params_init", "moestream_read_replay_init"):
         if lib.has(name):
             getattr(lib, name)(None)
     if lib.has("moestream_step"):
@@ -420,10 +421,90 @@ def test_context_stats(ctx):
     keys = {"tokens", "steps", "compute_ns", "io_wait_ns", "step_ns", "bytes_read_demand", "bytes_read_prefetch",
             "bytes_read_wasted", "cache_hits", "cache_misses", "prefetch_issued", "prefetch_useful", "evictions",
             "resident_bytes", "expert_cache_bytes", "dense_bytes", "kv_bytes", "io_mode", "io_mode_reason",
-            "n_layer", "layer_hits", "layer_misses"}
+            "n_layer", "layer_hits", "layer_misses", "io_busy_ns", "io_bytes_completed", "io_reads_completed",
+            "io_queue_depth"}
     assert keys <= set(stats)
     assert stats["tokens"] >= 2 and stats["steps"] >= 1
     assert len(stats["layer_hits"]) == stats["n_layer"] == 2
+
+
+def test_read_log_replays_the_engine_reads(lib, model_path):
+    require(lib, *CONTEXT_FUNCTIONS, "moestream_read_log_start", "moestream_read_log_replay")
+    c = skip_if_unsupported(moestream.Context, model_path, n_threads=2, n_ctx=64, profile_path="", io_mode="direct")
+    try:
+        with pytest.raises(moestream.Error) as info:
+            c.replay_read_log()
+        assert info.value.status == moestream.Status.INVALID_ARGUMENT
+        c.start_read_log(4096)
+        c.step([1, 2, 3, 4])
+        stats = c.stats()
+        assert stats["io_queue_depth"] > 0
+        assert stats["io_reads_completed"] > 0 and stats["io_bytes_completed"] > 0
+        assert stats["io_busy_ns"] > 0
+        r = c.replay_read_log(queue_depth=2)
+        assert r["queue_depth"] == 2 and r["engine_queue_depth"] == stats["io_queue_depth"]
+        assert r["dropped"] == 0
+        # Every read the engine issued since the log started (the replay waits
+        # for those still in flight), nothing else; a cancelled prefetch
+        # brought no bytes the first time but does in the replay.
+        after = c.stats()
+        assert r["reads"] == after["io_reads_completed"]
+        assert r["bytes"] >= after["io_bytes_completed"] > 0
+        assert r["backend"] in ("io_uring", "pread")
+        c.start_read_log(1)
+        c.reset()
+        c.start_read_log(0)
+        with pytest.raises(moestream.Error):
+            c.replay_read_log()
+    finally:
+        c.close()
+
+
+def test_read_log_rejects_null_and_invalid_arguments(lib, model_path):
+    require(lib, *CONTEXT_FUNCTIONS, "moestream_read_log_start", "moestream_read_log_replay")
+    invalid = moestream.Status.INVALID_ARGUMENT
+    replay = _ffi.ReadReplay()
+    lib.moestream_read_replay_init(ctypes.byref(replay))
+    assert replay.struct_size == ctypes.sizeof(_ffi.ReadReplay) and replay.queue_depth == 0
+    assert lib.raw("moestream_read_log_start")(None, 16) == invalid
+    assert lib.raw("moestream_read_log_replay")(None, ctypes.byref(replay)) == invalid
+    c = skip_if_unsupported(moestream.Context, model_path, n_threads=2, n_ctx=64, profile_path="", io_mode="direct")
+    try:
+        h = c._h()
+        assert lib.raw("moestream_read_log_start")(h, 1 << 40) == invalid
+        assert lib.raw("moestream_read_log_start")(h, 64) == moestream.Status.OK
+        assert lib.raw("moestream_read_log_replay")(h, None) == invalid
+        replay.struct_size = 8
+        assert lib.raw("moestream_read_log_replay")(h, ctypes.byref(replay)) == invalid
+        lib.moestream_read_replay_init(ctypes.byref(replay))
+        replay.queue_depth = -1
+        assert lib.raw("moestream_read_log_replay")(h, ctypes.byref(replay)) == invalid
+        replay.queue_depth = 0
+        assert lib.raw("moestream_read_log_replay")(h, ctypes.byref(replay)) == moestream.Status.OK
+        assert replay.reads == 0 and replay.queue_depth == replay.engine_queue_depth > 0
+        # A caller built before the io_* fields passes the shorter struct and gets the fields it knows.
+        stats = _ffi.Stats()
+        lib.moestream_stats_init(ctypes.byref(stats))
+        stats.io_queue_depth = -7
+        stats.struct_size = _ffi.Stats.io_busy_ns.offset
+        assert lib.raw("moestream_stats_get")(h, ctypes.byref(stats)) == moestream.Status.OK
+        assert stats.n_layer == 2 and stats.io_queue_depth == -7
+        stats.struct_size = _ffi.Stats.io_busy_ns.offset - 8
+        assert lib.raw("moestream_stats_get")(h, ctypes.byref(stats)) == invalid
+    finally:
+        c.close()
+
+
+def test_read_log_is_unsupported_in_mmap_mode(lib, model_path):
+    require(lib, *CONTEXT_FUNCTIONS, "moestream_read_log_start")
+    c = skip_if_unsupported(moestream.Context, model_path, n_threads=2, n_ctx=64, profile_path="", io_mode="mmap")
+    try:
+        with pytest.raises(moestream.Error) as info:
+            c.start_read_log(16)
+        assert info.value.status == moestream.Status.UNSUPPORTED
+        assert c.stats()["io_busy_ns"] == 0
+    finally:
+        c.close()
 
 
 def test_invalid_token_is_rejected_and_nothing_kept(ctx):

@@ -99,6 +99,22 @@ int main() {
     FIELD(moestream_stats, io_mode_reason);
     FIELD(moestream_stats, layer_hits);
     FIELD(moestream_stats, layer_misses);
+    FIELD(moestream_stats, io_busy_ns);
+    FIELD(moestream_stats, io_bytes_completed);
+    FIELD(moestream_stats, io_reads_completed);
+    FIELD(moestream_stats, io_queue_depth);
+    end();
+
+    STRUCT(moestream_read_replay, false);
+    FIELD(moestream_read_replay, struct_size);
+    FIELD(moestream_read_replay, queue_depth);
+    FIELD(moestream_read_replay, engine_queue_depth);
+    FIELD(moestream_read_replay, reads);
+    FIELD(moestream_read_replay, dropped);
+    FIELD(moestream_read_replay, bytes);
+    FIELD(moestream_read_replay, elapsed_ns);
+    FIELD(moestream_read_replay, buffered_reads);
+    FIELD(moestream_read_replay, backend);
     end();
 
     STRUCT(moestream_sampler_params, false);
