@@ -246,6 +246,8 @@ typedef struct moestream_stats {
                                         (overlapping reads count once, idle gaps not at all) */
     uint64_t io_bytes_completed;     /* bytes those reads returned */
     uint64_t io_reads_completed;
+    uint64_t io_read_ns;             /* sum over reads of the time each was in flight;
+                                        / io_busy_ns = mean reads in flight while busy */
     int32_t io_queue_depth;          /* expert reads the engine keeps in flight at most; 0 = none */
 } moestream_stats;
 

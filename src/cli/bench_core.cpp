@@ -206,6 +206,7 @@ void measure(const BenchConfig &c, BenchResult &r) {
     std::snprintf(r.io_mode_reason, sizeof r.io_mode_reason, "%s", s1.io_mode_reason);
     r.decode_io_busy_ns = s1.io_busy_ns - s0.io_busy_ns;
     r.decode_io_bytes = s1.io_bytes_completed - s0.io_bytes_completed;
+    r.decode_io_read_ns = s1.io_read_ns - s0.io_read_ns;
     r.io_queue_depth = s1.io_queue_depth;
     r.peak_rss = peak_rss_bytes();
     r.ok = true;
@@ -426,10 +427,10 @@ std::string bench_result_json(const BenchConfig &c, const BenchResult &r, double
     j.pop_back();
     std::snprintf(buf, sizeof buf,
                   ", \"io_busy_s\": %.6f, \"io_busy_share\": %.6f, \"io_busy_bw_bytes_s\": %.1f, "
-                  "\"io_queue_depth\": %d, \"replay\": {\"ok\": %s, \"note\": %s, \"backend\": \"%s\", "
+                  "\"io_mean_in_flight\": %.3f, \"io_queue_depth\": %d, \"replay\": {\"ok\": %s, \"note\": %s, \"backend\": \"%s\", "
                   "\"reads\": %llu, \"dropped\": %llu, \"bytes\": %llu, \"buffered_reads\": %llu, "
                   "\"depth\": %d, \"bw_bytes_s\": %.1f, \"deep_depth\": %d, \"deep_bw_bytes_s\": %.1f}}",
-                  double(r.decode_io_busy_ns) * 1e-9, r.io_busy_share(), r.busy_bw(), r.io_queue_depth,
+                  double(r.decode_io_busy_ns) * 1e-9, r.io_busy_share(), r.busy_bw(), r.mean_in_flight(), r.io_queue_depth,
                   r.replay_ok ? "true" : "false", json_string(r.replay_note).c_str(), r.replay_backend,
                   static_cast<unsigned long long>(r.replay_reads), static_cast<unsigned long long>(r.replay_dropped),
                   static_cast<unsigned long long>(r.replay_bytes), static_cast<unsigned long long>(r.replay_buffered),

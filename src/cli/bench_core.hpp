@@ -72,7 +72,7 @@ struct BenchResult {
     char cgroup_note[200] = {};
     uint64_t cgroup_peak = 0;
     // Expert reads during decode as the device saw them (0 in mmap mode).
-    uint64_t decode_io_busy_ns = 0, decode_io_bytes = 0;
+    uint64_t decode_io_busy_ns = 0, decode_io_bytes = 0, decode_io_read_ns = 0;
     int32_t io_queue_depth = 0;
     // The decode's own reads replayed with O_DIRECT after the run, at the
     // engine's queue depth and at a deep queue (read_log_capacity > 0).
@@ -97,6 +97,8 @@ struct BenchResult {
     double io_wait_share() const { return decode_step_ns ? double(decode_io_wait_ns) / double(decode_step_ns) : 0; }
     double per_token(uint64_t bytes) const { return decode_tokens ? double(bytes) / decode_tokens : 0; }
     double io_busy_share() const { return decode_s > 0 ? double(decode_io_busy_ns) * 1e-9 / decode_s : 0; }
+    // Mean expert reads in flight while the device was busy.
+    double mean_in_flight() const { return decode_io_busy_ns ? double(decode_io_read_ns) / double(decode_io_busy_ns) : 0; }
     double busy_bw() const { return decode_io_busy_ns ? double(decode_io_bytes) * 1e9 / double(decode_io_busy_ns) : 0; }
     double replay_bw() const { return replay_ns ? double(replay_bytes) * 1e9 / double(replay_ns) : 0; }
     double replay_deep_bw() const { return replay_deep_ns ? double(replay_bytes) * 1e9 / double(replay_deep_ns) : 0; }

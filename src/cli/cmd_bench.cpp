@@ -149,8 +149,10 @@ void print_row(const BenchConfig &c, const BenchResult &r, double disk_bw) {
 void print_device(const BenchResult &r, double probe_bw, bool disk) {
     if (!r.ok || (!disk && r.decode_io_busy_ns == 0)) return;
     if (r.decode_io_busy_ns > 0)
-        std::printf("  device: busy %.1f%% of decode (%.2fs), %.0f MB/s while busy, engine queue depth %d\n",
-                    100.0 * r.io_busy_share(), double(r.decode_io_busy_ns) * 1e-9, r.busy_bw() / 1e6, r.io_queue_depth);
+        std::printf("  device: busy %.1f%% of decode (%.2fs), %.0f MB/s while busy, %.1f reads in flight on average"
+                    " (queue depth %d)\n",
+                    100.0 * r.io_busy_share(), double(r.decode_io_busy_ns) * 1e-9, r.busy_bw() / 1e6,
+                    r.mean_in_flight(), r.io_queue_depth);
     if (!disk) return;
     if (r.replay_ok) {
         const double ceiling = r.ceiling_for(r.replay_best_bw());

@@ -30,7 +30,9 @@ const std::string &ObservedBackend::file_path(uint32_t file) const {
 
 void ObservedBackend::submit(const ReadRequest &request) {
     inner_->submit(request);  // may throw: count the read only once it is queued
-    if (pending_++ == 0) busy_since_ = clock_();
+    const uint64_t now = clock_();
+    advance(now);
+    if (pending_++ == 0) busy_since_ = now;
     if (log_capacity_ > 0) {
         if (log_.size() < log_capacity_)
             log_.push_back(LoggedRead{request.offset, request.length, request.file});
@@ -43,6 +45,7 @@ size_t ObservedBackend::reap(std::span<ReadCompletion> out, bool wait) {
     const size_t n = inner_->reap(out, wait);
     if (n == 0) return 0;
     const uint64_t now = clock_();
+    advance(now);
     for (size_t i = 0; i < n; ++i) {
         ++done_.reads;
         if (out[i].result > 0) done_.bytes += uint64_t(out[i].result);
@@ -54,13 +57,19 @@ size_t ObservedBackend::reap(std::span<ReadCompletion> out, bool wait) {
 
 IoActivity ObservedBackend::activity() const {
     IoActivity a = done_;
-    if (pending_ > 0) a.busy_ns += clock_() - busy_since_;
+    if (pending_ > 0) {
+        const uint64_t now = clock_();
+        a.busy_ns += now - busy_since_;
+        a.read_ns += uint64_t(pending_) * (now - last_event_);
+    }
     return a;
 }
 
 void ObservedBackend::reset_activity() {
     done_ = IoActivity{};
-    if (pending_ > 0) busy_since_ = clock_();
+    const uint64_t now = clock_();
+    last_event_ = now;
+    if (pending_ > 0) busy_since_ = now;
 }
 
 void ObservedBackend::start_log(size_t capacity) {

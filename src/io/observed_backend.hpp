@@ -8,9 +8,8 @@
 // A read counts as in flight from submit() until reap() hands over its
 // completion: the owner reaps between experts' compute, so busy time can run
 // past the device's own finish by up to one such gap, never short of it.
-// Costs per call: one clock read per submit that starts a busy period and per
-// reap that returns completions; the log is reserved when started, so
-// recording never allocates.
+// Costs per call: one clock read per submit and per reap that returns
+// completions; the log is reserved when started, so recording never allocates.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +32,9 @@ struct IoActivity {
     uint64_t busy_ns = 0;  // wall time with at least one read in flight
     uint64_t bytes = 0;    // bytes completed reads returned
     uint64_t reads = 0;    // completions seen (failed and cancelled included)
+    // Sum over reads of the time each was in flight (= the integral of the
+    // reads in flight over time): / busy_ns is the mean depth while busy.
+    uint64_t read_ns = 0;
 };
 
 class ObservedBackend final : public ReadBackend {
@@ -71,8 +73,14 @@ public:
 private:
     std::unique_ptr<ReadBackend> inner_;
     Clock clock_;
+    void advance(uint64_t now) {
+        done_.read_ns += uint64_t(pending_) * (now - last_event_);
+        last_event_ = now;
+    }
+
     uint32_t pending_ = 0;       // submitted, completion not reaped yet
     uint64_t busy_since_ = 0;    // start of the busy period when pending_ > 0
+    uint64_t last_event_ = 0;    // last submit or reap, for read_ns
     IoActivity done_;            // closed busy periods
     std::vector<std::string> paths_;
     std::vector<LoggedRead> log_;

@@ -145,6 +145,7 @@ void Context::fill_stats(moestream_stats &out) const {
         out.io_busy_ns = a.busy_ns;
         out.io_bytes_completed = a.bytes;
         out.io_reads_completed = a.reads;
+        out.io_read_ns = a.read_ns;
         out.io_queue_depth = int32_t(reads->queue_depth());
     }
 }

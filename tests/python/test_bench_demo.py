@@ -101,6 +101,8 @@ def test_bench_disk_replays_the_decode_reads(cli_path, small_model):
     assert direct["ceiling_device_bw_bytes_s"] == pytest.approx(best, rel=1e-6)
     assert direct["io_ceiling_tok_s"] == pytest.approx(best / direct["bytes_read_per_token"], rel=1e-3)
     assert 0 < direct["io_busy_s"] and 0 < direct["io_busy_share"] <= 1.05
+    # While busy at least one read is in flight, at most the queue depth.
+    assert 1.0 <= direct["io_mean_in_flight"] <= direct["io_queue_depth"]
     assert direct["io_busy_bw_bytes_s"] == pytest.approx(direct["engine_bytes_read"] / direct["io_busy_s"], rel=0.5)
     # mmap issues no reads of its own: no replay, the random probe gives the ceiling.
     assert mmap["ok"] and not mmap["replay"]["ok"] and "no read log" in mmap["replay"]["note"]

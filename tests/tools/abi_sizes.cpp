@@ -102,6 +102,7 @@ int main() {
     FIELD(moestream_stats, io_busy_ns);
     FIELD(moestream_stats, io_bytes_completed);
     FIELD(moestream_stats, io_reads_completed);
+    FIELD(moestream_stats, io_read_ns);
     FIELD(moestream_stats, io_queue_depth);
     end();
 

@@ -74,6 +74,7 @@ TEST(ObservedBackend, OverlappingReadsCountOnceAndIdleGapsNotAtAll) {
     s.script->complete(1, 4096);
     EXPECT_EQ(1u, s.reap());
     EXPECT_EQ(30u, s.observed.activity().busy_ns);  // read 2 still in flight: the open period counts
+    EXPECT_EQ(30u + 20u, s.observed.activity().read_ns);
     g_now = 1050;
     s.script->complete(2, 4096);
     EXPECT_EQ(1u, s.reap());
@@ -84,8 +85,9 @@ TEST(ObservedBackend, OverlappingReadsCountOnceAndIdleGapsNotAtAll) {
     s.script->complete(3, 100);
     s.reap();
     const IoActivity a = s.observed.activity();
-    // A sum over reads would give 30 + 40 + 20.
+    // A sum over reads would give 30 + 40 + 20: that is read_ns.
     EXPECT_EQ(70u, a.busy_ns);
+    EXPECT_EQ(90u, a.read_ns);
     EXPECT_EQ(3u, a.reads);
     EXPECT_EQ(4096u + 4096u + 100u, a.bytes);
 }
@@ -109,6 +111,7 @@ TEST(ObservedBackend, BatchedCompletionsAndFailuresAndReset) {
     g_now = 500;
     const IoActivity a = s.observed.activity();
     EXPECT_EQ(30u, a.busy_ns);
+    EXPECT_EQ(30u, a.read_ns);  // only read 2 after the reset
     EXPECT_EQ(1u, a.reads);
     EXPECT_EQ(4096u, a.bytes);
 }
