@@ -21,6 +21,7 @@
 
 #include "cgroup_limit.hpp"
 #include "cli_util.hpp"
+#include "device_counters.hpp"
 #include "os_handles.hpp"
 
 namespace cli {
@@ -64,16 +65,22 @@ int32_t argmax(const std::vector<float> &v) {
     return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-// Replays the decode's logged reads at the engine's queue depth, then at four
-// times that; the run itself stays ok when the replay fails.
+// Replays the decode's logged reads at the engine's queue depth, at four
+// times that, and at the mean depth the engine kept while busy; the run
+// itself stays ok when the replay fails.
 void replay_decode_reads(moestream_context *ctx, BenchResult &r) {
-    moestream_read_replay engine, deep;
+    moestream_read_replay engine, deep, mean;
     moestream_read_replay_init(&engine);
     moestream_read_replay_init(&deep);
+    moestream_read_replay_init(&mean);
     int st = moestream_read_log_replay(ctx, &engine);
     if (st == MOESTREAM_OK) {
         deep.queue_depth = std::max(64, 4 * engine.engine_queue_depth);
         st = moestream_read_log_replay(ctx, &deep);
+    }
+    if (st == MOESTREAM_OK) {
+        mean.queue_depth = std::clamp(int32_t(r.mean_in_flight() + 0.5), 1, std::max(1, engine.engine_queue_depth));
+        st = moestream_read_log_replay(ctx, &mean);
     }
     if (st != MOESTREAM_OK) {
         std::snprintf(r.replay_note, sizeof r.replay_note, "replay failed: %s", moestream_last_error());
@@ -88,6 +95,8 @@ void replay_decode_reads(moestream_context *ctx, BenchResult &r) {
     r.replay_deep_depth = deep.queue_depth;
     r.replay_ns = engine.elapsed_ns;
     r.replay_deep_ns = deep.elapsed_ns;
+    r.replay_mean_depth = mean.queue_depth;
+    r.replay_mean_ns = mean.elapsed_ns;
     std::snprintf(r.replay_backend, sizeof r.replay_backend, "%s", engine.backend);
     if (!r.replay_ok)
         std::snprintf(r.replay_note, sizeof r.replay_note, "the decode read nothing from the device");
@@ -149,6 +158,8 @@ void measure(const BenchConfig &c, BenchResult &r) {
             std::snprintf(r.replay_note, sizeof r.replay_note, "no read log (%s)", moestream_last_error());
     }
     moestream_stats_get(ctx, &s0);
+    const std::string device_stat = device_stat_path(c.model);
+    const DeviceCounters dev0 = read_device_counters(device_stat);
     const uint64_t io0 = process_read_bytes();
     const double cpu0 = process_cpu_seconds();
     const bool tty = ::isatty(2);
@@ -177,6 +188,11 @@ void measure(const BenchConfig &c, BenchResult &r) {
         if (c.max_seconds > 0 && elapsed > c.max_seconds) break;
     }
     r.decode_s = since(t_decode);
+    if (const DeviceCounters dev1 = read_device_counters(device_stat); dev0.ok && dev1.ok) {
+        r.device_counted = true;
+        r.kernel_busy_ms = dev1.io_ticks_ms - dev0.io_ticks_ms;
+        r.kernel_bytes_read = (dev1.sectors_read - dev0.sectors_read) * 512;
+    }
     r.decode_cpu_s = process_cpu_seconds() - cpu0;
     if (c.live && tty) std::fprintf(stderr, "\n");
     moestream_stats_get(ctx, &s1);
@@ -429,12 +445,17 @@ std::string bench_result_json(const BenchConfig &c, const BenchResult &r, double
                   ", \"io_busy_s\": %.6f, \"io_busy_share\": %.6f, \"io_busy_bw_bytes_s\": %.1f, "
                   "\"io_mean_in_flight\": %.3f, \"io_queue_depth\": %d, \"replay\": {\"ok\": %s, \"note\": %s, \"backend\": \"%s\", "
                   "\"reads\": %llu, \"dropped\": %llu, \"bytes\": %llu, \"buffered_reads\": %llu, "
-                  "\"depth\": %d, \"bw_bytes_s\": %.1f, \"deep_depth\": %d, \"deep_bw_bytes_s\": %.1f}}",
+                  "\"depth\": %d, \"bw_bytes_s\": %.1f, \"deep_depth\": %d, \"deep_bw_bytes_s\": %.1f, "
+                  "\"mean_depth\": %d, \"mean_depth_bw_bytes_s\": %.1f}, "
+                  "\"kernel_device\": {\"ok\": %s, \"busy_s\": %.3f, \"busy_share\": %.6f, \"bytes_read\": %llu, "
+                  "\"bw_while_busy_bytes_s\": %.1f}}",
                   double(r.decode_io_busy_ns) * 1e-9, r.io_busy_share(), r.busy_bw(), r.mean_in_flight(), r.io_queue_depth,
                   r.replay_ok ? "true" : "false", json_string(r.replay_note).c_str(), r.replay_backend,
                   static_cast<unsigned long long>(r.replay_reads), static_cast<unsigned long long>(r.replay_dropped),
                   static_cast<unsigned long long>(r.replay_bytes), static_cast<unsigned long long>(r.replay_buffered),
-                  r.replay_depth, r.replay_bw(), r.replay_deep_depth, r.replay_deep_bw());
+                  r.replay_depth, r.replay_bw(), r.replay_deep_depth, r.replay_deep_bw(), r.replay_mean_depth,
+                  r.replay_mean_bw(), r.device_counted ? "true" : "false", double(r.kernel_busy_ms) * 1e-3,
+                  r.device_busy_share(), static_cast<unsigned long long>(r.kernel_bytes_read), r.device_busy_bw());
     j += buf;
     if (c.resident || r.decode_touched_bytes > 0) {
         j.pop_back();

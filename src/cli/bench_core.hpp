@@ -74,14 +74,18 @@ struct BenchResult {
     // Expert reads during decode as the device saw them (0 in mmap mode).
     uint64_t decode_io_busy_ns = 0, decode_io_bytes = 0, decode_io_read_ns = 0;
     int32_t io_queue_depth = 0;
+    // The kernel's counters for the model's block device over the decode
+    // (every process's requests on that device; 0 when not available).
+    bool device_counted = false;
+    uint64_t kernel_busy_ms = 0, kernel_bytes_read = 0;
     // The decode's own reads replayed with O_DIRECT after the run, at the
     // engine's queue depth and at a deep queue (read_log_capacity > 0).
     bool replay_ok = false;
     char replay_note[256] = {};      // why there is no replay, or what to know about it
     char replay_backend[16] = {};
     uint64_t replay_reads = 0, replay_dropped = 0, replay_bytes = 0, replay_buffered = 0;
-    int32_t replay_depth = 0, replay_deep_depth = 0;
-    uint64_t replay_ns = 0, replay_deep_ns = 0;
+    int32_t replay_depth = 0, replay_deep_depth = 0, replay_mean_depth = 0;
+    uint64_t replay_ns = 0, replay_deep_ns = 0, replay_mean_ns = 0;
 
     double decode_tok_s() const { return decode_s > 0 ? decode_tokens / decode_s : 0; }
     double prefill_tok_s() const { return prefill_s > 0 ? prompt_tokens / prefill_s : 0; }
@@ -101,6 +105,9 @@ struct BenchResult {
     double mean_in_flight() const { return decode_io_busy_ns ? double(decode_io_read_ns) / double(decode_io_busy_ns) : 0; }
     double busy_bw() const { return decode_io_busy_ns ? double(decode_io_bytes) * 1e9 / double(decode_io_busy_ns) : 0; }
     double replay_bw() const { return replay_ns ? double(replay_bytes) * 1e9 / double(replay_ns) : 0; }
+    double replay_mean_bw() const { return replay_mean_ns ? double(replay_bytes) * 1e9 / double(replay_mean_ns) : 0; }
+    double device_busy_share() const { return decode_s > 0 ? double(kernel_busy_ms) * 1e-3 / decode_s : 0; }
+    double device_busy_bw() const { return kernel_busy_ms ? double(kernel_bytes_read) * 1e3 / double(kernel_busy_ms) : 0; }
     double replay_deep_bw() const { return replay_deep_ns ? double(replay_bytes) * 1e9 / double(replay_deep_ns) : 0; }
     // What the device delivers for the engine's own reads: the better of the two depths.
     double replay_best_bw() const { return replay_ok ? std::max(replay_bw(), replay_deep_bw()) : 0; }

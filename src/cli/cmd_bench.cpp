@@ -153,14 +153,17 @@ void print_device(const BenchResult &r, double probe_bw, bool disk) {
                     " (queue depth %d)\n",
                     100.0 * r.io_busy_share(), double(r.decode_io_busy_ns) * 1e-9, r.busy_bw() / 1e6,
                     r.mean_in_flight(), r.io_queue_depth);
+    if (r.device_counted && r.decode_io_busy_ns > 0)
+        std::printf("  kernel counters of the device (all its users): busy %.1f%% of decode, %s read, %.0f MB/s while busy\n",
+                    100.0 * r.device_busy_share(), format_bytes(r.kernel_bytes_read).c_str(), r.device_busy_bw() / 1e6);
     if (!disk) return;
     if (r.replay_ok) {
         const double ceiling = r.ceiling_for(r.replay_best_bw());
         std::printf("  replay of the decode's %llu reads (%s, O_DIRECT, %s): %.0f MB/s at depth %d, %.0f MB/s at depth %d"
-                    " -> ceiling %.2f tok/s, decode at %.1f%% of it%s%s\n",
+                    ", %.0f MB/s at the engine's mean depth %d -> ceiling %.2f tok/s, decode at %.1f%% of it%s%s\n",
                     static_cast<unsigned long long>(r.replay_reads), format_bytes(r.replay_bytes).c_str(),
                     r.replay_backend, r.replay_bw() / 1e6, r.replay_depth, r.replay_deep_bw() / 1e6, r.replay_deep_depth,
-                    ceiling, ceiling > 0 ? 100.0 * r.decode_tok_s() / ceiling : 0.0, r.replay_note[0] ? "; " : "",
+                    r.replay_mean_bw() / 1e6, r.replay_mean_depth, ceiling, ceiling > 0 ? 100.0 * r.decode_tok_s() / ceiling : 0.0, r.replay_note[0] ? "; " : "",
                     r.replay_note);
     } else {
         std::printf("  replay: none (%s); ceil%% uses the random probe\n", r.replay_note[0] ? r.replay_note : "not run");

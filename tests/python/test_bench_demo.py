@@ -95,7 +95,8 @@ def test_bench_disk_replays_the_decode_reads(cli_path, small_model):
     # The decode's reads exactly: at least the bytes the engine kept (a cancelled prefetch adds some).
     assert replay["bytes"] >= direct["engine_bytes_read"] > 0
     assert replay["depth"] == direct["io_queue_depth"] > 0 and replay["deep_depth"] >= replay["depth"]
-    assert replay["bw_bytes_s"] > 0 and replay["deep_bw_bytes_s"] > 0
+    assert replay["bw_bytes_s"] > 0 and replay["deep_bw_bytes_s"] > 0 and replay["mean_depth_bw_bytes_s"] > 0
+    assert replay["mean_depth"] == max(1, min(int(direct["io_mean_in_flight"] + 0.5), replay["depth"]))
     assert direct["ceiling_source"] == "replay"
     best = max(replay["bw_bytes_s"], replay["deep_bw_bytes_s"])
     assert direct["ceiling_device_bw_bytes_s"] == pytest.approx(best, rel=1e-6)
