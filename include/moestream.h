@@ -284,7 +284,9 @@ MOESTREAM_API void moestream_read_replay_init(moestream_read_replay *replay);
 /* Reads again, with O_DIRECT and the engine's own read backend, exactly the
  * reads in the log (same files, offsets, lengths and order), queue_depth at
  * a time, and reports how long the device took: bytes / elapsed_ns is the
- * device's bandwidth for the engine's own request pattern. The log is kept.
+ * device's bandwidth for the engine's own request pattern. Waits for the
+ * engine's reads in flight first (queued prefetches are dropped); the log is
+ * kept, and reads the engine issues afterwards are appended to it.
  * MOESTREAM_ERR_INVALID_ARGUMENT when no log was started;
  * MOESTREAM_ERR_UNSUPPORTED as for moestream_read_log_start. */
 MOESTREAM_API int moestream_read_log_replay(moestream_context *ctx, moestream_read_replay *replay);
