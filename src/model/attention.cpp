@@ -65,6 +65,139 @@ void widen(const uint8_t *p, bool f32, int32_t n, float *out) {
     widen_half(p, 0, n, out);
 }
 
+
+// Eight floats as one value; GCC lowers it to whatever the clone's target
+// has (two SSE registers, one AVX register). The helpers taking and
+// returning it are always inlined, so the baseline's vector ABI (which GCC
+// warns about) is never used across a call.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+using F8 = float __attribute__((vector_size(32)));
+constexpr int32_t kLanes = 8;
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// The same source compiled for AVX-512, AVX2 and the baseline, picked at
+// load time. The float operations are the same in every clone (this file is
+// compiled without FMA contraction), so every clone gives the same bits.
+#define MOE_ATTENTION_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MOE_ATTENTION_CLONES
+#endif
+#define MOE_ATTENTION_INLINE inline __attribute__((always_inline))
+
+MOE_ATTENTION_INLINE F8 load8(const float *p) {
+    F8 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+MOE_ATTENTION_INLINE void store8(float *p, F8 v) { std::memcpy(p, &v, sizeof v); }
+
+// Scores of H query heads (dk apart in q) against kTile keys transposed in
+// tile (tile[i * kTile + l] = element i of key l): one running sum per
+// (head, key), element after element, so H * kTile independent sums overlap.
+template <int H>
+MOE_ATTENTION_INLINE void score_tile(const float *q, int32_t dk, const float *tile, float scale, float *scores,
+                                     size_t stride) {
+    static_assert(kTile == kLanes, "one key per lane");
+    F8 acc[H];
+    for (int h = 0; h < H; ++h) acc[h] = F8{};
+    for (int32_t i = 0; i < dk; ++i) {
+        const F8 t = load8(tile + size_t(i) * kTile);
+        for (int h = 0; h < H; ++h) acc[h] += q[size_t(h) * size_t(dk) + size_t(i)] * t;
+    }
+    for (int h = 0; h < H; ++h) store8(scores + size_t(h) * stride, acc[h] * scale);
+}
+
+template <int H>
+MOE_ATTENTION_INLINE int32_t score_heads(int32_t g, int32_t group, const float *q, int32_t dk, const float *tile,
+                                         float scale, float *scores, size_t stride) {
+    for (; g + H <= group; g += H)
+        score_tile<H>(q + size_t(g) * size_t(dk), dk, tile, scale, scores + size_t(g) * stride, stride);
+    return g;
+}
+
+// out (dv floats) += w[l] * rows[l] for l = 0 .. n - 1 in that order per
+// element, 64 elements held in registers across the n rows.
+MOE_ATTENTION_INLINE void accumulate_values(const float *rows, int32_t n, int32_t dv, const float *w, float *out) {
+    int32_t c = 0;
+    for (; c + 8 * kLanes <= dv; c += 8 * kLanes) {
+        F8 o[8];
+        for (int k = 0; k < 8; ++k) o[k] = load8(out + c + k * kLanes);
+        for (int32_t l = 0; l < n; ++l) {
+            const float a = w[l];
+            const float *r = rows + size_t(l) * size_t(dv) + size_t(c);
+            for (int k = 0; k < 8; ++k) o[k] += a * load8(r + k * kLanes);
+        }
+        for (int k = 0; k < 8; ++k) store8(out + c + k * kLanes, o[k]);
+    }
+    for (; c < dv; c += kLanes) {
+        F8 o = load8(out + c);
+        for (int32_t l = 0; l < n; ++l) o += w[l] * load8(rows + size_t(l) * size_t(dv) + size_t(c));
+        store8(out + c, o);
+    }
+}
+
+// attend_kv_group for head sizes that are multiples of the lane count: keys
+// scored kTile positions at a time for all heads of the group, softmax per
+// head, values accumulated kTile positions at a time.
+MOE_ATTENTION_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t kv_head,
+                                       const float *q, int32_t n_pos, float *scores, float *out) {
+    const int32_t group = s.n_head / s.n_head_kv;
+    const int32_t dk = s.head_dim_k, dv = s.head_dim_v;
+    const bool f32 = kv.is_f32();
+    const size_t es = kv.element_bytes();
+    const uint8_t *keys = kv.k_bytes(layer, n_pos).data() + size_t(kv_head) * size_t(dk) * es;
+    const uint8_t *values = kv.v_bytes(layer, n_pos).data() + size_t(kv_head) * size_t(dv) * es;
+    const size_t k_row = size_t(kv.k_dim()) * es, v_row = size_t(kv.v_dim()) * es;
+    const size_t stride = size_t(n_pos);
+
+    alignas(64) float rows[kTile * kMaxHeadDim];
+    alignas(64) float tile[kMaxHeadDim * kTile];
+    int32_t p0 = 0;
+    for (; p0 + kTile <= n_pos; p0 += kTile) {
+        for (int32_t l = 0; l < kTile; ++l) widen(keys + size_t(p0 + l) * k_row, f32, dk, rows + l * dk);
+        for (int32_t i = 0; i < dk; ++i)
+            for (int32_t l = 0; l < kTile; ++l) tile[i * kTile + l] = rows[l * dk + i];
+        int32_t g = score_heads<8>(0, group, q, dk, tile, s.scale, scores + p0, stride);
+        g = score_heads<4>(g, group, q, dk, tile, s.scale, scores + p0, stride);
+        g = score_heads<2>(g, group, q, dk, tile, s.scale, scores + p0, stride);
+        score_heads<1>(g, group, q, dk, tile, s.scale, scores + p0, stride);
+    }
+    for (; p0 < n_pos; ++p0) {
+        widen(keys + size_t(p0) * k_row, f32, dk, rows);
+        for (int32_t g = 0; g < group; ++g) {
+            const float *qg = q + size_t(g) * size_t(dk);
+            float sum = 0.0f;
+            for (int32_t i = 0; i < dk; ++i) sum += qg[i] * rows[i];
+            scores[size_t(g) * stride + size_t(p0)] = sum * s.scale;
+        }
+    }
+
+    // Softmax per head, as attend_head; the weights scores * (1 / sum) are
+    // formed once, as attend_head forms them per position.
+    for (int32_t g = 0; g < group; ++g) {
+        float *sg = scores + size_t(g) * stride;
+        float max = -INFINITY;
+        for (int32_t j = 0; j < n_pos; ++j) max = std::max(max, sg[j]);
+        double sum = 0.0;
+        for (int32_t j = 0; j < n_pos; ++j) {
+            sg[j] = std::exp(sg[j] - max);
+            sum += double(sg[j]);
+        }
+        const float inv = float(1.0 / sum);
+        for (int32_t j = 0; j < n_pos; ++j) sg[j] = sg[j] * inv;
+        std::fill(out + size_t(g) * size_t(dv), out + size_t(g + 1) * size_t(dv), 0.0f);
+    }
+    // Values: kTile rows widened once, accumulated into every head in position order.
+    for (int32_t j0 = 0; j0 < n_pos; j0 += kTile) {
+        const int32_t n = std::min(kTile, n_pos - j0);
+        for (int32_t l = 0; l < n; ++l) widen(values + size_t(j0 + l) * v_row, f32, dv, rows + l * dv);
+        for (int32_t g = 0; g < group; ++g)
+            accumulate_values(rows, n, dv, scores + size_t(g) * stride + size_t(j0), out + size_t(g) * size_t(dv));
+    }
+}
+
 }  // namespace
 
 void attend_head(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t head, const float *q,
@@ -92,71 +225,13 @@ void attend_kv_group(const KvCache &kv, int32_t layer, const AttentionShape &s, 
     const int32_t group = s.n_head / s.n_head_kv;
     const int32_t dk = s.head_dim_k, dv = s.head_dim_v;
     const int32_t n_pos = pos + 1;
-    if (dk > kMaxHeadDim || dv > kMaxHeadDim || group > kMaxGroup) {
+    if (dk > kMaxHeadDim || dv > kMaxHeadDim || group > kMaxGroup || dk % kTile != 0 || dv % kLanes != 0) {
         for (int32_t g = 0; g < group; ++g)
             attend_head(kv, layer, s, kv_head * group + g, q + size_t(g) * size_t(dk), pos,
                         scores + size_t(g) * size_t(n_pos), out + size_t(g) * size_t(dv));
         return;
     }
-    const bool f32 = kv.is_f32();
-    const size_t es = kv.element_bytes();
-    const uint8_t *keys = kv.k_bytes(layer, n_pos).data() + size_t(kv_head) * size_t(dk) * es;
-    const uint8_t *values = kv.v_bytes(layer, n_pos).data() + size_t(kv_head) * size_t(dv) * es;
-    const size_t k_row = size_t(kv.k_dim()) * es, v_row = size_t(kv.v_dim()) * es;
-
-    // Scores: kTile keys widened and transposed, then every head of the group
-    // dots them with kTile independent sequential sums.
-    alignas(64) float rows[kTile * kMaxHeadDim];
-    alignas(64) float tile[kMaxHeadDim * kTile];
-    int32_t p0 = 0;
-    for (; p0 + kTile <= n_pos; p0 += kTile) {
-        for (int32_t l = 0; l < kTile; ++l) widen(keys + size_t(p0 + l) * k_row, f32, dk, rows + l * dk);
-        for (int32_t i = 0; i < dk; ++i)
-            for (int32_t l = 0; l < kTile; ++l) tile[i * kTile + l] = rows[l * dk + i];
-        for (int32_t g = 0; g < group; ++g) {
-            const float *qg = q + size_t(g) * size_t(dk);
-            float acc[kTile] = {};
-            for (int32_t i = 0; i < dk; ++i) {
-                const float qi = qg[i];
-                for (int32_t l = 0; l < kTile; ++l) acc[l] += qi * tile[i * kTile + l];
-            }
-            float *sg = scores + size_t(g) * size_t(n_pos) + p0;
-            for (int32_t l = 0; l < kTile; ++l) sg[l] = acc[l] * s.scale;
-        }
-    }
-    for (; p0 < n_pos; ++p0) {
-        widen(keys + size_t(p0) * k_row, f32, dk, rows);
-        for (int32_t g = 0; g < group; ++g) {
-            const float *qg = q + size_t(g) * size_t(dk);
-            float sum = 0.0f;
-            for (int32_t i = 0; i < dk; ++i) sum += qg[i] * rows[i];
-            scores[size_t(g) * size_t(n_pos) + p0] = sum * s.scale;
-        }
-    }
-
-    // Softmax per head, as attend_head.
-    float inv[kMaxGroup];
-    for (int32_t g = 0; g < group; ++g) {
-        float *sg = scores + size_t(g) * size_t(n_pos);
-        float max = -INFINITY;
-        for (int32_t j = 0; j < n_pos; ++j) max = std::max(max, sg[j]);
-        double sum = 0.0;
-        for (int32_t j = 0; j < n_pos; ++j) {
-            sg[j] = std::exp(sg[j] - max);
-            sum += double(sg[j]);
-        }
-        inv[g] = float(1.0 / sum);
-        std::fill(out + size_t(g) * size_t(dv), out + size_t(g + 1) * size_t(dv), 0.0f);
-    }
-    // Values: each row widened once, accumulated into every head in position order.
-    for (int32_t j = 0; j < n_pos; ++j) {
-        widen(values + size_t(j) * v_row, f32, dv, rows);
-        for (int32_t g = 0; g < group; ++g) {
-            const float a = scores[size_t(g) * size_t(n_pos) + j] * inv[g];
-            float *og = out + size_t(g) * size_t(dv);
-            for (int32_t i = 0; i < dv; ++i) og[i] += a * rows[i];
-        }
-    }
+    attend_tiled(kv, layer, s, kv_head, q, n_pos, scores, out);
 }
 
 }  // namespace moe
