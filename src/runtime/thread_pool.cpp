@@ -7,6 +7,15 @@
 // the generation is closed; the caller closes it after the last task has been
 // handed out and waits only for the workers that joined. So a worker still
 // asleep never delays the caller, and never sees a job that has returned.
+//
+// Tasks are handed out from contiguous ranges, one per worker: worker w
+// starts on the w-th slice of [0, n) and walks it in order, so consecutive
+// tasks of one thread are neighbouring rows of one matrix and its memory
+// streams (and the kernels' prefetches past a task's end) carry on from one
+// task into the next instead of restarting cold at every task. A worker whose
+// range is empty steals the back half of the largest remaining range, which
+// keeps the threads balanced and lets the others take over the slice of a
+// worker that never woke up.
 #include "runtime/thread_pool.hpp"
 
 #include <algorithm>
@@ -28,6 +37,16 @@ constexpr uint64_t kActiveMask = 0xffff;
 constexpr uint64_t kClosed = 1ull << 16;
 constexpr int kGenShift = 17;
 constexpr int32_t kMaxThreads = 4096;
+
+// A range of task indices [begin, end) packed in one word so the owner (from
+// the front) and thieves (from the back) change it with one CAS.
+constexpr uint64_t pack_range(uint64_t begin, uint64_t end) { return begin << 32 | end; }
+constexpr uint32_t range_begin(uint64_t r) { return static_cast<uint32_t>(r >> 32); }
+constexpr uint32_t range_end(uint64_t r) { return static_cast<uint32_t>(r); }
+
+struct alignas(64) TaskRange {
+    std::atomic<uint64_t> packed{0};
+};
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -56,7 +75,7 @@ struct ThreadPool::Impl {
     std::exception_ptr error;  // first exception of the job (guarded by error_mutex)
     std::mutex error_mutex;
 
-    alignas(64) std::atomic<int64_t> next_task{0};
+    std::unique_ptr<TaskRange[]> ranges;  // one per worker
     alignas(64) std::atomic<uint64_t> state{0};
     alignas(64) std::atomic<uint32_t> epoch{0};
     alignas(64) std::atomic<int32_t> sleepers{0};
@@ -64,19 +83,58 @@ struct ThreadPool::Impl {
     std::atomic<bool> stopping{false};
     uint64_t generation = 0;  // caller side only
 
+    // The next task of worker's own range, or -1 when it is empty.
+    int64_t take_own(int32_t worker) {
+        std::atomic<uint64_t> &r = ranges[size_t(worker)].packed;
+        uint64_t v = r.load(std::memory_order_acquire);
+        for (;;) {
+            const uint32_t b = range_begin(v), e = range_end(v);
+            if (b >= e) return -1;
+            if (r.compare_exchange_weak(v, pack_range(b + 1, e), std::memory_order_acq_rel, std::memory_order_acquire))
+                return b;
+        }
+    }
+
+    // Moves the back half of the largest other range into worker's own
+    // (empty) range; false when every range is empty.
+    bool steal(int32_t worker) {
+        for (;;) {
+            int32_t victim = -1;
+            uint32_t most = 0;
+            for (int32_t w = 0; w < n_threads; ++w) {
+                if (w == worker) continue;
+                const uint64_t v = ranges[size_t(w)].packed.load(std::memory_order_acquire);
+                const uint32_t left = range_end(v) > range_begin(v) ? range_end(v) - range_begin(v) : 0;
+                if (left > most) most = left, victim = w;
+            }
+            if (victim < 0) return false;
+            std::atomic<uint64_t> &r = ranges[size_t(victim)].packed;
+            uint64_t v = r.load(std::memory_order_acquire);
+            const uint32_t b = range_begin(v), e = range_end(v);
+            if (b >= e) continue;  // emptied meanwhile: look again
+            const uint32_t mid = b + (e - b) / 2;  // the owner keeps [b, mid); one task left: take it
+            if (r.compare_exchange_strong(v, pack_range(b, mid), std::memory_order_acq_rel, std::memory_order_acquire)) {
+                ranges[size_t(worker)].packed.store(pack_range(mid, e), std::memory_order_release);
+                return true;
+            }
+        }
+    }
+
     void run_tasks(int32_t worker) {
         const TaskRef &fn = *job;
-        const int64_t n = n_tasks;
         for (;;) {
-            const int64_t t = next_task.fetch_add(1, std::memory_order_relaxed);
-            if (t >= n) return;
+            if (failed.load(std::memory_order_relaxed)) return;  // hand out nothing more
+            const int64_t t = take_own(worker);
+            if (t < 0) {
+                if (!steal(worker)) return;
+                continue;
+            }
             try {
                 fn(t, worker);
             } catch (...) {
                 std::lock_guard<std::mutex> lock(error_mutex);
                 if (!error) error = std::current_exception();
                 failed.store(true, std::memory_order_relaxed);
-                next_task.store(n, std::memory_order_relaxed);  // hand out nothing more
             }
         }
     }
@@ -127,6 +185,7 @@ ThreadPool::ThreadPool(int32_t n_threads) : impl_(std::make_unique<Impl>()) {
     n_threads = std::min(n_threads, kMaxThreads);
     Impl &im = *impl_;
     im.n_threads = n_threads;
+    im.ranges = std::make_unique<TaskRange[]>(size_t(n_threads));
     const int32_t cpus = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
     const bool oversubscribed = n_threads > cpus;
     im.spin_ns = env_int("MOESTREAM_SPIN_US", oversubscribed ? 0 : 200) * 1000;
@@ -161,10 +220,15 @@ void ThreadPool::parallel_for(int64_t n_tasks, TaskRef fn) {
         for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
         return;
     }
+    if (n_tasks > int64_t(UINT32_MAX))
+        fail(Status::invalid_argument, "thread pool: %lld tasks in one call", static_cast<long long>(n_tasks));
     im.job = &fn;
     im.n_tasks = n_tasks;
     im.failed.store(false, std::memory_order_relaxed);
-    im.next_task.store(0, std::memory_order_relaxed);
+    // Worker w's slice: tasks [n * w / W, n * (w + 1) / W).
+    const uint64_t n = uint64_t(n_tasks), W = uint64_t(im.n_threads);
+    for (uint64_t w = 0; w < W; ++w)
+        im.ranges[w].packed.store(pack_range(n * w / W, n * (w + 1) / W), std::memory_order_relaxed);
     ++im.generation;
     im.state.store(im.generation << kGenShift, std::memory_order_release);
     im.epoch.store(static_cast<uint32_t>(im.generation), std::memory_order_seq_cst);

@@ -47,7 +47,10 @@ public:
 
     int32_t size() const;
     // Runs fn(task, worker) for task in [0, n_tasks) across the workers and
-    // returns when all are done. Tasks are handed out dynamically. Not
+    // returns when all are done. Each worker runs a contiguous slice of the
+    // tasks in increasing order and then takes over the back half of the
+    // largest slice left (so neighbouring tasks, e.g. neighbouring rows, tend
+    // to run on one thread one after the other). Not
     // reentrant: fn must not call parallel_for. No allocation per call.
     // If a task throws, no further tasks are started and the first exception
     // is rethrown here once the running tasks have finished.

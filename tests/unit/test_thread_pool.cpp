@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <vector>
 
@@ -55,6 +56,31 @@ TEST(ThreadPool, ExceptionsReachTheCallerAndThePoolStaysUsable) {
     std::atomic<int> count{0};
     pool.parallel_for(50, [&](int64_t, int32_t) { count.fetch_add(1); });
     EXPECT_EQ(count.load(), 50);
+}
+
+// Task 0 opens the caller's own slice and does not return until every other
+// task has run, so the rest of that slice can only finish if the other
+// workers take it over.
+TEST(ThreadPool, AStalledWorkersSliceIsTakenOverByTheOthers) {
+    for (int32_t threads : {2, 3, 4}) {
+        moe::ThreadPool pool(threads);
+        const int64_t n = 64;
+        std::atomic<int64_t> done{0};
+        std::atomic<bool> gave_up{false};
+        pool.parallel_for(n, [&](int64_t task, int32_t) {
+            if (task == 0) {
+                const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+                while (done.load() < n - 1)
+                    if (std::chrono::steady_clock::now() > deadline) {
+                        gave_up.store(true);
+                        break;
+                    }
+            }
+            done.fetch_add(1);
+        });
+        EXPECT_FALSE(gave_up.load()) << threads << " threads: tasks of the stalled slice were never run";
+        EXPECT_EQ(done.load(), n);
+    }
 }
 
 TEST(ThreadPool, DefaultSizeIsAtLeastOne) {
