@@ -10,8 +10,8 @@
 namespace moe::io {
 
 FaultInjectingBackend::FaultInjectingBackend(std::unique_ptr<ReadBackend> inner, FaultRule rule)
-    : inner_(std::move(inner)), rule_(std::move(rule)) {
-    pending_.resize(inner_->queue_depth());
+    : ForwardingBackend(std::move(inner)), rule_(std::move(rule)) {
+    pending_.resize(ForwardingBackend::queue_depth());
 }
 
 void FaultInjectingBackend::submit(const ReadRequest &request) {
@@ -22,11 +22,11 @@ void FaultInjectingBackend::submit(const ReadRequest &request) {
         p = Pending{request, fault, true};
         break;
     }
-    inner_->submit(request);
+    inner().submit(request);
 }
 
 size_t FaultInjectingBackend::reap(std::span<ReadCompletion> out, bool wait) {
-    const size_t n = inner_->reap(out, wait);
+    const size_t n = inner().reap(out, wait);
     for (size_t i = 0; i < n; ++i) {
         ReadCompletion &c = out[i];
         for (auto &p : pending_) {

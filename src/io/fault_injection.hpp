@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "io/read_backend.hpp"
+#include "io/forwarding_backend.hpp"
 
 namespace moe::io {
 
@@ -26,16 +26,10 @@ struct Fault {
 // Decides the fault for each read; `sequence` counts submitted reads from 0.
 using FaultRule = std::function<Fault(const ReadRequest &request, uint64_t sequence)>;
 
-class FaultInjectingBackend final : public ReadBackend {
+class FaultInjectingBackend final : public ForwardingBackend {
 public:
     FaultInjectingBackend(std::unique_ptr<ReadBackend> inner, FaultRule rule);
-    const char *name() const override { return inner_->name(); }
-    uint32_t add_file(int fd) override { return inner_->add_file(fd); }
-    void register_memory(std::span<const MemoryRegion> regions) override { inner_->register_memory(regions); }
-    uint32_t queue_depth() const override { return inner_->queue_depth(); }
-    uint32_t in_flight() const override { return inner_->in_flight(); }
     void submit(const ReadRequest &request) override;
-    void cancel(uint64_t tag) override { inner_->cancel(tag); }
     size_t reap(std::span<ReadCompletion> out, bool wait) override;
     void set_rule(FaultRule rule) { rule_ = std::move(rule); }
     uint64_t faults_injected() const { return injected_; }
@@ -46,7 +40,6 @@ private:
         Fault fault;
         bool used = false;
     };
-    std::unique_ptr<ReadBackend> inner_;
     FaultRule rule_;
     std::vector<Pending> pending_;  // one entry per read in flight
     uint64_t sequence_ = 0;

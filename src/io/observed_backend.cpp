@@ -10,10 +10,10 @@ uint64_t ObservedBackend::steady_now_ns() {
 }
 
 ObservedBackend::ObservedBackend(std::unique_ptr<ReadBackend> inner, Clock clock)
-    : inner_(std::move(inner)), clock_(clock ? clock : &steady_now_ns) {}
+    : ForwardingBackend(std::move(inner)), clock_(clock ? clock : &steady_now_ns) {}
 
 uint32_t ObservedBackend::add_file(int fd) {
-    const uint32_t index = inner_->add_file(fd);
+    const uint32_t index = inner().add_file(fd);
     if (paths_.size() <= index) paths_.resize(size_t(index) + 1);
     return index;
 }
@@ -29,7 +29,7 @@ const std::string &ObservedBackend::file_path(uint32_t file) const {
 }
 
 void ObservedBackend::submit(const ReadRequest &request) {
-    inner_->submit(request);  // may throw: count the read only once it is queued
+    inner().submit(request);  // may throw: count the read only once it is queued
     const uint64_t now = clock_();
     advance(now);
     if (pending_++ == 0) busy_since_ = now;
@@ -42,7 +42,7 @@ void ObservedBackend::submit(const ReadRequest &request) {
 }
 
 size_t ObservedBackend::reap(std::span<ReadCompletion> out, bool wait) {
-    const size_t n = inner_->reap(out, wait);
+    const size_t n = inner().reap(out, wait);
     if (n == 0) return 0;
     const uint64_t now = clock_();
     advance(now);

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "io/read_backend.hpp"
+#include "io/forwarding_backend.hpp"
 
 namespace moe::io {
 
@@ -37,20 +37,15 @@ struct IoActivity {
     uint64_t read_ns = 0;
 };
 
-class ObservedBackend final : public ReadBackend {
+class ObservedBackend final : public ForwardingBackend {
 public:
     using Clock = uint64_t (*)();  // nanoseconds, monotonic
     static uint64_t steady_now_ns();
 
     explicit ObservedBackend(std::unique_ptr<ReadBackend> inner, Clock clock = &steady_now_ns);
 
-    const char *name() const override { return inner_->name(); }
     uint32_t add_file(int fd) override;
-    void register_memory(std::span<const MemoryRegion> regions) override { inner_->register_memory(regions); }
-    uint32_t queue_depth() const override { return inner_->queue_depth(); }
-    uint32_t in_flight() const override { return inner_->in_flight(); }
     void submit(const ReadRequest &request) override;
-    void cancel(uint64_t tag) override { inner_->cancel(tag); }
     size_t reap(std::span<ReadCompletion> out, bool wait) override;
 
     // Busy time so far, including the busy period running now.
@@ -71,7 +66,6 @@ public:
     bool logging() const { return log_capacity_ > 0; }
 
 private:
-    std::unique_ptr<ReadBackend> inner_;
     Clock clock_;
     void advance(uint64_t now) {
         done_.read_ns += uint64_t(pending_) * (now - last_event_);
