@@ -76,7 +76,7 @@ void widen(const uint8_t *p, bool f32, int32_t n, float *out) {
 using F8 = float __attribute__((vector_size(32)));
 constexpr int32_t kLanes = 8;
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(MOESTREAM_NO_TARGET_CLONES)
 // The same source compiled for AVX-512, AVX2 and the baseline, picked at
 // load time. The float operations are the same in every clone (this file is
 // compiled without FMA contraction), so every clone gives the same bits.
