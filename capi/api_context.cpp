@@ -29,6 +29,8 @@ moe::ContextParams to_context_params(const moestream_params &p) {
     if (p.struct_size >= offsetof(moestream_params, routing_trace_path) + sizeof(p.routing_trace_path) &&
         p.routing_trace_path)
         c.routing_trace_path = p.routing_trace_path;
+    if (p.struct_size >= offsetof(moestream_params, lookahead_layers) + sizeof(p.lookahead_layers))
+        c.lookahead_layers = p.lookahead_layers;
     if (p.profile_path) {
         c.profile_path = p.profile_path;
         c.profile_disabled = p.profile_path[0] == '\0';

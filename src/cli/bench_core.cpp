@@ -116,6 +116,7 @@ void measure(const BenchConfig &c, BenchResult &r) {
     p.memory_budget = c.budget;
     p.io_mode = c.io_mode;
     p.prefetch = c.prefetch;
+    p.lookahead_layers = c.lookahead_layers;
     p.cache_policy = c.cache_policy;
     p.n_threads = c.n_threads;
     p.profile_path = "";  // measurements must not depend on an earlier run's profile

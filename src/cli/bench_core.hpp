@@ -19,6 +19,7 @@ struct BenchConfig {
     uint64_t budget = 0;         // bytes; 0 = automatic
     int32_t io_mode = MOESTREAM_IO_AUTO;
     int32_t prefetch = MOESTREAM_PREFETCH_AUTO;
+    int32_t lookahead_layers = 0; // 0 = the library's default
     int32_t cache_policy = MOESTREAM_CACHE_AUTO;
     int32_t n_threads = 0;
     int32_t n_tokens = 64;       // decode steps

@@ -22,6 +22,7 @@ namespace {
 const char *kUsage =
     "usage: moestream bench -m MODEL [--memory-budget SIZE|N%] [-n 64] [--prompt 16]\n"
     "                       [--io-mode auto|mmap|direct|pread|resident[,...]] [--prefetch off|previous|lookahead|both|auto]\n"
+    "                       [--lookahead N]\n"
     "                       [--policy auto|lru|lfu-decay|pinned-hot|reuse-aware] [--threads N]\n"
     "                       [--sweep 25%,50%,75%,100%] [--disk] [--membw] [--membw-size 4GiB] [--warm] [--no-cgroup]\n"
     "                       [--max-seconds S] [--feed random|greedy] [--json]\n"
@@ -181,7 +182,7 @@ int cmd_bench(const Args &args) {
     ParsedArgs a;
     std::string error;
     if (!parse_args(args,
-                    {"-m", "--memory-budget", "-n", "--prompt", "--io-mode", "--prefetch", "--policy", "--threads",
+                    {"-m", "--memory-budget", "-n", "--prompt", "--io-mode", "--prefetch", "--lookahead", "--policy", "--threads",
                      "--sweep", "--max-seconds", "--seed", "--feed", "--membw-size"},
                     {"--disk", "--json", "--warm", "--no-cgroup", "--membw", "--help"}, a, error,
                     {{"--model", "-m"}, {"--budget", "--memory-budget"}, {"--tokens", "-n"}, {"-t", "--threads"}}))
@@ -264,6 +265,11 @@ int cmd_bench(const Args &args) {
     }
     if (auto s = a.get("--prefetch"); s && !parse_prefetch(*s, base.prefetch)) return usage_error("bad --prefetch");
     if (auto s = a.get("--policy"); s && !parse_policy(*s, base.cache_policy)) return usage_error("bad --policy");
+    if (auto s = a.get("--lookahead")) {
+        int64_t v = 0;
+        if (!parse_int(*s, v) || v < 1 || v > 4) return usage_error("--lookahead takes 1..4 layers");
+        base.lookahead_layers = int32_t(v);
+    }
 
     std::vector<uint64_t> budgets;
     if (auto s = a.get("--sweep")) {

@@ -64,6 +64,8 @@ bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt) {
     else if (a == "--ctx" || a == "-c") opt.params.n_ctx = int32_t(int_option(option_value(args, i), "context length"));
     else if (a == "--io-mode") opt.params.io_mode = parse_io_mode(option_value(args, i));
     else if (a == "--prefetch") opt.params.prefetch = parse_prefetch(option_value(args, i));
+    else if (a == "--lookahead")
+        opt.params.lookahead_layers = int32_t(int_option(option_value(args, i), "lookahead depth"));
     else if (a == "--cache-policy") opt.params.cache_policy = parse_cache_policy_option(option_value(args, i));
     else if (a == "--memory-budget") opt.params.memory_budget = size_option(option_value(args, i));
     else if (a == "--exact") opt.params.exact = 1;

@@ -1,6 +1,6 @@
 // Options shared by the commands that open a model (logits, perplexity, run):
 // -m MODEL, --threads N, --ctx N, --io-mode M, --memory-budget SIZE, --exact,
-// --prefetch M, --batch N. Each command parses its own extra options.
+// --prefetch M, --lookahead N, --batch N. Each command parses its own extra options.
 #pragma once
 
 #include <cstdint>

@@ -77,8 +77,10 @@ public:
     // Releases the pins taken by begin_layer.
     virtual void end_layer(int32_t layer) = 0;
     // Hint: these experts of `layer` will probably be needed soon, most likely
-    // first. Never delays demand reads; may be ignored in part or whole.
-    virtual void prefetch(int32_t layer, std::span<const int32_t> experts) = 0;
+    // first, predicted `distance` layers ahead of the running one (1 = the
+    // next layer). Never delays demand reads; may be ignored in part or whole.
+    // A newer hint for the same layer and distance replaces the older one.
+    virtual void prefetch(int32_t layer, std::span<const int32_t> experts, int32_t distance = 1) = 0;
     // Waits for every read in flight (before state save/load and close).
     virtual void drain() = 0;
     // The expert reads this source issues itself, watched for busy time and

@@ -222,7 +222,8 @@ void MmapExpertSource::end_layer(int32_t layer) {
     open_layer_.close(layer);
 }
 
-void MmapExpertSource::prefetch(int32_t layer, std::span<const int32_t> experts) {
+void MmapExpertSource::prefetch(int32_t layer, std::span<const int32_t> experts, int32_t distance) {
+    if (distance > 1) return;
     open_layer_.check_request(layers_, layer, experts, "prefetch:");
     missed_.clear();
     uint64_t bytes = 0;

@@ -75,7 +75,10 @@ public:
     void begin_layer(int32_t layer, std::span<const int32_t> experts) override;
     ReadyExpert next_ready() override;
     void end_layer(int32_t layer) override;
-    void prefetch(int32_t layer, std::span<const int32_t> experts) override;
+    // Advises the next layer's predicted experts; hints from further ahead
+    // are ignored (the kernel's readahead of a mapping has no queue to keep
+    // busy, and an early WILLNEED only adds to the memory under pressure).
+    void prefetch(int32_t layer, std::span<const int32_t> experts, int32_t distance = 1) override;
     void drain() override {}
 
     const MmapSourceCounters &counters() const { return counters_; }

@@ -18,6 +18,6 @@ ReadyExpert ResidentExpertSource::next_ready() { return open_layer_.next(layouts
 
 void ResidentExpertSource::end_layer(int32_t layer) { open_layer_.close(layer); }
 
-void ResidentExpertSource::prefetch(int32_t, std::span<const int32_t>) {}
+void ResidentExpertSource::prefetch(int32_t, std::span<const int32_t>, int32_t) {}
 
 }  // namespace moe

@@ -21,7 +21,7 @@ public:
     void begin_layer(int32_t layer, std::span<const int32_t> experts) override;
     ReadyExpert next_ready() override;
     void end_layer(int32_t layer) override;
-    void prefetch(int32_t layer, std::span<const int32_t> experts) override;
+    void prefetch(int32_t layer, std::span<const int32_t> experts, int32_t distance = 1) override;
     void drain() override {}
 
 private:

@@ -111,12 +111,14 @@ StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg
     demoted_.reserve(n_slots_);
     demand_queue_.reserve(n_expert_);
     prefetch_queue_.reserve(2 * n_slots_);
+    far_queue_.reserve(2 * n_slots_);
     prefetched_by_layer_.resize(n_layer_);
     // Hints start just above the bar: the first wrong read stops a rank until it proves itself.
-    hint_precision_.assign(size_t(n_layer_) * kHintRanks, std::min(1.0f, cfg_.prefetch_min_precision + 0.05f));
-    hint_scored_.assign(size_t(n_layer_) * kHintRanks, 0);
-    rank_precision_.assign(kHintRanks, std::min(1.0f, cfg_.prefetch_min_precision + 0.05f));
-    hinted_.resize(n_layer_);
+    const float start_precision = std::min(1.0f, cfg_.prefetch_min_precision + 0.05f);
+    hint_precision_.assign(kHintDistances * n_layer_ * kHintRanks, start_precision);
+    hint_scored_.assign(kHintDistances * n_layer_ * kHintRanks, 0);
+    rank_precision_.assign(kHintDistances * kHintRanks, start_precision);
+    hinted_.resize(kHintDistances * n_layer_);
     for (auto &h : hinted_) h.reserve(n_expert_);
     ready_.reserve(n_expert_);
     layer_pins_.reserve(n_expert_);
@@ -329,6 +331,20 @@ void StreamingExpertSource::pump() {
     }
     prefetch_queue_.clear();
     prefetch_head_ = 0;
+    while (far_head_ < far_queue_.size()) {
+        const uint32_t key = far_queue_[far_head_];
+        if (key_state_[key] != KeyState::queued_prefetch) {
+            ++far_head_;
+            continue;
+        }
+        if (backend_->in_flight() + parts_per_expert > prefetch_depth) return;
+        const int32_t s = acquire_slot(false);
+        if (s < 0) return;
+        ++far_head_;
+        start_read(key, s, false);
+    }
+    far_queue_.clear();
+    far_head_ = 0;
 }
 
 void StreamingExpertSource::release_slot(int32_t s) {
@@ -523,6 +539,7 @@ void StreamingExpertSource::begin_layer(int32_t layer, std::span<const int32_t> 
     }
     prefetched_by_layer_[size_t(layer)].clear();
     score_hints(layer);
+    drop_far_prefetches();
     last_experts_[size_t(layer)].assign(experts.begin(), experts.end());
     pump();
     if (cfg_.prefetch_previous && uint32_t(layer) + 1 < n_layer_ && !last_experts_[size_t(layer) + 1].empty()) {
@@ -537,17 +554,30 @@ void StreamingExpertSource::score_hints(int32_t layer) {
     // carries the stamp exactly when the layer asked for it.
     constexpr float kWeight = 1.0f / 8.0f;
     constexpr float kPooledWeight = 1.0f / 16.0f;
-    auto &hinted = hinted_[size_t(layer)];
-    for (const Hint &h : hinted) {
-        const float right = key_stamp_[h.key] == visit_ ? 1.0f : 0.0f;
-        const size_t rank = hint_rank(h.rank), at = hint_index(layer, rank);
-        float &p = hint_precision_[at];
-        p += kWeight * (right - p);
-        uint8_t &n = hint_scored_[at];
-        if (n < 255) ++n;
-        rank_precision_[rank] += kPooledWeight * (right - rank_precision_[rank]);
+    for (size_t d = 1; d <= kHintDistances; ++d) {
+        auto &hinted = hinted_[(d - 1) * n_layer_ + size_t(layer)];
+        for (const Hint &h : hinted) {
+            const float right = key_stamp_[h.key] == visit_ ? 1.0f : 0.0f;
+            const size_t at = hint_index(d, layer, h.rank);
+            float &p = hint_precision_[at];
+            p += kWeight * (right - p);
+            uint8_t &n = hint_scored_[at];
+            if (n < 255) ++n;
+            float &pooled = rank_precision_[pooled_index(d, h.rank)];
+            pooled += kPooledWeight * (right - pooled);
+        }
+        hinted.clear();
     }
-    hinted.clear();
+}
+
+void StreamingExpertSource::drop_far_prefetches() {
+    // Not yet read: the running layer's lookahead replaces them with newer
+    // predictions, in order of distance. Their keys stay listed under their
+    // layer (awaiting_visit_ marks them), which finds them absent.
+    for (size_t i = far_head_; i < far_queue_.size(); ++i)
+        if (key_state_[far_queue_[i]] == KeyState::queued_prefetch) key_state_[far_queue_[i]] = KeyState::absent;
+    far_queue_.clear();
+    far_head_ = 0;
 }
 
 ReadyExpert StreamingExpertSource::next_ready() {
@@ -593,27 +623,31 @@ void StreamingExpertSource::end_layer(int32_t layer) {
     pump();
 }
 
-bool StreamingExpertSource::enqueue_prefetch(int32_t layer, int32_t expert) {
-    if (prefetch_queue_.size() - prefetch_head_ >= n_slots_) return false;
+bool StreamingExpertSource::enqueue_prefetch(int32_t layer, int32_t expert, bool far) {
+    auto &queue = far ? far_queue_ : prefetch_queue_;
+    const size_t head = far ? far_head_ : prefetch_head_;
+    if (queue.size() - head >= n_slots_) return false;
     const uint32_t key = key_of(layer, expert);
     if (key_state_[key] != KeyState::absent) return true;
     key_state_[key] = KeyState::queued_prefetch;
-    prefetch_queue_.push_back(key);
-    prefetched_by_layer_[size_t(layer)].push_back(key);
+    queue.push_back(key);
+    if (!awaiting_visit_[key]) prefetched_by_layer_[size_t(layer)].push_back(key);
     awaiting_visit_[key] = 1;
     return true;
 }
 
-float StreamingExpertSource::hint_read_precision(int32_t layer, size_t rank) const {
+float StreamingExpertSource::hint_read_precision(size_t distance, int32_t layer, size_t rank) const {
     constexpr uint8_t kOwnAfter = 8;  // scorings before a layer's own estimate is trusted
-    const size_t at = hint_index(layer, rank);
-    return hint_scored_[at] >= kOwnAfter ? hint_precision_[at] : rank_precision_[hint_rank(rank)];
+    const size_t at = hint_index(distance, layer, rank);
+    return hint_scored_[at] >= kOwnAfter ? hint_precision_[at] : rank_precision_[pooled_index(distance, rank)];
 }
 
-void StreamingExpertSource::prefetch(int32_t layer, std::span<const int32_t> experts) {
-    if (layer < 0 || uint32_t(layer) >= n_layer_) return;
+void StreamingExpertSource::prefetch(int32_t layer, std::span<const int32_t> experts, int32_t distance) {
+    if (layer < 0 || uint32_t(layer) >= n_layer_ || distance < 1 || size_t(distance) > kHintDistances) return;
+    const size_t d = size_t(distance);
+    const bool far = d > 1;
     const int32_t n_layer_expert = cfg_.layers[size_t(layer)].n_expert;
-    auto &hinted = hinted_[size_t(layer)];
+    auto &hinted = hinted_[(d - 1) * n_layer_ + size_t(layer)];
     hinted.clear();
     bool room = true;
     uint32_t rank = 0;
@@ -625,8 +659,8 @@ void StreamingExpertSource::prefetch(int32_t layer, std::span<const int32_t> exp
         if (hinted.size() < size_t(n_expert_)) hinted.push_back(Hint{key, r});
         // A rank whose reads have mostly been wrong would only spend device
         // time and evict a cached expert; its precision keeps being measured.
-        if (!room || hint_read_precision(layer, r) < cfg_.prefetch_min_precision) continue;
-        room = enqueue_prefetch(layer, e);
+        if (!room || hint_read_precision(d, layer, r) < cfg_.prefetch_min_precision) continue;
+        room = enqueue_prefetch(layer, e, far);
     }
     pump();
 }
@@ -637,6 +671,7 @@ void StreamingExpertSource::drain() {
             key_state_[prefetch_queue_[i]] = KeyState::absent;
     prefetch_queue_.clear();
     prefetch_head_ = 0;
+    drop_far_prefetches();
     while (backend_->in_flight() > 0 || !retries_.empty()) {
         pump();
         if (backend_->in_flight() > 0) wait_and_process();

@@ -70,7 +70,10 @@ public:
     void begin_layer(int32_t layer, std::span<const int32_t> experts) override;
     ReadyExpert next_ready() override;
     void end_layer(int32_t layer) override;
-    void prefetch(int32_t layer, std::span<const int32_t> experts) override;
+    // Hints from one layer ahead join the prefetch queue; hints from further
+    // ahead wait in a queue of their own, served after it and rebuilt at every
+    // layer from the newest predictions, so nearer layers are read first.
+    void prefetch(int32_t layer, std::span<const int32_t> experts, int32_t distance = 1) override;
     void drain() override;
     io::ObservedBackend *observed_reads() const override { return observed_; }
     // Writes the usage profile now (also done on destruction). Throws moe::Error(io).
@@ -129,16 +132,22 @@ private:
     ExpertView view_of(int32_t s) const;
     uint32_t plan_parts(uint32_t key, Part out[3]) const;
 
-    bool enqueue_prefetch(int32_t layer, int32_t expert);
+    bool enqueue_prefetch(int32_t layer, int32_t expert, bool far = false);
+    void drop_far_prefetches();
     void score_hints(int32_t layer);
-    // Ranks past the last tracked one share its entry.
+    // Ranks past the last tracked one share its entry; distances past the
+    // last tracked one are not read.
     static size_t hint_rank(size_t rank) { return std::min<size_t>(rank, kHintRanks - 1); }
-    static size_t hint_index(int32_t layer, size_t rank) { return size_t(layer) * kHintRanks + hint_rank(rank); }
+    size_t hint_index(size_t distance, int32_t layer, size_t rank) const {
+        return ((distance - 1) * n_layer_ + size_t(layer)) * kHintRanks + hint_rank(rank);
+    }
+    static size_t pooled_index(size_t distance, size_t rank) { return (distance - 1) * kHintRanks + hint_rank(rank); }
     // What decides whether a hint is read: the layer's own precision at that
-    // rank once it has been scored a few times, before that the rank's
-    // precision over all layers (which every layer's visit updates, so it
-    // is known after a token or two instead of after a dozen).
-    float hint_read_precision(int32_t layer, size_t rank) const;
+    // rank and distance once it has been scored a few times, before that the
+    // rank's precision over all layers at that distance (which every layer's
+    // visit updates, so it is known after a token or two instead of after a
+    // dozen).
+    float hint_read_precision(size_t distance, int32_t layer, size_t rank) const;
     void pump();
     int32_t acquire_slot(bool for_demand);
     void evict(int32_t s);
@@ -182,18 +191,21 @@ private:
     size_t demand_head_ = 0;
     std::vector<uint32_t> prefetch_queue_;
     size_t prefetch_head_ = 0;
+    std::vector<uint32_t> far_queue_;    // hints from two or more layers ahead
+    size_t far_head_ = 0;
     std::vector<std::vector<uint32_t>> prefetched_by_layer_;
-    // Lookahead precision per (layer, rank of the hint); ranks past the last
-    // share its entry.
+    // Lookahead precision per (distance, layer, rank of the hint); ranks past
+    // the last share its entry.
     static constexpr size_t kHintRanks = 16;
+    static constexpr size_t kHintDistances = 4;
     std::vector<float> hint_precision_;
-    std::vector<uint8_t> hint_scored_;        // per (layer, rank): times scored, saturating
-    std::vector<float> rank_precision_;       // per rank, over all layers
+    std::vector<uint8_t> hint_scored_;        // per (distance, layer, rank): times scored, saturating
+    std::vector<float> rank_precision_;       // per (distance, rank), over all layers
     struct Hint {
         uint32_t key;
         uint32_t rank;
     };
-    std::vector<std::vector<Hint>> hinted_;  // per layer, the last hint's uncached keys
+    std::vector<std::vector<Hint>> hinted_;  // per (distance, layer), the last hint's uncached keys
     std::vector<int32_t> ready_;         // slots ready to hand out this layer
     size_t ready_head_ = 0;
     std::vector<int32_t> layer_pins_;    // slots pinned by the running layer

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/error.hpp"
@@ -27,6 +28,19 @@ bool wants_lookahead(int32_t prefetch, bool resident) {
     }
 }
 
+// Layers the router lookahead predicts ahead: the parameter, else
+// MOESTREAM_LOOKAHEAD_LAYERS, else the default (docs/performance.md measures
+// the choice).
+int32_t lookahead_layers(const ContextParams &p) {
+    int32_t n = p.lookahead_layers;
+    if (n == 0)
+        if (const char *env = std::getenv("MOESTREAM_LOOKAHEAD_LAYERS"); env && *env) n = std::atoi(env);
+    if (n == 0) n = kDefaultLookaheadLayers;
+    if (n < 1 || n > kMaxLookaheadLayers)
+        fail(Status::invalid_argument, "lookahead_layers %d is outside 1..%d", n, kMaxLookaheadLayers);
+    return n;
+}
+
 uint64_t now_ns() {
     return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now().time_since_epoch())
@@ -49,7 +63,7 @@ Context::Context(const ContextParams &params)
     fo.n_ctx = n_ctx_;
     fo.max_batch = std::min(params_.max_batch, n_ctx_);
     fo.exact = params_.exact;
-    fo.lookahead = wants_lookahead(params_.prefetch, source_.resident);
+    fo.lookahead_layers = wants_lookahead(params_.prefetch, source_.resident) ? lookahead_layers(params_) : 0;
     fo.resident_experts = source_.resident;
     forward_ = std::make_unique<ForwardPass>(*model_, *source_.source, pool_, fo);
     if (!params_.routing_trace_path.empty()) {

@@ -18,6 +18,9 @@
 
 namespace moe {
 
+inline constexpr int32_t kDefaultLookaheadLayers = 1;
+inline constexpr int32_t kMaxLookaheadLayers = 4;  // the expert source tracks this many distances
+
 struct ContextParams {
     std::string model_path;
     uint64_t memory_budget = 0;  // 0 = automatic
@@ -25,6 +28,7 @@ struct ContextParams {
     int32_t n_ctx = 0;           // 0 = min(model's, 4096)
     int32_t io_mode = MOESTREAM_IO_AUTO;
     int32_t prefetch = MOESTREAM_PREFETCH_AUTO;
+    int32_t lookahead_layers = 0;  // router lookahead depth when the prefetch mode uses it; 0 = default
     int32_t cache_policy = MOESTREAM_CACHE_AUTO;
     bool exact = false;
     std::string packed_path;     // "" = default

@@ -111,7 +111,7 @@ void ForwardPass::moe_block(int32_t layer, int32_t n_tokens) {
 
     experts_.begin_layer(layer, std::span<const int32_t>(unique_.data(), size_t(n_unique)));
     LayerScope scope(experts_, layer);
-    if (opt_.lookahead && layer + 1 < hp_.n_layer) predict_and_prefetch(layer + 1, n_tokens);
+    if (opt_.lookahead_layers > 0) predict_and_prefetch(layer, n_tokens);
     prepare_expert_inputs(lw, n_tokens);
     // Resident experts are computed as one group (both threads share every
     // expert's rows); streamed ones as each arrives, overlapping the reads.

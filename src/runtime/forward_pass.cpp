@@ -116,7 +116,7 @@ ForwardPass::ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &
         sh_out_.assign(B * E, 0.0f);
         sh_g_.assign(B, 0.0f);
     }
-    if (opt.lookahead) {
+    if (opt.lookahead_layers > 0) {
         la_xn_.assign(B * E, 0.0f);
         la_router_.assign(B * size_t(n_expert_), 0.0f);
         la_w_.assign(B * K, 0.0f);

@@ -25,7 +25,10 @@ struct ForwardOptions {
     int32_t n_ctx = 0;
     int32_t max_batch = 0;  // tokens per run() call
     bool exact = false;     // f32 activations and f32 KV cache
-    bool lookahead = false; // run layer L+1's router on layer L's state and prefetch
+    // Router lookahead depth: on layer L's state run the routers of layers
+    // L+1 .. L+lookahead_layers and hand their predictions to the source as
+    // prefetch hints (0 = off).
+    int32_t lookahead_layers = 0;
     bool resident_experts = false; // the source has every expert at once: compute a layer's experts together
 };
 
@@ -58,7 +61,7 @@ private:
     // Gate/up/SwiGLU/down of a group of delivered experts, into slot_out_.
     void compute_experts(const LayerWeights &lw, const ReadyExpert *group, int32_t n_group, int32_t n_tokens);
     void shared_expert(const LayerWeights &lw, int32_t n_tokens);
-    void predict_and_prefetch(int32_t next_layer, int32_t n_tokens);
+    void predict_and_prefetch(int32_t layer, int32_t n_tokens);
     void output_head(int32_t last_token, float *logits);
 
     const Model &model_;

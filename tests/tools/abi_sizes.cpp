@@ -46,6 +46,7 @@ int main() {
     FIELD(moestream_params, log_user_data);
     FIELD(moestream_params, log_level);
     FIELD(moestream_params, routing_trace_path);
+    FIELD(moestream_params, lookahead_layers);
     end();
 
     STRUCT(moestream_model_info, false);

@@ -100,17 +100,22 @@ TEST_F(StreamingLogits, BitIdenticalAcrossModesBudgetsPoliciesAndPrefetch) {
                 for (int32_t policy : {MOESTREAM_CACHE_LRU, MOESTREAM_CACHE_LFU_DECAY, MOESTREAM_CACHE_PINNED_HOT,
                                        MOESTREAM_CACHE_REUSE_AWARE})
                     for (int32_t prefetch : {MOESTREAM_PREFETCH_OFF, MOESTREAM_PREFETCH_PREVIOUS_TOKEN,
-                                             MOESTREAM_PREFETCH_LOOKAHEAD, MOESTREAM_PREFETCH_BOTH}) {
+                                             MOESTREAM_PREFETCH_LOOKAHEAD, MOESTREAM_PREFETCH_BOTH})
+                    for (int32_t depth : {1, 2}) {
                         if (std::string(slots) == "1000" && policy != MOESTREAM_CACHE_LRU) continue;
+                        const bool looks_ahead = prefetch == MOESTREAM_PREFETCH_LOOKAHEAD || prefetch == MOESTREAM_PREFETCH_BOTH;
+                        if (depth > 1 && !looks_ahead) continue;
                         Env cap("MOESTREAM_CACHE_SLOTS", slots);
                         ContextParams p = params();
                         p.io_mode = mode;
                         p.cache_policy = policy;
                         p.prefetch = prefetch;
+                        p.lookahead_layers = depth;
                         const LogitsRun r = run_model(p, tokens());
                         const std::string what = std::string(use_packed ? "packed" : "gguf") + " mode " +
                                                  std::to_string(mode) + " slots " + slots + " policy " +
-                                                 std::to_string(policy) + " prefetch " + std::to_string(prefetch);
+                                                 std::to_string(policy) + " prefetch " + std::to_string(prefetch) +
+                                                 " lookahead " + std::to_string(depth);
                         ASSERT_TRUE(same_logits(r, ref)) << what;
                         EXPECT_EQ(r.stats.io_mode, mode) << what;
                         EXPECT_GT(r.stats.cache_misses, 0u) << what;

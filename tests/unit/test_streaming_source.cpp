@@ -316,6 +316,88 @@ TEST(StreamingSource, ALayersFirstHintsFollowWhatTheRankProvedInOtherLayers) {
     std::filesystem::remove_all(dir);
 }
 
+// Passes reads through but hands completions back only when the source
+// waits, so what the source submits between two waits does not depend on how
+// fast the reads are.
+class CompletesOnlyOnWait final : public io::ForwardingBackend {
+public:
+    using ForwardingBackend::ForwardingBackend;
+    size_t reap(std::span<io::ReadCompletion> out, bool wait) override { return wait ? inner().reap(out, true) : 0; }
+};
+
+uint32_t key_of(int32_t layer, int32_t expert, int32_t n_expert) { return uint32_t(layer * n_expert + expert); }
+
+bool is_resident(const StreamingExpertSource &src, uint32_t key) {
+    const std::vector<uint32_t> keys = src.resident_keys();
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+TEST(StreamingSource, NearerHintsAreReadFirstAndFarOnesAreReplacedAtEachLayer) {
+    const std::string dir = test::scratch_dir();
+    const int32_t n_expert = 8;
+    ExpertFile f = make_expert_file(dir, 5, n_expert, 7);  // layer 1 is dense
+    Stats stats;
+    auto cfg = basic_config(f, 16, &stats);
+    cfg.queue_depth = 8;  // prefetches may use 4 reads: one expert (3 parts) at a time
+    cfg.backend_override = std::make_unique<CompletesOnlyOnWait>(io::make_read_backend(io::BackendKind::pread, 8));
+    StreamingExpertSource src(std::move(cfg));
+    src.begin_layer(0, std::vector<int32_t>{0});
+    // As the forward pass hints, except that the far hint comes first: the
+    // near one must still be read first.
+    src.prefetch(3, std::vector<int32_t>{6}, 2);
+    src.prefetch(2, std::vector<int32_t>{5}, 1);
+    expect_view(f, 0, src.next_ready());
+    src.end_layer(0);
+    EXPECT_EQ(stats.prefetch_issued, 1u);  // (2, 5) in flight; (3, 6) waits behind it
+    src.begin_layer(2, std::vector<int32_t>{5});
+    EXPECT_EQ(stats.prefetch_useful, 1u);
+    EXPECT_EQ(stats.cache_hits, 1u);
+    // Layer 2's own lookahead: (3, 6) again from one layer ahead, (4, 7) from two.
+    src.prefetch(3, std::vector<int32_t>{6}, 1);
+    src.prefetch(4, std::vector<int32_t>{7}, 2);
+    expect_view(f, 2, src.next_ready());
+    src.end_layer(2);
+    src.begin_layer(3, std::vector<int32_t>{6});  // drops the unread (4, 7)
+    expect_view(f, 3, src.next_ready());
+    src.end_layer(3);
+    src.drain();
+    EXPECT_EQ(stats.prefetch_issued, 2u);
+    EXPECT_EQ(stats.prefetch_useful, 2u);
+    EXPECT_EQ(stats.cache_misses, 1u);  // only layer 0's demand read
+    EXPECT_FALSE(is_resident(src, key_of(4, 7, n_expert)));
+    // With room in the queue a far hint is read at once.
+    src.prefetch(4, std::vector<int32_t>{7}, 3);
+    src.drain();
+    EXPECT_EQ(stats.prefetch_issued, 3u);
+    EXPECT_TRUE(is_resident(src, key_of(4, 7, n_expert)));
+    std::filesystem::remove_all(dir);
+}
+
+TEST(StreamingSource, EachLookaheadDistanceEarnsItsOwnPrecision) {
+    const std::string dir = test::scratch_dir();
+    const int32_t n_expert = 48;
+    ExpertFile f = make_expert_file(dir, 3, n_expert, 5);
+    Stats stats;
+    auto cfg = basic_config(f, 16, &stats);
+    cfg.queue_depth = 32;
+    StreamingExpertSource src(std::move(cfg));
+    // At layer 2 the top hint from one layer ahead is always right, the top
+    // hint from two layers ahead never: only the latter stops being read.
+    uint64_t issued_at_12 = 0;
+    for (int round = 0; round < 24; ++round) {
+        const int32_t right = int32_t(round % 20), wrong = int32_t(20 + round % 20);
+        src.prefetch(2, std::vector<int32_t>{wrong}, 2);
+        src.prefetch(2, std::vector<int32_t>{right}, 1);
+        src.drain();
+        visit_layer(src, f, 2, {right});
+        if (round == 11) issued_at_12 = stats.prefetch_issued;
+    }
+    EXPECT_LT(issued_at_12, 24u) << "the wrong distance was never stopped";
+    EXPECT_EQ(stats.prefetch_issued - issued_at_12, 12u) << "after round 12 only the right distance is read";
+    EXPECT_EQ(stats.prefetch_useful, 24u);
+    std::filesystem::remove_all(dir);
+}
+
 TEST(StreamingSource, TooSmallCacheIsAClearError) {
     const std::string dir = test::scratch_dir();
     ExpertFile f = make_expert_file(dir, 3, 6, 4);
