@@ -74,6 +74,14 @@ public:
     // exactly experts.size() times per begin_layer. Throws moe::Error(io) with
     // the layer, expert and errno when a read fails.
     virtual ReadyExpert next_ready() = 0;
+    // The same without blocking: true and `out` set when an expert not yet
+    // returned is available right now (counts as one of the next_ready calls).
+    // Lets the caller compute everything that has landed as one group instead
+    // of one hand-off per expert. Sources that cannot tell answer false.
+    virtual bool try_next_ready(ReadyExpert &out) {
+        (void)out;
+        return false;
+    }
     // Releases the pins taken by begin_layer.
     virtual void end_layer(int32_t layer) = 0;
     // Hint: these experts of `layer` will probably be needed soon, most likely

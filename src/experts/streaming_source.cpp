@@ -314,8 +314,13 @@ void StreamingExpertSource::pump() {
     }
     demand_queue_.clear();
     demand_head_ = 0;
-    // Prefetches use at most half the queue so a demand read never finds it full
-    // of speculation.
+    // While the running layer waits on a read, no prefetch starts: the device
+    // has no priorities, so a prefetch beside a demand read would halve the
+    // demand read's bandwidth and stretch the wait the compute cannot hide.
+    // The prefetches start the moment the last demand read lands and run
+    // while the layer computes. Otherwise they use at most half the queue, so
+    // a demand read never finds it full of speculation.
+    if (demand_waiting()) return;
     const uint32_t prefetch_depth = std::max<uint32_t>(parts_per_expert, depth / 2);
     while (prefetch_head_ < prefetch_queue_.size()) {
         const uint32_t key = prefetch_queue_[prefetch_head_];
@@ -461,6 +466,9 @@ void StreamingExpertSource::wait_and_process() {
     const size_t n = backend_->reap(completions_, true);
     stats_->io_wait_ns += now_ns() - t0;
     for (size_t i = 0; i < n; ++i) process(completions_[i]);
+    // The last demand read may just have landed: start the held prefetches
+    // before the layer computes it.
+    pump();
 }
 
 void StreamingExpertSource::begin_layer(int32_t layer, std::span<const int32_t> experts) {
@@ -602,6 +610,16 @@ ReadyExpert StreamingExpertSource::next_ready() {
                  n_slots_, current_layer_);
         wait_and_process();
     }
+}
+
+bool StreamingExpertSource::try_next_ready(ReadyExpert &out) {
+    if (current_layer_ < 0 || returned_ >= expected_ || !pending_error_.empty()) return false;
+    if (ready_head_ == ready_.size()) poll();
+    if (ready_head_ == ready_.size() || !pending_error_.empty()) return false;
+    const int32_t s = ready_[ready_head_++];
+    ++returned_;
+    out = ReadyExpert{expert_of(slots_[size_t(s)].key), view_of(s)};
+    return true;
 }
 
 void StreamingExpertSource::end_layer(int32_t layer) {

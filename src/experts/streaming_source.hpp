@@ -69,6 +69,8 @@ public:
 
     void begin_layer(int32_t layer, std::span<const int32_t> experts) override;
     ReadyExpert next_ready() override;
+    // Reaps completions without waiting; a failed read is left for next_ready to report.
+    bool try_next_ready(ReadyExpert &out) override;
     void end_layer(int32_t layer) override;
     // Hints from one layer ahead join the prefetch queue; hints from further
     // ahead wait in a queue of their own, served after it and rebuilt at every
@@ -95,6 +97,8 @@ public:
 
 private:
     enum class KeyState : uint8_t { absent, queued_prefetch, queued_demand, loading, resident };
+    // The running layer asked for an expert whose bytes have not landed yet.
+    bool demand_waiting() const { return current_layer_ >= 0 && ready_.size() < expected_; }
     struct Slot {
         uint32_t key = 0;
         uint16_t pins = 0;

@@ -113,18 +113,23 @@ void ForwardPass::moe_block(int32_t layer, int32_t n_tokens) {
     LayerScope scope(experts_, layer);
     if (opt_.lookahead_layers > 0) predict_and_prefetch(layer, n_tokens);
     prepare_expert_inputs(lw, n_tokens);
-    // Resident experts are computed as one group (both threads share every
-    // expert's rows); streamed ones as each arrives, overlapping the reads.
-    int32_t n_ready = 0;
-    for (int32_t i = 0; i < n_unique; ++i) {
+    // Experts are computed a group at a time: everything available now (all
+    // of them when experts are resident, the cache hits first when streaming),
+    // then whatever landed while that group computed, so the reads overlap the
+    // compute and each group costs two hand-offs to the threads, not each expert.
+    for (int32_t done = 0; done < n_unique;) {
         const auto t0 = std::chrono::steady_clock::now();
+        int32_t n_ready = 0;
         ready_[size_t(n_ready++)] = experts_.next_ready();
         expert_wait_ns_ += uint64_t(
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-        if (!opt_.resident_experts || i + 1 == n_unique) {
-            compute_experts(lw, ready_.data(), n_ready, n_tokens);
-            n_ready = 0;
+        while (done + n_ready < n_unique) {
+            if (opt_.resident_experts) ready_[size_t(n_ready)] = experts_.next_ready();
+            else if (!experts_.try_next_ready(ready_[size_t(n_ready)])) break;
+            ++n_ready;
         }
+        compute_experts(lw, ready_.data(), n_ready, n_tokens);
+        done += n_ready;
     }
     scope.close();
 

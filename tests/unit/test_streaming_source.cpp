@@ -373,6 +373,63 @@ TEST(StreamingSource, NearerHintsAreReadFirstAndFarOnesAreReplacedAtEachLayer) {
     std::filesystem::remove_all(dir);
 }
 
+TEST(StreamingSource, PrefetchesWaitUntilTheLayersDemandReadsHaveLanded) {
+    const std::string dir = test::scratch_dir();
+    const int32_t n_expert = 8;
+    ExpertFile f = make_expert_file(dir, 3, n_expert, 9);
+    Stats stats;
+    auto cfg = basic_config(f, 16, &stats);
+    cfg.queue_depth = 32;  // room for every read at once: only the rule holds prefetches back
+    cfg.backend_override = std::make_unique<CompletesOnlyOnWait>(io::make_read_backend(io::BackendKind::pread, 32));
+    StreamingExpertSource src(std::move(cfg));
+    src.begin_layer(0, std::vector<int32_t>{0, 1});
+    src.prefetch(2, std::vector<int32_t>{3, 4});
+    EXPECT_EQ(stats.prefetch_issued, 0u) << "a prefetch started beside the layer's demand reads";
+    expect_view(f, 0, src.next_ready());
+    expect_view(f, 0, src.next_ready());
+    // Both demand experts have landed: the prefetches run while the layer computes.
+    EXPECT_EQ(stats.prefetch_issued, 2u);
+    src.end_layer(0);
+    // A layer that needs no read does not hold its hints back.
+    src.begin_layer(0, std::vector<int32_t>{0, 1});
+    src.prefetch(2, std::vector<int32_t>{5});
+    EXPECT_EQ(stats.prefetch_issued, 3u);
+    expect_view(f, 0, src.next_ready());
+    expect_view(f, 0, src.next_ready());
+    src.end_layer(0);
+    src.drain();
+    visit_layer(src, f, 2, {3, 4, 5});
+    EXPECT_EQ(stats.prefetch_useful, 3u);
+    EXPECT_EQ(stats.cache_misses, 2u);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(StreamingSource, TryNextReadyHandsOutOnlyWhatHasLanded) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 8, 11);
+    Stats stats;
+    auto cfg = basic_config(f, 16, &stats);
+    cfg.backend_override = std::make_unique<CompletesOnlyOnWait>(io::make_read_backend(io::BackendKind::pread, 32));
+    StreamingExpertSource src(std::move(cfg));
+    visit_layer(src, f, 0, {1, 2});
+    src.begin_layer(0, std::vector<int32_t>{1, 2, 3});  // two hits, one read that lands only on a wait
+    std::vector<int32_t> got;
+    ReadyExpert r;
+    while (src.try_next_ready(r)) {
+        expect_view(f, 0, r);
+        got.push_back(r.expert);
+    }
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, (std::vector<int32_t>{1, 2}));
+    r = src.next_ready();
+    EXPECT_EQ(r.expert, 3);
+    expect_view(f, 0, r);
+    EXPECT_FALSE(src.try_next_ready(r)) << "more experts than the layer asked for";
+    src.end_layer(0);
+    EXPECT_FALSE(src.try_next_ready(r)) << "an expert handed out with no layer open";
+    std::filesystem::remove_all(dir);
+}
+
 TEST(StreamingSource, EachLookaheadDistanceEarnsItsOwnPrecision) {
     const std::string dir = test::scratch_dir();
     const int32_t n_expert = 48;
