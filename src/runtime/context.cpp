@@ -28,13 +28,12 @@ bool wants_lookahead(int32_t prefetch, bool resident) {
     }
 }
 
-// Layers the router lookahead predicts ahead: the parameter, else
-// MOESTREAM_LOOKAHEAD_LAYERS, else the default (docs/performance.md measures
-// the choice).
+// Layers the router lookahead predicts ahead: MOESTREAM_LOOKAHEAD_LAYERS (as
+// every variable, it beats the parameter), else the parameter, else the
+// default (docs/performance.md measures the choice).
 int32_t lookahead_layers(const ContextParams &p) {
     int32_t n = p.lookahead_layers;
-    if (n == 0)
-        if (const char *env = std::getenv("MOESTREAM_LOOKAHEAD_LAYERS"); env && *env) n = std::atoi(env);
+    if (const char *env = std::getenv("MOESTREAM_LOOKAHEAD_LAYERS"); env && *env) n = std::atoi(env);
     if (n == 0) n = kDefaultLookaheadLayers;
     if (n < 1 || n > kMaxLookaheadLayers)
         fail(Status::invalid_argument, "lookahead_layers %d is outside 1..%d", n, kMaxLookaheadLayers);
