@@ -82,6 +82,11 @@ public:
         (void)out;
         return false;
     }
+    // Takes the reads that have completed and starts queued ones, without
+    // blocking. The forward pass calls it between compute tasks, so a
+    // finished read is followed by the next one at once instead of after the
+    // running group of experts. Hands nothing out; views stay valid.
+    virtual void progress() {}
     // Releases the pins taken by begin_layer.
     virtual void end_layer(int32_t layer) = 0;
     // Hint: these experts of `layer` will probably be needed soon, most likely

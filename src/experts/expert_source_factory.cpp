@@ -225,6 +225,7 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
         void begin_layer(int32_t l, std::span<const int32_t> e) override { inner->begin_layer(l, e); }
         ReadyExpert next_ready() override { return inner->next_ready(); }
         bool try_next_ready(ReadyExpert &out) override { return inner->try_next_ready(out); }
+        void progress() override { inner->progress(); }
         void end_layer(int32_t l) override { inner->end_layer(l); }
         void prefetch(int32_t l, std::span<const int32_t> e, int32_t distance) override {
             inner->prefetch(l, e, distance);

@@ -612,6 +612,12 @@ ReadyExpert StreamingExpertSource::next_ready() {
     }
 }
 
+void StreamingExpertSource::progress() {
+    // With nothing in flight, the queues are as pump() left them: only a
+    // completion can free the room or the slot they wait for.
+    if (backend_->in_flight() > 0) poll();
+}
+
 bool StreamingExpertSource::try_next_ready(ReadyExpert &out) {
     if (current_layer_ < 0 || returned_ >= expected_ || !pending_error_.empty()) return false;
     if (ready_head_ == ready_.size()) poll();

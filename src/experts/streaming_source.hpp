@@ -71,6 +71,7 @@ public:
     ReadyExpert next_ready() override;
     // Reaps completions without waiting; a failed read is left for next_ready to report.
     bool try_next_ready(ReadyExpert &out) override;
+    void progress() override;
     void end_layer(int32_t layer) override;
     // Hints from one layer ahead join the prefetch queue; hints from further
     // ahead wait in a queue of their own, served after it and rebuilt at every

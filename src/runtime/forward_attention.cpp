@@ -45,6 +45,8 @@ void ForwardPass::attention_block(int32_t layer, int32_t n_tokens, int32_t n_pas
         if (!linear_.prepared_for(lw.wv)) linear_.prepare(lw.wv.type, lw.wv.cols, xn_.data(), E, n_tokens);
         linear_.multiply(lw.wv, v_.data(), size_t(v_dim_), bias_or_null(lw.bv));
     }
+    // Reads that landed during the projections make room for the next ones.
+    experts_.progress();
 
     const int32_t n_rot = hp_.n_rot;
     for (int32_t t = 0; t < n_tokens; ++t) {
@@ -76,6 +78,7 @@ void ForwardPass::attention_block(int32_t layer, int32_t n_tokens, int32_t n_pas
         attend_kv_group(fp.kv_, job.layer, fp.attn_shape_, kvh, q, job.n_past + t, scores, out);
     });
 
+    experts_.progress();
     linear_.run(lw.wo, attn_.data(), size_t(o_dim_), n_tokens, tmp_.data(), E, bias_or_null(lw.bo));
     for (size_t i = 0, n = size_t(n_tokens) * E; i < n; ++i) x_[i] = tmp_[i] + x_[i];
 }

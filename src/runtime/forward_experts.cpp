@@ -110,7 +110,7 @@ void ForwardPass::compute_experts(const LayerWeights &lw, const ReadyExpert *gro
         bool multi, exact;
     } job{this, &lay, group, xq_up, n_ff, per_a, chunks_a, per_b, chunks_b, E, K, h_row, n_tokens > 1, opt_.exact};
 
-    pool_.parallel_for(int64_t(n_group) * chunks_a, [&job](int64_t task, int32_t) {
+    pool_.parallel_for(int64_t(n_group) * chunks_a, [&job](int64_t task, int32_t worker) {
         ForwardPass &fp = *job.self;
         const int32_t g = int32_t(task / job.chunks_a);
         const int64_t r0 = (task % job.chunks_a) * job.per_a, r1 = std::min(job.n_ff, r0 + job.per_a);
@@ -139,9 +139,11 @@ void ForwardPass::compute_experts(const LayerWeights &lw, const ReadyExpert *gro
                 kernels::quantize_act(job.lay->down.type, h_out + size_t(i) * nf,
                                       &fp.hq_[size_t(first + i) * job.h_row], job.n_ff, job.exact);
         }
+        // The calling thread owns the source: it keeps the device fed between tasks.
+        if (worker == 0) fp.experts_.progress();
     });
 
-    pool_.parallel_for(int64_t(n_group) * chunks_b, [&job](int64_t task, int32_t) {
+    pool_.parallel_for(int64_t(n_group) * chunks_b, [&job](int64_t task, int32_t worker) {
         ForwardPass &fp = *job.self;
         const int32_t g = int32_t(task / job.chunks_b);
         const ReadyExpert &ready = job.group[g];
@@ -159,6 +161,7 @@ void ForwardPass::compute_experts(const LayerWeights &lw, const ReadyExpert *gro
             float *dst = &fp.slot_out_[(t * job.K + s) * n_embd];
             for (int64_t j = r0; j < r1; ++j) dst[j] = src[j] * w;
         }
+        if (worker == 0) fp.experts_.progress();
     });
 }
 

@@ -6,7 +6,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <chrono>
 #include <random>
+#include <thread>
 #include <set>
 
 #include "common/error.hpp"
@@ -401,6 +403,35 @@ TEST(StreamingSource, PrefetchesWaitUntilTheLayersDemandReadsHaveLanded) {
     visit_layer(src, f, 2, {3, 4, 5});
     EXPECT_EQ(stats.prefetch_useful, 3u);
     EXPECT_EQ(stats.cache_misses, 2u);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(StreamingSource, ProgressStartsHeldPrefetchesWithoutAWait) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 8, 13);
+    Stats stats;
+    auto cfg = basic_config(f, 16, &stats);
+    cfg.queue_depth = 32;
+    StreamingExpertSource src(std::move(cfg));
+    src.begin_layer(0, std::vector<int32_t>{0});
+    src.prefetch(2, std::vector<int32_t>{3});
+    EXPECT_EQ(stats.prefetch_issued, 0u);
+    // As between two compute tasks: the demand read lands on its own time,
+    // progress() takes it and starts the held prefetch.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (stats.prefetch_issued == 0 && std::chrono::steady_clock::now() < give_up) {
+        src.progress();
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    EXPECT_EQ(stats.prefetch_issued, 1u);
+    ReadyExpert r;
+    ASSERT_TRUE(src.try_next_ready(r)) << "progress took the demand read but did not hand it over";
+    EXPECT_EQ(r.expert, 0);
+    expect_view(f, 0, r);
+    src.end_layer(0);
+    src.drain();
+    visit_layer(src, f, 2, {3});
+    EXPECT_EQ(stats.prefetch_useful, 1u);
     std::filesystem::remove_all(dir);
 }
 
