@@ -300,20 +300,7 @@ void StreamingExpertSource::pump() {
         backend_->submit(io::ReadRequest{sl.part_file[part], p.offset, uint32_t(p.length), slot_data(s) + p.slot_offset,
                                          (uint64_t(s) << 2) | part});
     }
-    while (demand_head_ < demand_queue_.size()) {
-        const uint32_t key = demand_queue_[demand_head_];
-        if (key_state_[key] != KeyState::queued_demand) {
-            ++demand_head_;
-            continue;
-        }
-        if (backend_->in_flight() + parts_per_expert > depth) return;
-        const int32_t s = acquire_slot(true);
-        if (s < 0) return;
-        ++demand_head_;
-        start_read(key, s, true);
-    }
-    demand_queue_.clear();
-    demand_head_ = 0;
+    if (!start_queued(demand_queue_, demand_head_, KeyState::queued_demand, depth, parts_per_expert)) return;
     // While the running layer waits on a read, no prefetch starts: the device
     // has no priorities, so a prefetch beside a demand read would halve the
     // demand read's bandwidth and stretch the wait the compute cannot hide.
@@ -322,34 +309,29 @@ void StreamingExpertSource::pump() {
     // a demand read never finds it full of speculation.
     if (demand_waiting()) return;
     const uint32_t prefetch_depth = std::max<uint32_t>(parts_per_expert, depth / 2);
-    while (prefetch_head_ < prefetch_queue_.size()) {
-        const uint32_t key = prefetch_queue_[prefetch_head_];
-        if (key_state_[key] != KeyState::queued_prefetch) {
-            ++prefetch_head_;
+    if (!start_queued(prefetch_queue_, prefetch_head_, KeyState::queued_prefetch, prefetch_depth, parts_per_expert))
+        return;
+    start_queued(far_queue_, far_head_, KeyState::queued_prefetch, prefetch_depth, parts_per_expert);
+}
+
+bool StreamingExpertSource::start_queued(std::vector<uint32_t> &queue, size_t &head, KeyState queued,
+                                         uint32_t depth_limit, uint32_t parts_per_expert) {
+    const bool demand = queued == KeyState::queued_demand;
+    while (head < queue.size()) {
+        const uint32_t key = queue[head];
+        if (key_state_[key] != queued) {  // dropped or already started since it was queued
+            ++head;
             continue;
         }
-        if (backend_->in_flight() + parts_per_expert > prefetch_depth) return;
-        const int32_t s = acquire_slot(false);
-        if (s < 0) return;
-        ++prefetch_head_;
-        start_read(key, s, false);
+        if (backend_->in_flight() + parts_per_expert > depth_limit) return false;
+        const int32_t s = acquire_slot(demand);
+        if (s < 0) return false;
+        ++head;
+        start_read(key, s, demand);
     }
-    prefetch_queue_.clear();
-    prefetch_head_ = 0;
-    while (far_head_ < far_queue_.size()) {
-        const uint32_t key = far_queue_[far_head_];
-        if (key_state_[key] != KeyState::queued_prefetch) {
-            ++far_head_;
-            continue;
-        }
-        if (backend_->in_flight() + parts_per_expert > prefetch_depth) return;
-        const int32_t s = acquire_slot(false);
-        if (s < 0) return;
-        ++far_head_;
-        start_read(key, s, false);
-    }
-    far_queue_.clear();
-    far_head_ = 0;
+    queue.clear();
+    head = 0;
+    return true;
 }
 
 void StreamingExpertSource::release_slot(int32_t s) {

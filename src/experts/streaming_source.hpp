@@ -98,6 +98,11 @@ public:
 
 private:
     enum class KeyState : uint8_t { absent, queued_prefetch, queued_demand, loading, resident };
+    // Starts the reads of a queue from `head` while the queue depth stays
+    // within depth_limit and slots can be had; false when it had to stop
+    // (the queue keeps the rest), true when the queue was emptied.
+    bool start_queued(std::vector<uint32_t> &queue, size_t &head, KeyState queued, uint32_t depth_limit,
+                      uint32_t parts_per_expert);
     // The running layer asked for an expert whose bytes have not landed yet.
     bool demand_waiting() const { return current_layer_ >= 0 && ready_.size() < expected_; }
     struct Slot {
