@@ -40,7 +40,10 @@ MOE_ALWAYS_INLINE __m256i gather8_u32(const uint8_t *p) {
 
 // Software prefetch of the weights kAhead bytes ahead of [p, p + kBytes):
 // the rows are streamed once, and the hardware prefetcher alone falls behind.
-constexpr size_t kPrefetchAhead = 4096;
+// NTA, because each weight byte is used once per step: it keeps the stream
+// from evicting the activations and scales from L1/L2.
+constexpr size_t kPrefetchAhead = 8192;
+constexpr auto kPrefetchHint = _MM_HINT_NTA;
 // Eight short rows at a time (rows8) advance 3.5-5 KiB per call, so 4 KiB
 // ahead is barely the next call; two calls ahead measured 6-7% faster on an
 // expert layer's down rows (bench_experts).
@@ -48,7 +51,7 @@ constexpr size_t kPrefetchAheadRows8 = 8192;
 template <size_t kBytes, size_t kAhead = kPrefetchAhead>
 MOE_ALWAYS_INLINE void prefetch_ahead(const uint8_t *p) {
     for (size_t off = 0; off < kBytes; off += 64)
-        _mm_prefetch(reinterpret_cast<const char *>(p + kAhead + off), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char *>(p + kAhead + off), kPrefetchHint);
 }
 
 // The low (kHigh = false) or high 16 bits of each 32-bit lane, read as fp16.

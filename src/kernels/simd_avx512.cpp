@@ -440,7 +440,7 @@ struct KRows512 : KRows<D> {
     MOE_ALWAYS_INLINE static void prefetch_block(const uint8_t *group) {
         constexpr size_t first = (J * D::kBytes + 63) / 64, end = ((J + 1) * D::kBytes + 63) / 64;
         for (size_t l = first; l < end; ++l)
-            _mm_prefetch(reinterpret_cast<const char *>(group + kPrefetchAhead + 64 * l), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char *>(group + kPrefetchAhead + 64 * l), kPrefetchHint);
     }
 
     template <int T>
