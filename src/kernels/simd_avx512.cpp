@@ -501,7 +501,7 @@ struct KRows512 : KRows<D> {
             unrolled(std::make_integer_sequence<int, 8>{}, [&](auto ic) {
                 constexpr int i = decltype(ic)::value;
                 const uint8_t *wb = wj + i * row_bytes;
-                prefetch_ahead<D::kBytes, kPrefetchAheadRows8>(wb);
+                prefetch_ahead<D::kBytes>(wb);
                 typename D::Block blk;
                 if constexpr (Heads::value) blk = D::template decode<i>(wb, head);
                 else blk = D::decode(wb, mins[i], dm[i]);
