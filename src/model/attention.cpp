@@ -93,6 +93,59 @@ MOE_ATTENTION_INLINE F8 load8(const float *p) {
 }
 MOE_ATTENTION_INLINE void store8(float *p, F8 v) { std::memcpy(p, &v, sizeof v); }
 
+// exp(x) for eight x <= 0 (softmax weights), the same float operations in
+// every lane and every clone, eight at a time where expf is one call per
+// weight. x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2, ln2 split
+// into a part whose products with n are exact and the rest; exp(r) by the
+// classic degree-6 single-precision polynomial; 2^n put in the exponent
+// bits. Inputs below -87 (weights under 2^-125 against the maximum's 1) are
+// clamped there, which keeps 2^n a normal number.
+MOE_ATTENTION_INLINE F8 exp8_nonpositive(F8 x) {
+    using I8 = int32_t __attribute__((vector_size(32)));
+    for (int i = 0; i < kLanes; ++i) x[i] = x[i] < -87.0f ? -87.0f : x[i];
+    constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+    const F8 n = (x * 1.44269504088896341f + kRound) - kRound;
+    const F8 r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+    F8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    const F8 e = (p * (r * r) + r) + 1.0f;
+    const I8 bits = (__builtin_convertvector(n, I8) + 127) << 23;
+    F8 scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    return e * scale;
+}
+
+// Softmax of n scores in place, shared by attend_head and the tiled path so
+// both give the same bits: weights eight at a time, their sum in eight double
+// lanes combined in a fixed order (one running sum would be a chain of
+// dependent additions as long as the context).
+MOE_ATTENTION_INLINE void softmax_in_place(float *s, int32_t n) {
+    float max = -INFINITY;
+    for (int32_t j = 0; j < n; ++j) max = std::max(max, s[j]);
+    double lanes[kLanes] = {};
+    int32_t j = 0;
+    for (; j + kLanes <= n; j += kLanes) {
+        const F8 e = exp8_nonpositive(load8(s + j) - max);
+        store8(s + j, e);
+        for (int i = 0; i < kLanes; ++i) lanes[i] += double(e[i]);
+    }
+    if (j < n) {
+        alignas(32) float tail[kLanes] = {};
+        for (int32_t i = 0; i < n - j; ++i) tail[i] = s[j + i] - max;
+        const F8 e = exp8_nonpositive(load8(tail));
+        for (int32_t i = 0; i < n - j; ++i) {
+            s[j + i] = e[i];
+            lanes[i] += double(e[i]);
+        }
+    }
+    const double sum = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+    const float inv = float(1.0 / sum);
+    for (int32_t i = 0; i < n; ++i) s[i] = s[i] * inv;
+}
+
 // Scores of H query heads (dk apart in q) against kTile keys transposed in
 // tile (tile[i * kTile + l] = element i of key l): one running sum per
 // (head, key), element after element, so H * kTile independent sums overlap.
@@ -174,19 +227,9 @@ MOE_ATTENTION_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const A
         }
     }
 
-    // Softmax per head, as attend_head; the weights scores * (1 / sum) are
-    // formed once, as attend_head forms them per position.
+    // Softmax per head, as attend_head.
     for (int32_t g = 0; g < group; ++g) {
-        float *sg = scores + size_t(g) * stride;
-        float max = -INFINITY;
-        for (int32_t j = 0; j < n_pos; ++j) max = std::max(max, sg[j]);
-        double sum = 0.0;
-        for (int32_t j = 0; j < n_pos; ++j) {
-            sg[j] = std::exp(sg[j] - max);
-            sum += double(sg[j]);
-        }
-        const float inv = float(1.0 / sum);
-        for (int32_t j = 0; j < n_pos; ++j) sg[j] = sg[j] * inv;
+        softmax_in_place(scores + size_t(g) * stride, n_pos);
         std::fill(out + size_t(g) * size_t(dv), out + size_t(g + 1) * size_t(dv), 0.0f);
     }
     // Values: kTile rows widened once, accumulated into every head in position order.
@@ -205,19 +248,15 @@ void attend_head(const KvCache &kv, int32_t layer, const AttentionShape &s, int3
     const int32_t kv_head = head / (s.n_head / s.n_head_kv);
     const int32_t k_off = kv_head * s.head_dim_k;
     const int32_t v_off = kv_head * s.head_dim_v;
-    float max = -INFINITY;
-    for (int32_t j = 0; j <= pos; ++j) {
-        scores[j] = kv.dot_k(layer, j, k_off, s.head_dim_k, q) * s.scale;
-        max = std::max(max, scores[j]);
-    }
-    double sum = 0.0;
-    for (int32_t j = 0; j <= pos; ++j) {
-        scores[j] = std::exp(scores[j] - max);
-        sum += double(scores[j]);
-    }
-    const float inv = float(1.0 / sum);
+    for (int32_t j = 0; j <= pos; ++j) scores[j] = kv.dot_k(layer, j, k_off, s.head_dim_k, q) * s.scale;
+    softmax_in_place(scores, pos + 1);
     std::fill(out, out + s.head_dim_v, 0.0f);
-    for (int32_t j = 0; j <= pos; ++j) kv.axpy_v(layer, j, v_off, s.head_dim_v, scores[j] * inv, out);
+    for (int32_t j = 0; j <= pos; ++j) kv.axpy_v(layer, j, v_off, s.head_dim_v, scores[j], out);
+}
+
+float softmax_exp(float x) {
+    F8 v = F8{} + x;
+    return exp8_nonpositive(v)[0];
 }
 
 void attend_kv_group(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t kv_head, const float *q,

@@ -33,4 +33,10 @@ void attend_head(const KvCache &kv, int32_t layer, const AttentionShape &s, int3
 void attend_kv_group(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t kv_head, const float *q,
                      int32_t pos, float *scores, float *out);
 
+// The softmax weight exp(x) of a score x <= 0 below the maximum, as every
+// attention path computes it (a fixed polynomial, not the library's expf, so
+// that vector and scalar paths give the same bits); within a few ulp of exp.
+// Exposed for tests.
+float softmax_exp(float x);
+
 }  // namespace moe

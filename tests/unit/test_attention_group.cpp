@@ -3,6 +3,7 @@
 // head sizes on and off the tiled path and positions around the tile width.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -59,5 +60,23 @@ TEST(AttentionGroup, EqualsPerHeadAttentionF32) {
 }
 
 TEST(AttentionGroup, HeadsLargerThanTheTileFallBack) { expect_group_equals_heads(false, 4, 2, 512, 512); }
+
+// The softmax weights' exp against the double-precision exp over the whole
+// range the softmax feeds it (score minus the maximum, clamped at -87).
+TEST(SoftmaxExp, WithinFourUlpOfExpOverTheRange) {
+    EXPECT_EQ(1.0f, moe::softmax_exp(0.0f));
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    for (int i = 0; i <= 2000000; ++i) {
+        const float x = -87.0f * float(i) / 2000000.0f;
+        const double want = std::exp(double(x));
+        const double rel = std::fabs(double(moe::softmax_exp(x)) - want) / want;
+        if (rel > worst) worst = rel, worst_x = x;
+    }
+    EXPECT_LT(worst, 4.0 * 0x1p-24) << "at x = " << worst_x;
+    // Below the clamp the weight stays a tiny normal number, never NaN or 0.
+    EXPECT_GT(moe::softmax_exp(-1000.0f), 0.0f);
+    EXPECT_LT(moe::softmax_exp(-1000.0f), 1e-37f);
+}
 
 }  // namespace
