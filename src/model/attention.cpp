@@ -99,12 +99,18 @@ MOE_ATTENTION_INLINE void store8(float *p, F8 v) { std::memcpy(p, &v, sizeof v);
 // into a part whose products with n are exact and the rest; exp(r) by the
 // classic degree-6 single-precision polynomial; 2^n put in the exponent
 // bits. Inputs below -87 (weights under 2^-125 against the maximum's 1) are
-// clamped there, which keeps 2^n a normal number.
+// clamped there, which keeps 2^n a normal number. n comes from a copy that is
+// also finite for NaN and never above 0 (so its conversion to an integer is
+// always defined); a NaN input still gives NaN through r.
 MOE_ATTENTION_INLINE F8 exp8_nonpositive(F8 x) {
     using I8 = int32_t __attribute__((vector_size(32)));
-    for (int i = 0; i < kLanes; ++i) x[i] = x[i] < -87.0f ? -87.0f : x[i];
+    F8 xn;
+    for (int i = 0; i < kLanes; ++i) {
+        xn[i] = x[i] >= -87.0f ? (x[i] <= 0.0f ? x[i] : 0.0f) : -87.0f;
+        x[i] = x[i] < -87.0f ? -87.0f : x[i];
+    }
     constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-    const F8 n = (x * 1.44269504088896341f + kRound) - kRound;
+    const F8 n = (xn * 1.44269504088896341f + kRound) - kRound;
     const F8 r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
     F8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;

@@ -77,6 +77,9 @@ TEST(SoftmaxExp, WithinFourUlpOfExpOverTheRange) {
     // Below the clamp the weight stays a tiny normal number, never NaN or 0.
     EXPECT_GT(moe::softmax_exp(-1000.0f), 0.0f);
     EXPECT_LT(moe::softmax_exp(-1000.0f), 1e-37f);
+    EXPECT_EQ(moe::softmax_exp(-INFINITY), moe::softmax_exp(-87.0f));
+    // A NaN score stays visible as a NaN weight.
+    EXPECT_TRUE(std::isnan(moe::softmax_exp(NAN)));
 }
 
 }  // namespace
