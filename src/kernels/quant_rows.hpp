@@ -38,7 +38,7 @@ MOE_ALWAYS_INLINE __m256i gather8_u32(const uint8_t *p) {
     return _mm256_setr_m128i(lo, hi);
 }
 
-// Software prefetch of the weights kAhead bytes ahead of [p, p + kBytes):
+// Software prefetch of the weights kPrefetchAhead bytes ahead of [p, p + kBytes):
 // the rows are streamed once, and the hardware prefetcher alone falls behind.
 // NTA, because each weight byte is used once per step: it keeps the stream
 // from evicting the activations and scales from L1/L2. 8 KiB ahead is also
@@ -46,10 +46,10 @@ MOE_ALWAYS_INLINE __m256i gather8_u32(const uint8_t *p) {
 // per call); one call ahead measured 6-7% slower there.
 constexpr size_t kPrefetchAhead = 8192;
 constexpr auto kPrefetchHint = _MM_HINT_NTA;
-template <size_t kBytes, size_t kAhead = kPrefetchAhead>
+template <size_t kBytes>
 MOE_ALWAYS_INLINE void prefetch_ahead(const uint8_t *p) {
     for (size_t off = 0; off < kBytes; off += 64)
-        _mm_prefetch(reinterpret_cast<const char *>(p + kAhead + off), kPrefetchHint);
+        _mm_prefetch(reinterpret_cast<const char *>(p + kPrefetchAhead + off), kPrefetchHint);
 }
 
 // The low (kHigh = false) or high 16 bits of each 32-bit lane, read as fp16.
