@@ -97,6 +97,17 @@ struct Nibbles8 : B {
     static constexpr std::array<int16_t, 64> kQuantIndex = quant_index(), kFieldIndex = field_index();
     static constexpr __mmask32 kHalf1Fields = 0xF0u | (0xF0u << 8) | (0xCCCCCCCCu & 0xFFFF0000u);
 
+    // Q4_0: the group's only fields, the eight d, all lie in its first 128
+    // bytes (block 7's d ends at byte 128), so one permute of the first two
+    // loads gathers them instead of two permutes and a blend.
+    static constexpr bool kScalesInFirstLoads = !B::kMin && !B::kFive && 7 * S + B::kD + 2 <= 128;
+    static constexpr std::array<int16_t, 32> scale_index() {
+        std::array<int16_t, 32> idx{};
+        for (int j = 0; j < 8; ++j) idx[j] = static_cast<int16_t>(word(0, j * S + B::kD));
+        return idx;
+    }
+    static constexpr std::array<int16_t, 32> kScaleIndex = scale_index();
+
     struct Group {
         __m512i z[4];  // z[e]: 64-bit lane L = weights 8e..8e+7 of block kOrder[L]
         __m256 dw, mw;
@@ -104,17 +115,23 @@ struct Nibbles8 : B {
 
     MOE_ALWAYS_INLINE static Group decode8(const uint8_t *w) {
         const __m512i qidx[2] = {_mm512_loadu_si512(kQuantIndex.data()), _mm512_loadu_si512(kQuantIndex.data() + 32)};
-        const __m512i fidx[2] = {_mm512_loadu_si512(kFieldIndex.data()), _mm512_loadu_si512(kFieldIndex.data() + 32)};
         const __m512i a0 = load512(w + base(0)), a1 = load512(w + base(0) + 64);
         const __m512i b0 = load512(w + base(1)), b1 = load512(w + base(1) + 64);
         const __m512i qa = _mm512_permutex2var_epi16(a0, qidx[0], a1);  // blocks 0..3
         const __m512i qb = _mm512_permutex2var_epi16(b0, qidx[1], b1);  // blocks 4..7
-        const __m512i fields = _mm512_mask_blend_epi16(kHalf1Fields, _mm512_permutex2var_epi16(a0, fidx[0], a1),
-                                                       _mm512_permutex2var_epi16(b0, fidx[1], b1));
         Group g;
-        const __m512 dm = _mm512_cvtph_ps(_mm512_castsi512_si256(fields));
-        g.dw = _mm512_castps512_ps256(dm);
-        if constexpr (B::kMin) g.mw = _mm512_extractf32x8_ps(dm, 1);
+        __m512i fields;
+        if constexpr (kScalesInFirstLoads) {
+            fields = _mm512_permutex2var_epi16(a0, _mm512_loadu_si512(kScaleIndex.data()), a1);
+            g.dw = _mm256_cvtph_ps(_mm512_castsi512_si128(fields));
+        } else {
+            const __m512i fidx[2] = {_mm512_loadu_si512(kFieldIndex.data()), _mm512_loadu_si512(kFieldIndex.data() + 32)};
+            fields = _mm512_mask_blend_epi16(kHalf1Fields, _mm512_permutex2var_epi16(a0, fidx[0], a1),
+                                             _mm512_permutex2var_epi16(b0, fidx[1], b1));
+            const __m512 dm = _mm512_cvtph_ps(_mm512_castsi512_si256(fields));
+            g.dw = _mm512_castps512_ps256(dm);
+            if constexpr (B::kMin) g.mw = _mm512_extractf32x8_ps(dm, 1);
+        }
         const __m512i low4 = _mm512_set1_epi8(0x0F);
         const __m512i la = _mm512_and_si512(qa, low4), lb = _mm512_and_si512(qb, low4);
         const __m512i ha = _mm512_and_si512(_mm512_srli_epi16(qa, 4), low4);
