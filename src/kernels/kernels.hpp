@@ -46,6 +46,8 @@ bool set_isa(Isa isa);
 // --- element conversion ------------------------------------------------------
 float fp16_to_f32(uint16_t h);
 uint16_t f32_to_fp16(float f);        // round to nearest even
+// n conversions as f32_to_fp16 gives them, vectorised where the CPU can.
+void f32_to_fp16_row(const float *x, uint16_t *out, int64_t n);
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);        // round to nearest even, NaN stays NaN
 

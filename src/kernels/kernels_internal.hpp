@@ -22,10 +22,11 @@ struct TypeKernels {
     MatmatFn matmat = nullptr;  // optional; default loops over dot per row and token
 };
 
-// Activation conversion of n floats (a multiple of the block size); null: scalar.
+// Activation conversion of n floats (a multiple of the block size; any n
+// for f16); null: scalar.
 using QuantizeFn = void (*)(const float *x, uint8_t *dst, int64_t n);
 struct ActKernels {
-    QuantizeFn q8_0 = nullptr, q8_1 = nullptr, q8_k = nullptr;
+    QuantizeFn q8_0 = nullptr, q8_1 = nullptr, q8_k = nullptr, f16 = nullptr;
 };
 
 struct KernelTable {

@@ -105,9 +105,24 @@ void quantize_q8_k_avx2(const float *x, uint8_t *dst, int64_t n) {
     }
 }
 
+// vcvtps2ph rounds to nearest even like f32_to_half, gives infinity on
+// overflow, keeps subnormals (the MXCSR flush bits do not apply to it) and
+// quiets NaNs keeping the top payload bits, as f32_to_half does.
+void to_f16_avx2(const float *x, uint8_t *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + 2 * i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; ++i) {
+        const uint16_t h = f32_to_half(x[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+    }
+}
+
 }  // namespace
 
 void fill_avx2_act_kernels(KernelTable &t) {
+    t.act.f16 = to_f16_avx2;
     t.act.q8_0 = quantize_q8_0_avx2;
     t.act.q8_1 = quantize_q8_1_avx2;
     t.act.q8_k = quantize_q8_k_avx2;

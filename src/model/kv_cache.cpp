@@ -23,8 +23,8 @@ void KvCache::store(int32_t layer, int32_t pos, const float *k, const float *v) 
         for (int32_t i = 0; i < k_dim_; ++i) k32_[ik + size_t(i)] = k[i];
         for (int32_t i = 0; i < v_dim_; ++i) v32_[iv + size_t(i)] = v[i];
     } else {
-        for (int32_t i = 0; i < k_dim_; ++i) k16_[ik + size_t(i)] = kernels::f32_to_fp16(k[i]);
-        for (int32_t i = 0; i < v_dim_; ++i) v16_[iv + size_t(i)] = kernels::f32_to_fp16(v[i]);
+        kernels::f32_to_fp16_row(k, &k16_[ik], k_dim_);
+        kernels::f32_to_fp16_row(v, &v16_[iv], v_dim_);
     }
 }
 

@@ -18,19 +18,21 @@ void softmax(float *x, int32_t n) {
 }
 
 void top_k(const float *p, int32_t n, int32_t k, int32_t *ids, float *w) {
-    // k is small (<= a few dozen): k passes over n keep this allocation-free.
-    for (int32_t slot = 0; slot < k; ++slot) {
-        int32_t best = -1;
-        for (int32_t i = 0; i < n; ++i) {
-            bool taken = false;
-            for (int32_t s = 0; s < slot; ++s) taken |= ids[s] == i;
-            if (taken) continue;
-            // Strict '>' keeps the lower index on ties; NaN never wins over a number.
-            if (best < 0 || p[i] > p[best] || (std::isnan(p[best]) && !std::isnan(p[i]))) best = i;
-        }
-        ids[slot] = best;
-        w[slot] = p[best];
+    // One pass keeping the best `filled` candidates sorted in ids: a new one
+    // goes before the first it beats. It beats a kept candidate only when
+    // strictly larger, or a number against a NaN, so ties keep the lower
+    // index first and NaNs come last.
+    auto beats = [p](int32_t a, int32_t b) { return p[a] > p[b] || (std::isnan(p[b]) && !std::isnan(p[a])); };
+    int32_t filled = 0;
+    for (int32_t i = 0; i < n; ++i) {
+        int32_t at = filled;
+        while (at > 0 && beats(i, ids[at - 1])) --at;
+        if (at >= k) continue;
+        for (int32_t s = std::min(filled, k - 1); s > at; --s) ids[s] = ids[s - 1];
+        ids[at] = i;
+        if (filled < k) ++filled;
     }
+    for (int32_t s = 0; s < k; ++s) w[s] = p[ids[s]];
 }
 
 void renormalize(float *w, int32_t k) {

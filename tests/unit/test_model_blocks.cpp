@@ -1,6 +1,7 @@
 // Building blocks of the forward pass against straightforward formulas.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -135,6 +136,44 @@ TEST(Router, TopKAllEqualPicksFirstIndices) {
     EXPECT_EQ(ids[0], 0);
     EXPECT_EQ(ids[1], 1);
     EXPECT_EQ(ids[2], 2);
+}
+
+// The selection rule spelled out: k passes, each taking the first of the
+// largest remaining values (a number before any NaN).
+void top_k_by_passes(const std::vector<float> &p, int32_t k, std::vector<int32_t> &ids) {
+    ids.clear();
+    for (int32_t slot = 0; slot < k; ++slot) {
+        int32_t best = -1;
+        for (int32_t i = 0; i < int32_t(p.size()); ++i) {
+            if (std::find(ids.begin(), ids.end(), i) != ids.end()) continue;
+            if (best < 0 || p[size_t(i)] > p[size_t(best)] || (std::isnan(p[size_t(best)]) && !std::isnan(p[size_t(i)])))
+                best = i;
+        }
+        ids.push_back(best);
+    }
+}
+
+TEST(Router, TopKEqualsSelectionByPassesWithTiesAndNaNs) {
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int> level(0, 9), kind(0, 19);
+    for (int round = 0; round < 500; ++round) {
+        const int32_t n = 1 + round % 130, k = 1 + int32_t(rng() % uint32_t(std::min(n, 16)));
+        std::vector<float> p(static_cast<size_t>(n));
+        for (float &v : p) {
+            const int c = kind(rng);
+            v = c == 0 ? NAN : c == 1 ? -INFINITY : c == 2 ? INFINITY : float(level(rng)) * 0.125f;  // many ties
+        }
+        std::vector<int32_t> want;
+        top_k_by_passes(p, k, want);
+        std::vector<int32_t> ids(static_cast<size_t>(k), -7);
+        std::vector<float> w(static_cast<size_t>(k));
+        moe::top_k(p.data(), n, k, ids.data(), w.data());
+        ASSERT_EQ(ids, want) << "round " << round;
+        for (int32_t s = 0; s < k; ++s) {
+            if (std::isnan(p[size_t(want[size_t(s)])])) EXPECT_TRUE(std::isnan(w[size_t(s)]));
+            else EXPECT_EQ(w[size_t(s)], p[size_t(want[size_t(s)])]);
+        }
+    }
 }
 
 TEST(Router, RenormalizeDividesBySumClampedAtTinyValue) {
