@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/fp_convert.hpp"
+#include "model/vec8.hpp"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -66,69 +67,17 @@ void widen(const uint8_t *p, bool f32, int32_t n, float *out) {
 }
 
 
-// Eight floats as one value; GCC lowers it to whatever the clone's target
-// has (two SSE registers, one AVX register). The helpers taking and
-// returning it are always inlined, so the baseline's vector ABI (which GCC
-// warns about) is never used across a call.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-using F8 = float __attribute__((vector_size(32)));
-constexpr int32_t kLanes = 8;
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(MOESTREAM_NO_TARGET_CLONES)
-// The same source compiled for AVX-512, AVX2 and the baseline, picked at
-// load time. The float operations are the same in every clone (this file is
-// compiled without FMA contraction), so every clone gives the same bits.
-#define MOE_ATTENTION_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define MOE_ATTENTION_CLONES
-#endif
-#define MOE_ATTENTION_INLINE inline __attribute__((always_inline))
-
-MOE_ATTENTION_INLINE F8 load8(const float *p) {
-    F8 v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-MOE_ATTENTION_INLINE void store8(float *p, F8 v) { std::memcpy(p, &v, sizeof v); }
-
-// exp(x) for eight x <= 0 (softmax weights), the same float operations in
-// every lane and every clone, eight at a time where expf is one call per
-// weight. x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2, ln2 split
-// into a part whose products with n are exact and the rest; exp(r) by the
-// classic degree-6 single-precision polynomial; 2^n put in the exponent
-// bits. Inputs below -87 (weights under 2^-125 against the maximum's 1) are
-// clamped there, which keeps 2^n a normal number. n comes from a copy that is
-// also finite for NaN and never above 0 (so its conversion to an integer is
-// always defined); a NaN input still gives NaN through r.
-MOE_ATTENTION_INLINE F8 exp8_nonpositive(F8 x) {
-    using I8 = int32_t __attribute__((vector_size(32)));
-    F8 xn;
-    for (int i = 0; i < kLanes; ++i) {
-        xn[i] = x[i] >= -87.0f ? (x[i] <= 0.0f ? x[i] : 0.0f) : -87.0f;
-        x[i] = x[i] < -87.0f ? -87.0f : x[i];
-    }
-    constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-    const F8 n = (xn * 1.44269504088896341f + kRound) - kRound;
-    const F8 r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-    F8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    const F8 e = (p * (r * r) + r) + 1.0f;
-    const I8 bits = (__builtin_convertvector(n, I8) + 127) << 23;
-    F8 scale;
-    std::memcpy(&scale, &bits, sizeof scale);
-    return e * scale;
-}
+using vec8::exp8_nonpositive;
+using vec8::F8;
+using vec8::kLanes;
+using vec8::load8;
+using vec8::store8;
 
 // Softmax of n scores in place, shared by attend_head and the tiled path so
 // both give the same bits: weights eight at a time, their sum in eight double
 // lanes combined in a fixed order (one running sum would be a chain of
 // dependent additions as long as the context).
-MOE_ATTENTION_INLINE void softmax_in_place(float *s, int32_t n) {
+MOE_VEC8_INLINE void softmax_in_place(float *s, int32_t n) {
     float max = -INFINITY;
     for (int32_t j = 0; j < n; ++j) max = std::max(max, s[j]);
     double lanes[kLanes] = {};
@@ -156,7 +105,7 @@ MOE_ATTENTION_INLINE void softmax_in_place(float *s, int32_t n) {
 // tile (tile[i * kTile + l] = element i of key l): one running sum per
 // (head, key), element after element, so H * kTile independent sums overlap.
 template <int H>
-MOE_ATTENTION_INLINE void score_tile(const float *q, int32_t dk, const float *tile, float scale, float *scores,
+MOE_VEC8_INLINE void score_tile(const float *q, int32_t dk, const float *tile, float scale, float *scores,
                                      size_t stride) {
     static_assert(kTile == kLanes, "one key per lane");
     F8 acc[H];
@@ -169,7 +118,7 @@ MOE_ATTENTION_INLINE void score_tile(const float *q, int32_t dk, const float *ti
 }
 
 template <int H>
-MOE_ATTENTION_INLINE int32_t score_heads(int32_t g, int32_t group, const float *q, int32_t dk, const float *tile,
+MOE_VEC8_INLINE int32_t score_heads(int32_t g, int32_t group, const float *q, int32_t dk, const float *tile,
                                          float scale, float *scores, size_t stride) {
     for (; g + H <= group; g += H)
         score_tile<H>(q + size_t(g) * size_t(dk), dk, tile, scale, scores + size_t(g) * stride, stride);
@@ -178,7 +127,7 @@ MOE_ATTENTION_INLINE int32_t score_heads(int32_t g, int32_t group, const float *
 
 // out (dv floats) += w[l] * rows[l] for l = 0 .. n - 1 in that order per
 // element, 64 elements held in registers across the n rows.
-MOE_ATTENTION_INLINE void accumulate_values(const float *rows, int32_t n, int32_t dv, const float *w, float *out) {
+MOE_VEC8_INLINE void accumulate_values(const float *rows, int32_t n, int32_t dv, const float *w, float *out) {
     int32_t c = 0;
     for (; c + 8 * kLanes <= dv; c += 8 * kLanes) {
         F8 o[8];
@@ -200,7 +149,7 @@ MOE_ATTENTION_INLINE void accumulate_values(const float *rows, int32_t n, int32_
 // attend_kv_group for head sizes that are multiples of the lane count: keys
 // scored kTile positions at a time for all heads of the group, softmax per
 // head, values accumulated kTile positions at a time.
-MOE_ATTENTION_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t kv_head,
+MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t kv_head,
                                        const float *q, int32_t n_pos, float *scores, float *out) {
     const int32_t group = s.n_head / s.n_head_kv;
     const int32_t dk = s.head_dim_k, dv = s.head_dim_v;

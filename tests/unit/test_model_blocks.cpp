@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "model/rms_norm.hpp"
 #include "model/rope.hpp"
 #include "model/router.hpp"
+#include "model/swiglu.hpp"
 
 namespace {
 
@@ -136,6 +138,42 @@ TEST(Router, TopKAllEqualPicksFirstIndices) {
     EXPECT_EQ(ids[0], 0);
     EXPECT_EQ(ids[1], 1);
     EXPECT_EQ(ids[2], 2);
+}
+
+// silu(g) * u against the formula in double precision, over the range where
+// exp(-v) neither overflows nor vanishes and beyond it.
+TEST(SwiGlu, WithinFewUlpOfTheFormula) {
+    std::vector<float> g, u;
+    for (float v = -100.0f; v <= 100.0f; v += 0.0137f) g.push_back(v), u.push_back(1.0f + v * 0.01f);
+    for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, 1e30f}) g.push_back(v), u.push_back(0.5f);
+    std::vector<float> h(g.size());
+    moe::swiglu(g.data(), u.data(), h.data(), int64_t(g.size()));
+    for (size_t i = 0; i < g.size(); ++i) {
+        const double v = g[i], want = v / (1.0 + std::exp(-v)) * double(u[i]);
+        // Below gate -87 the exponential is clamped at exp(-87): results under 1e-35 are only near zero.
+        EXPECT_NEAR(h[i], want, 4e-7 * std::fabs(want) + 1e-35) << "gate " << g[i];
+    }
+    const float nan = NAN, one = 1.0f;
+    float out;
+    moe::swiglu(&nan, &one, &out, 1);
+    EXPECT_TRUE(std::isnan(out));
+}
+
+// Rows are split into chunks however the threads share them: every element
+// must come out the same whatever chunk (and position in it) it falls in.
+TEST(SwiGlu, ChunksGiveTheSameBitsAsOneCall) {
+    std::mt19937 rng(9);
+    std::normal_distribution<float> d(0.0f, 4.0f);
+    const size_t n = 1000;
+    std::vector<float> g(n), u(n), whole(n), parts(n);
+    for (size_t i = 0; i < n; ++i) g[i] = d(rng), u[i] = d(rng);
+    moe::swiglu(g.data(), u.data(), whole.data(), int64_t(n));
+    for (size_t at = 0; at < n;) {
+        const size_t len = std::min(n - at, size_t(1 + rng() % 23));
+        moe::swiglu(g.data() + at, u.data() + at, parts.data() + at, int64_t(len));
+        at += len;
+    }
+    EXPECT_EQ(std::memcmp(whole.data(), parts.data(), n * sizeof(float)), 0);
 }
 
 // The selection rule spelled out: k passes, each taking the first of the
