@@ -11,11 +11,8 @@ using vec8::kLanes;
 // silu(v) from e = exp(-|v|), which never overflows: v / (1 + e) for v >= 0,
 // and v e / (1 + e) = v / (1 + exp(-v)) for v < 0. NaN stays NaN.
 MOE_VEC8_INLINE F8 silu8(F8 v) {
-    F8 a;
-    for (int i = 0; i < kLanes; ++i) a[i] = v[i] < 0.0f ? -v[i] : v[i];
-    const F8 e = vec8::exp8_nonpositive(-a);
-    F8 num;  // a NaN v takes v * e, also NaN
-    for (int i = 0; i < kLanes; ++i) num[i] = v[i] >= 0.0f ? v[i] : v[i] * e[i];
+    const F8 e = vec8::exp8_nonpositive(-vec8::abs8(v));
+    const F8 num = vec8::select8(v >= 0.0f, v, v * e);  // a NaN v takes v * e, also NaN
     return num / (1.0f + e);
 }
 

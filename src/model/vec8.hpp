@@ -31,6 +31,7 @@ namespace moe::vec8 {
 namespace {  // internal linkage: each including file keeps its own copies
 
 using F8 = float __attribute__((vector_size(32)));
+using I8 = int32_t __attribute__((vector_size(32)));
 constexpr int32_t kLanes = 8;
 
 MOE_VEC8_INLINE F8 load8(const float *p) {
@@ -39,6 +40,22 @@ MOE_VEC8_INLINE F8 load8(const float *p) {
     return v;
 }
 MOE_VEC8_INLINE void store8(float *p, F8 v) { std::memcpy(p, &v, sizeof v); }
+
+// Lanewise choices written as whole-vector operations: a loop over the lanes
+// would be compiled one lane at a time.
+MOE_VEC8_INLINE I8 bits_of(F8 v) {
+    I8 b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+}
+MOE_VEC8_INLINE F8 from_bits(I8 b) {
+    F8 v;
+    std::memcpy(&v, &b, sizeof v);
+    return v;
+}
+// mask lanes are all ones (take a) or all zeros (take b), as comparisons give.
+MOE_VEC8_INLINE F8 select8(I8 mask, F8 a, F8 b) { return from_bits((bits_of(a) & mask) | (bits_of(b) & ~mask)); }
+MOE_VEC8_INLINE F8 abs8(F8 v) { return from_bits(bits_of(v) & 0x7fffffff); }
 
 // exp(x) for eight x <= 0, the same float operations in every lane and every
 // clone, eight at a time where expf is one call per value. x = n ln2 + r with
@@ -50,12 +67,9 @@ MOE_VEC8_INLINE void store8(float *p, F8 v) { std::memcpy(p, &v, sizeof v); }
 // conversion to an integer is always defined); a NaN input still gives NaN
 // through r.
 MOE_VEC8_INLINE F8 exp8_nonpositive(F8 x) {
-    using I8 = int32_t __attribute__((vector_size(32)));
-    F8 xn;
-    for (int i = 0; i < kLanes; ++i) {
-        xn[i] = x[i] >= -87.0f ? (x[i] <= 0.0f ? x[i] : 0.0f) : -87.0f;
-        x[i] = x[i] < -87.0f ? -87.0f : x[i];
-    }
+    const F8 low = F8{} - 87.0f;
+    const F8 xn = select8(x >= low, select8(x <= 0.0f, x, F8{}), low);  // NaN: -87
+    x = select8(x < low, low, x);
     constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
     const F8 n = (xn * 1.44269504088896341f + kRound) - kRound;
     const F8 r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
