@@ -2,6 +2,7 @@
 #include <string>
 
 #include "firewall.hpp"
+#include "kernels/kernels.hpp"
 
 namespace moe::capi {
 namespace {
@@ -33,6 +34,7 @@ extern "C" {
 
 MOESTREAM_API int moestream_version_number(void) { return MOESTREAM_VERSION_NUMBER; }
 MOESTREAM_API const char *moestream_version_string(void) { return MOESTREAM_VERSION_STRING; }
+MOESTREAM_API const char *moestream_kernel_isa(void) { return moe::kernels::isa_name(moe::kernels::active_isa()); }
 
 MOESTREAM_API const char *moestream_status_string(int status) {
     switch (status) {

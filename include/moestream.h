@@ -47,6 +47,10 @@ extern "C" {
 MOESTREAM_API int moestream_version_number(void);
 /* Runtime version string, e.g. "0.1.0". Static storage. */
 MOESTREAM_API const char *moestream_version_string(void);
+/* Instruction set the compute kernels use: "avx512", "avx2" or "scalar" (the
+ * best this CPU supports, lowered by MOESTREAM_ISA=scalar|avx2|avx512; other
+ * values of MOESTREAM_ISA are ignored). Static storage. */
+MOESTREAM_API const char *moestream_kernel_isa(void);
 
 /* ------------------------------------------------------------------------ */
 /* Status codes                                                             */

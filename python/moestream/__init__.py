@@ -19,12 +19,17 @@ ABI_MAJOR = _ffi.ABI_MAJOR
 
 __all__ = ["ABI_MAJOR", "Context", "Error", "Sampler", "Status", "generate_model", "generate_model_size",
            "inspect", "library_path", "status_string", "trace_info", "trace_replay", "trace_synth", "version",
-           "version_number"]
+           "version_number", "kernel_isa"]
 
 
 def version():
     """The loaded library's version string, e.g. "0.1.0"."""
     return _ffi.lib().version_string()
+
+
+def kernel_isa():
+    """Instruction set of the compute kernels: "avx512", "avx2" or "scalar"."""
+    return _ffi.lib().moestream_kernel_isa().decode()
 
 
 def version_number():

@@ -139,6 +139,7 @@ FUNCTIONS = [
     # name, restype, argtypes
     ("moestream_version_number", ctypes.c_int, []),
     ("moestream_version_string", ctypes.c_char_p, []),
+    ("moestream_kernel_isa", ctypes.c_char_p, []),
     ("moestream_status_string", ctypes.c_char_p, [ctypes.c_int]),
     ("moestream_last_error", ctypes.c_char_p, []),
     ("moestream_params_init", None, [_P(Params)]),

@@ -266,9 +266,9 @@ int cmd_bench(const Args &args) {
     if (auto s = a.get("--prefetch"); s && !parse_prefetch(*s, base.prefetch)) return usage_error("bad --prefetch");
     if (auto s = a.get("--policy"); s && !parse_policy(*s, base.cache_policy)) return usage_error("bad --policy");
     if (auto s = a.get("--lookahead")) {
-        int64_t v = 0;
-        if (!parse_int(*s, v) || v < 1 || v > 4) return usage_error("--lookahead takes 1..4 layers");
-        base.lookahead_layers = int32_t(v);
+        int64_t layers = 0;
+        if (!parse_int(*s, layers) || layers < 1 || layers > 4) return usage_error("--lookahead takes 1..4 layers");
+        base.lookahead_layers = int32_t(layers);
     }
 
     std::vector<uint64_t> budgets;
@@ -337,6 +337,7 @@ int cmd_bench(const Args &args) {
         std::printf("model: %s (%s, %s, %d layers, %d experts, top-%d; experts %s)\n", model->c_str(), info.architecture,
                     format_bytes(info.file_bytes).c_str(), info.n_layer, info.n_expert, info.n_expert_used,
                     format_bytes(info.expert_bytes).c_str());
+        std::printf("kernels: %s\n", moestream_kernel_isa());
         std::printf("run: prompt %d tokens, decode %d tokens, %s\n", base.prompt, base.n_tokens,
                     any_resident && modes.size() == 1 ? "resident (file loaded into the page cache, untimed warm-up)"
                     : base.cold                       ? "cold page cache"
@@ -394,12 +395,12 @@ int cmd_bench(const Args &args) {
             }
         }
     if (json) {
-        std::printf("{\"model\": %s, \"file_bytes\": %llu, \"expert_bytes\": %llu, \"n_layer\": %d, \"n_expert\": %d, "
+        std::printf("{\"model\": %s, \"kernel_isa\": \"%s\", \"file_bytes\": %llu, \"expert_bytes\": %llu, \"n_layer\": %d, \"n_expert\": %d, "
                     "\"n_expert_used\": %d, \"prompt\": %d, \"n_tokens\": %d, \"cold\": %s, \"disk_bw_bytes_s\": %.1f, "
                     "\"disk_bw_source\": \"random probe\", "
                     "\"membw_bytes_s\": %.1f, \"membw_median_bytes_s\": %.1f, \"membw_threads\": %d, "
                     "\"touched_dense_bytes_per_token\": %llu, \"runs\": [",
-                    json_string(*model).c_str(), static_cast<unsigned long long>(info.file_bytes),
+                    json_string(*model).c_str(), moestream_kernel_isa(), static_cast<unsigned long long>(info.file_bytes),
                     static_cast<unsigned long long>(info.expert_bytes), info.n_layer, info.n_expert, info.n_expert_used,
                     base.prompt, base.n_tokens, base.cold ? "true" : "false", disk_bw, membw.bytes_per_s,
                     membw.median_bytes_per_s, membw.threads, static_cast<unsigned long long>(base.touched_dense));

@@ -22,7 +22,7 @@ const char *kUsage =
     "                             [--warmup 0.5] [--json]\n"
     "       moestream trace record -m MODEL [--tokens N] [--prompt N] [--memory-budget SIZE] [--seed N]\n"
     "                              [--feed greedy|random] -o TRACE\n"
-    "Trace format: docs/trace-format.md. Budgets in %% are shares of all expert bytes.\n";
+    "Trace format: docs/trace-format.md. Budgets in % are shares of all expert bytes.\n";
 
 int usage_error(const std::string &what) {
     std::fprintf(stderr, "moestream trace: %s\n%s", what.c_str(), kUsage);
@@ -198,10 +198,16 @@ int replay(const Args &args) {
 }  // namespace
 
 int cmd_trace(const Args &args) {
-    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-        std::printf("%s", kUsage);
-        return args.empty() ? 2 : 0;
+    if (args.empty()) {
+        std::fprintf(stderr, "%s", kUsage);
+        return 2;
     }
+    // "trace --help" and "trace SUBCOMMAND --help" alike.
+    for (const std::string &a : args)
+        if (a == "--help" || a == "-h") {
+            std::printf("%s", kUsage);
+            return 0;
+        }
     const Args rest(args.begin() + 1, args.end());
     if (args[0] == "synth") return synth(rest);
     if (args[0] == "info") return info(rest);

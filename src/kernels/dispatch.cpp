@@ -41,14 +41,11 @@ CpuFeatures read_cpu_features() {
     const bool avx2 = b & (1u << 5), bmi2 = b & (1u << 8);
     const bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
                avx512vl = b & (1u << 31), avx512vnni = c & (1u << 11);
-    const unsigned max_sub = a;
-    bool avx512bf16 = false;
-    if (max_sub >= 1) {
-        __cpuid_count(7, 1, a, b, c, d);
-        avx512bf16 = a & (1u << 5);
-    }
     f.avx2 = os_avx && avx2 && fma && f16c && bmi2;
-    f.avx512 = f.avx2 && os_avx512 && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni && avx512bf16;
+    // No BF16 instruction is used (BF16 weights are widened exactly, since
+    // vdpbf16ps flushes denormals), so VNNI-only parts (Cascade Lake, Ice
+    // Lake) get the AVX-512 kernels too.
+    f.avx512 = f.avx2 && os_avx512 && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni;
     return f;
 }
 

@@ -57,6 +57,21 @@ def test_version_matches_header(lib, header):
     assert os.path.samefile(moestream.library_path(), os.environ["MOESTREAM_LIB"])
 
 
+def test_kernel_isa_follows_moestream_isa(lib):
+    def isa(value):
+        env = {"MOESTREAM_ISA": value} if value is not None else {}
+        r = run_python("import moestream; print(moestream.kernel_isa())", env, drop=("MOESTREAM_ISA",))
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+    best = isa(None)
+    assert best in ("avx512", "avx2", "scalar")
+    assert isa("scalar") == "scalar"
+    assert isa("no-such-isa") == best
+    assert isa("avx512") == best  # never above what the CPU has
+    if best == "avx512":
+        assert isa("avx2") == "avx2"
+
+
 def header_functions(header):
     names = re.findall(r"^MOESTREAM_API\s+[^;(]*?\b(moestream_\w+)\s*\(", header, re.M)
     assert len(names) > 20

@@ -82,3 +82,9 @@ def test_generated_model_routes_consecutive_tokens_like_independent_draws(cli_pa
     bad = subprocess.run([str(cli_path), "trace", "record", "-m", model, "--feed", "sometimes", "-o", trace],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "feed" in bad.stderr
+
+
+@pytest.mark.parametrize("sub", [[], ["synth"], ["info"], ["replay"], ["record"]])
+def test_help_of_every_trace_command(cli_path, sub):
+    out = run(cli_path, "trace", *sub, "--help")  # exit status 0, or run() raises
+    assert "moestream trace replay" in out and "%%" not in out
