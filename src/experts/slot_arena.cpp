@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "common/error.hpp"
 
@@ -35,6 +36,26 @@ SlotArena::SlotArena(size_t bytes) {
 #ifdef MADV_HUGEPAGE
     if (bytes >= (2u << 20) && ::madvise(data_, size_, MADV_HUGEPAGE) == 0) placement_ += ", huge pages";
 #endif
+    populate();
+}
+
+// Faults the whole arena in at open. Reads fill every slot soon anyway, and a
+// page first touched by a read is faulted and zeroed inside that read, on the
+// thread that submits it, in the middle of a token. (Registering the arena
+// with io_uring pins, and so faults, it too; this covers the pread backend
+// and an io_uring that cannot register it.) A machine that cannot supply the
+// memory fails here with a clear error rather than at some later token.
+void SlotArena::populate() {
+#ifdef MADV_POPULATE_WRITE
+    if (::madvise(data_, size_, MADV_POPULATE_WRITE) == 0) return;
+    if (errno != EINVAL) {  // EINVAL: a kernel before 5.14, touched below
+        const int err = errno;
+        const size_t bytes = size_;
+        reset();
+        fail(Status::out_of_memory, "cannot fault in %zu bytes of expert cache: %s", bytes, std::strerror(err));
+    }
+#endif
+    for (size_t off = 0; off < size_; off += 4096) data_[off] = 0;
 }
 
 SlotArena::~SlotArena() { reset(); }

@@ -1,6 +1,7 @@
 // The expert cache's memory: one block, page aligned, placed on the NUMA
 // node of the thread that creates it (the thread that will compute with it),
-// backed by transparent huge pages where the kernel offers them.
+// backed by transparent huge pages where the kernel offers them, and faulted
+// in when created (no read faults its destination mid-token).
 #pragma once
 
 #include <cstddef>
@@ -26,6 +27,7 @@ public:
     const std::string &placement() const { return placement_; }
 
 private:
+    void populate();
     void reset() noexcept;
     uint8_t *data_ = nullptr;
     size_t size_ = 0;

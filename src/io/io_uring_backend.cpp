@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "common/error.hpp"
@@ -79,7 +80,10 @@ public:
         io_uring_queue_exit(&ring_);
     }
 
-    const char *name() const override { return "io_uring"; }
+    // Says when the reads cannot land in registered buffers (RLIMIT_MEMLOCK
+    // without CAP_IPC_LOCK, usually): every read still works but pins its
+    // pages itself, and the user should know.
+    const char *name() const override { return name_.c_str(); }
 
     uint32_t add_file(int fd) override {
         const uint32_t index = static_cast<uint32_t>(fds_.size());
@@ -97,9 +101,11 @@ public:
         std::vector<iovec> iov;
         for (const auto &r : regions) iov.push_back(iovec{r.base, r.size});
         // Fixed buffers count against RLIMIT_MEMLOCK; when the limit is too
-        // low the reads simply go through plain READ.
-        buffers_registered_ = !iov.empty() &&
-                              io_uring_register_buffers(&ring_, iov.data(), static_cast<unsigned>(iov.size())) == 0;
+        // low the reads go through plain READ (name() says so).
+        const int rc = iov.empty() ? 0 : io_uring_register_buffers(&ring_, iov.data(), static_cast<unsigned>(iov.size()));
+        buffers_registered_ = !iov.empty() && rc == 0;
+        name_ = "io_uring";
+        if (rc < 0) name_ += std::string(" (no fixed buffers: ") + (rc == -ENOMEM ? "RLIMIT_MEMLOCK" : std::strerror(-rc)) + ")";
     }
 
     uint32_t queue_depth() const override { return depth_; }
@@ -236,6 +242,7 @@ private:
     const uint32_t depth_;
     io_uring ring_{};
     bool files_registered_ = false;
+    std::string name_ = "io_uring";
     bool buffers_registered_ = false;
     std::vector<File> fds_;
     std::vector<MemoryRegion> regions_;

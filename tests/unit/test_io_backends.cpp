@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -196,3 +198,16 @@ TEST(PreadBackend, CancelOfQueuedReadCompletesWithEcanceled) {
 }
 
 }  // namespace
+
+// Every page of the expert cache is in memory once the arena exists: no read
+// has to fault (and zero) its destination in the middle of a token.
+TEST(SlotArena, IsFaultedInWhenCreated) {
+    const size_t bytes = size_t{6} << 20;
+    moe::SlotArena arena(bytes);
+    const long page = ::sysconf(_SC_PAGESIZE);
+    std::vector<unsigned char> resident(bytes / size_t(page));
+    ASSERT_EQ(::mincore(arena.data(), bytes, resident.data()), 0) << std::strerror(errno);
+    size_t missing = 0;
+    for (unsigned char r : resident) missing += (r & 1) ? 0 : 1;
+    EXPECT_EQ(missing, 0u) << "of " << resident.size() << " pages";
+}
