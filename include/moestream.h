@@ -84,6 +84,9 @@ typedef enum moestream_io_mode {
     MOESTREAM_IO_PREAD = 3   /* buffered pread thread pool (portable fallback) */
 } moestream_io_mode;
 
+/* In the mmap mode only the lookahead applies (auto: none): the page cache
+ * keeps the previous token's experts anyway, so previous-token has nothing to
+ * add there and both acts as lookahead. */
 typedef enum moestream_prefetch_mode {
     MOESTREAM_PREFETCH_AUTO = 0,
     MOESTREAM_PREFETCH_OFF = 1,
@@ -92,6 +95,10 @@ typedef enum moestream_prefetch_mode {
     MOESTREAM_PREFETCH_BOTH = 4
 } moestream_prefetch_mode;
 
+/* Eviction from the engine's expert cache (direct and pread modes). In the
+ * mmap mode the kernel's page cache decides what stays, and the engine
+ * releases experts least recently used first; the policy and the usage
+ * profile do not apply there. */
 typedef enum moestream_cache_policy {
     MOESTREAM_CACHE_AUTO = 0,
     MOESTREAM_CACHE_LRU = 1,
@@ -186,8 +193,9 @@ MOESTREAM_API int moestream_inspect(const char *model_path, uint64_t memory_budg
 
 typedef struct moestream_context moestream_context;
 
-/* Opens the model: indexes the GGUF, pins the dense weights, sets up the
- * expert cache and I/O. On failure *out is NULL. For testing how a program
+/* Opens the model: indexes the GGUF, maps the dense weights and has them
+ * read in (they stay mapped for the context's life and count against the
+ * budget; they are not mlock'ed), sets up the expert cache and I/O. On failure *out is NULL. For testing how a program
  * copes with failing storage, the environment variable
  * MOESTREAM_FAULT_INJECT makes the expert reads of the context opened fail,
  * come back short or corrupted (docs/errors.md, "Fault injection"). */

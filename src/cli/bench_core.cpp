@@ -119,7 +119,7 @@ void measure(const BenchConfig &c, BenchResult &r) {
     p.lookahead_layers = c.lookahead_layers;
     p.cache_policy = c.cache_policy;
     p.n_threads = c.n_threads;
-    p.profile_path = "";  // measurements must not depend on an earlier run's profile
+    p.profile_path = c.profile_path.c_str();  // "" = off
     const auto t_open = Clock::now();
     moestream_context *ctx = nullptr;
     int st = moestream_open(&p, &ctx);

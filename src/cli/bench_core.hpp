@@ -21,6 +21,9 @@ struct BenchConfig {
     int32_t prefetch = MOESTREAM_PREFETCH_AUTO;
     int32_t lookahead_layers = 0; // 0 = the library's default
     int32_t cache_policy = MOESTREAM_CACHE_AUTO;
+    // Usage profile read at open and written at close; "" = none, so that no
+    // measurement depends on an earlier run's profile.
+    std::string profile_path;
     int32_t n_threads = 0;
     int32_t n_tokens = 64;       // decode steps
     int32_t prompt = 16;         // prompt tokens, processed in one step

@@ -23,7 +23,7 @@ const char *kUsage =
     "usage: moestream bench -m MODEL [--memory-budget SIZE|N%] [-n 64] [--prompt 16]\n"
     "                       [--io-mode auto|mmap|direct|pread|resident[,...]] [--prefetch off|previous|lookahead|both|auto]\n"
     "                       [--lookahead N]\n"
-    "                       [--policy auto|lru|lfu-decay|pinned-hot|reuse-aware] [--threads N]\n"
+    "                       [--policy auto|lru|lfu-decay|pinned-hot|reuse-aware] [--profile FILE] [--threads N]\n"
     "                       [--sweep 25%,50%,75%,100%] [--disk] [--membw] [--membw-size 4GiB] [--warm] [--no-cgroup]\n"
     "                       [--max-seconds S] [--feed random|greedy] [--json]\n"
     "       moestream bench --membw [--threads N] [--json]\n"
@@ -40,7 +40,9 @@ const char *kUsage =
     "then prompt and decode are timed; reports the weight bytes a decode token touches (dense + routed\n"
     "experts used) and, with the memory bandwidth probed in the same run (--membw, implied), the\n"
     "roofline ratio = achieved bytes/s / probed bytes/s. Without --memory-budget a resident run's budget\n"
-    "holds the whole file (+1/8, at least 1 GiB, for KV cache and scratch): no expert is ever released.\n";
+    "holds the whole file (+1/8, at least 1 GiB, for KV cache and scratch): no expert is ever released.\n"
+    "--profile FILE: the expert usage profile read at open and written at close (what pinned-hot learns\n"
+    "from); without it runs use none, so no measurement depends on an earlier run.\n";
 
 int usage_error(const std::string &what) {
     std::fprintf(stderr, "moestream bench: %s\n%s", what.c_str(), kUsage);
@@ -183,9 +185,10 @@ int cmd_bench(const Args &args) {
     std::string error;
     if (!parse_args(args,
                     {"-m", "--memory-budget", "-n", "--prompt", "--io-mode", "--prefetch", "--lookahead", "--policy", "--threads",
-                     "--sweep", "--max-seconds", "--seed", "--feed", "--membw-size"},
+                     "--sweep", "--max-seconds", "--seed", "--feed", "--membw-size", "--profile"},
                     {"--disk", "--json", "--warm", "--no-cgroup", "--membw", "--help"}, a, error,
-                    {{"--model", "-m"}, {"--budget", "--memory-budget"}, {"--tokens", "-n"}, {"-t", "--threads"}}))
+                    {{"--model", "-m"}, {"--budget", "--memory-budget"}, {"--tokens", "-n"}, {"-t", "--threads"},
+                     {"--cache-policy", "--policy"}}))
         return usage_error(error);
     if (a.flags.count("--help")) {
         std::printf("%s", kUsage);
@@ -265,6 +268,10 @@ int cmd_bench(const Args &args) {
     }
     if (auto s = a.get("--prefetch"); s && !parse_prefetch(*s, base.prefetch)) return usage_error("bad --prefetch");
     if (auto s = a.get("--policy"); s && !parse_policy(*s, base.cache_policy)) return usage_error("bad --policy");
+    if (auto s = a.get("--profile")) {
+        if (s->empty()) return usage_error("--profile needs a file name");
+        base.profile_path = *s;
+    }
     if (auto s = a.get("--lookahead")) {
         int64_t layers = 0;
         if (!parse_int(*s, layers) || layers < 1 || layers > 4) return usage_error("--lookahead takes 1..4 layers");

@@ -49,10 +49,12 @@ uint32_t plan_cache_slots(const CachePlanInput &in) {
     if (slots < in.min_slots)
         fail(Status::out_of_memory,
              "memory budget %s leaves %s for experts after dense %s and runtime %s: %llu slot(s) of %s, "
-             "but one layer may need %u; raise the budget to at least %s",
+             "but one layer may need %u; raise the budget to at least %lluMiB",
              human_bytes(in.budget).c_str(), human_bytes(in.budget - fixed).c_str(), human_bytes(in.dense_bytes).c_str(),
              human_bytes(in.runtime_bytes).c_str(), (unsigned long long)slots, human_bytes(in.slot_bytes).c_str(),
-             in.min_slots, human_bytes(fixed + uint64_t(in.min_slots) * in.slot_bytes).c_str());
+             in.min_slots,
+             // Rounded up, so that the figure given is enough (a rounded GiB figure can equal the budget).
+             (unsigned long long)((fixed + uint64_t(in.min_slots) * in.slot_bytes + (1u << 20) - 1) >> 20));
     return static_cast<uint32_t>(std::min<uint64_t>(slots, UINT32_MAX));
 }
 

@@ -125,7 +125,7 @@ TEST(PeakRss, StreamingModesStayWithinTheBudgetPromise) {
     if (!std::filesystem::exists(cli)) GTEST_SKIP() << "CLI not built";
     const std::string dir = test::scratch_dir();
     const std::string model = dir + "/model.gguf";
-    // ~330 MiB: 4 layers of 32 experts (2048 x 768, Q4_K_M), dense ~60 MiB.
+    // ~443 MiB: 4 layers of 32 experts (2048 x 768, Q4_K_M), dense ~60 MiB.
     ASSERT_EQ(test::run(cli + " generate --preset demo --layers 4 --experts 32 --top-k 4 --vocab 8192 --seed 3 -o " +
                         model + " > /dev/null 2>&1"),
               0);
