@@ -2,8 +2,9 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <string>
+
+#include "common/cgroup_memory.hpp"
 
 #if defined(__linux__)
 #include <fcntl.h>
@@ -72,15 +73,6 @@ private:
     int64_t last_total_us_;
     Clock::time_point last_;
 };
-
-// "0::/path" of /proc/self/cgroup (cgroup v2), empty if absent.
-std::string own_cgroup_v2_path() {
-    std::ifstream in("/proc/self/cgroup");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind("0::", 0) == 0) return line.substr(3);
-    return {};
-}
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "common/cgroup_memory.hpp"
 #include "common/error.hpp"
 #include "model/hparams.hpp"
 
@@ -76,6 +77,8 @@ uint64_t automatic_memory_budget() {
         const long page_size = ::sysconf(_SC_PAGESIZE);
         if (pages > 0 && page_size > 0) available = uint64_t(pages) * uint64_t(page_size);
     }
+    // In a container the cgroup's limit binds long before the machine runs short.
+    if (const auto room = process_cgroup_memory_headroom()) available = std::min(available, *room);
     return available / 10 * 8;
 }
 

@@ -46,7 +46,8 @@ IoModeChoice choose_io_mode(const IoModeRequest &request);
 // Same, with env_mode taken from the MOESTREAM_IO_MODE environment variable.
 IoModeChoice choose_io_mode_from_env(IoModeRequest request);
 
-// 80% of MemAvailable (/proc/meminfo), falling back to sysconf's available pages.
+// 80% of MemAvailable (/proc/meminfo, falling back to sysconf's available
+// pages) or of what the process's memory cgroup still allows, if less.
 uint64_t automatic_memory_budget();
 // MemAvailable in bytes from the text of /proc/meminfo; nullopt if absent.
 std::optional<uint64_t> parse_mem_available(std::string_view meminfo);

@@ -4,7 +4,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <filesystem>
+#include <fstream>
+
+#include "common/cgroup_memory.hpp"
 #include "common/error.hpp"
+#include "support/paths.hpp"
 #include "model/hparams.hpp"
 #include "runtime/io_mode_choice.hpp"
 
@@ -168,4 +173,62 @@ TEST(IoModeChoice, OverheadEstimateGrowsWithContext) {
     EXPECT_GT(def, kv4096);
     EXPECT_LT(def, kv4096 + 64 * MiB);
     EXPECT_GT(moe::estimate_runtime_overhead(hp, 8192), def + kv4096 - 1);
+}
+
+// A v2 hierarchy written out by hand: the limit nearest the top can bind,
+// droppable page cache counts as room, shared memory does not.
+TEST(CgroupMemory, HeadroomIsTheLeastOverTheLevelsWithALimit) {
+    namespace fs = std::filesystem;
+    const fs::path root = fs::path(moe::test::scratch_dir()) / "cgroup-v2";
+    fs::remove_all(root);
+    auto level = [&](const std::string &rel, const char *max, uint64_t current, uint64_t file, uint64_t shmem) {
+        fs::create_directories(root / rel);
+        std::ofstream(root / rel / "memory.max") << max << "\n";
+        std::ofstream(root / rel / "memory.current") << current << "\n";
+        std::ofstream(root / rel / "memory.stat") << "anon 1\nfile " << file << "\nkernel 2\nshmem " << shmem << "\n";
+    };
+    const uint64_t G = 1ull << 30;
+    level("box", "8589934592", 5 * G, 2 * G, 0);      // 8 GiB - (5 - 2) GiB = 5 GiB
+    level("box/app", "max", 3 * G, 1 * G, 0);          // no limit of its own
+    level("box/app/job", "17179869184", 4 * G, 0, 0);  // 16 GiB - 4 GiB = 12 GiB
+    EXPECT_EQ(moe::cgroup_memory_headroom("/box/app/job", root.string()), 5 * G);
+    level("box/app/job", "3221225472", 2 * G, 1 * G, 1 * G);  // 3 GiB - 2 GiB: shmem cannot be dropped
+    EXPECT_EQ(moe::cgroup_memory_headroom("/box/app/job", root.string()), 1 * G);
+    level("box", "1073741824", 2 * G, 0, 0);  // over its limit: no room, not a wrapped number
+    EXPECT_EQ(moe::cgroup_memory_headroom("/box/app/job", root.string()), 0u);
+    EXPECT_FALSE(moe::cgroup_memory_headroom("/box/app", (root / "missing").string()).has_value());
+    EXPECT_FALSE(moe::cgroup_memory_headroom("", root.string()).has_value());
+
+    std::ofstream(root / "self-cgroup") << "12:cpu:/legacy\n0::/box/app/job\n";
+    EXPECT_EQ(moe::own_cgroup_v2_path((root / "self-cgroup").string()), "/box/app/job");
+    std::ofstream(root / "v1-only") << "12:memory:/legacy\n";
+    EXPECT_EQ(moe::own_cgroup_v2_path((root / "v1-only").string()), "");
+    fs::remove_all(root);
+}
+
+TEST(CgroupMemory, V1HeadroomUsesTheHierarchicalLimit) {
+    namespace fs = std::filesystem;
+    const fs::path root = fs::path(moe::test::scratch_dir()) / "cgroup-v1";
+    fs::remove_all(root);
+    fs::create_directories(root / "job");
+    const uint64_t G = 1ull << 30;
+    auto write = [&](uint64_t limit, uint64_t usage, uint64_t cache, uint64_t shmem) {
+        std::ofstream(root / "job" / "memory.usage_in_bytes") << usage << "\n";
+        std::ofstream(root / "job" / "memory.stat") << "cache 5\nrss 7\nhierarchical_memory_limit " << limit
+                                                    << "\ntotal_cache " << cache << "\ntotal_shmem " << shmem << "\n";
+    };
+    write(8 * G, 6 * G, 3 * G, 1 * G);  // 8 - (6 - (3 - 1)) = 4 GiB
+    EXPECT_EQ(moe::cgroup_v1_memory_headroom("/job", root.string()), 4 * G);
+    write(9223372036854771712ull, 6 * G, 0, 0);  // unlimited
+    EXPECT_FALSE(moe::cgroup_v1_memory_headroom("/job", root.string()).has_value());
+    std::ofstream(root / "self-cgroup") << "5:devices:/\n4:cpu,memory:/job\n0::/\n";
+    EXPECT_EQ(moe::own_cgroup_v1_memory_path((root / "self-cgroup").string()), "/job");
+    fs::remove_all(root);
+}
+
+// The automatic budget never exceeds what the process's own cgroup allows.
+TEST(CgroupMemory, AutomaticBudgetStaysUnderTheCgroupHeadroom) {
+    const auto room = moe::process_cgroup_memory_headroom();
+    if (!room) GTEST_SKIP() << "no memory limit on this process's cgroup";
+    EXPECT_LE(moe::automatic_memory_budget(), *room);
 }

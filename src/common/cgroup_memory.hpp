@@ -1,0 +1,35 @@
+// Memory limits of the cgroup the process runs in (v2, or the v1 memory
+// controller): inside a container the machine's MemAvailable says nothing
+// about what the process may use.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace moe {
+
+// The "0::/path" entry of /proc/self/cgroup (cgroup v2); empty if absent.
+std::string own_cgroup_v2_path(const std::string &proc_cgroup = "/proc/self/cgroup");
+// The path of the v1 hierarchy with the memory controller ("N:memory:/path",
+// possibly among other controllers); empty if absent.
+std::string own_cgroup_v1_memory_path(const std::string &proc_cgroup = "/proc/self/cgroup");
+
+// Memory the cgroup and its ancestors still allow: over the levels from the
+// process's cgroup up to the root of `mount` (the v2 hierarchy) that set
+// memory.max, the least of memory.max - memory.current + the level's
+// droppable page cache (memory.stat "file" less "shmem": the kernel reclaims
+// it before it refuses memory). nullopt when no level sets a limit or v2 is
+// not there.
+std::optional<uint64_t> cgroup_memory_headroom(const std::string &cgroup_path,
+                                               const std::string &mount = "/sys/fs/cgroup");
+// The same for a v1 memory cgroup: memory.stat's hierarchical_memory_limit
+// (which covers the ancestors) - memory.usage_in_bytes + total_cache -
+// total_shmem. nullopt when unlimited or absent.
+std::optional<uint64_t> cgroup_v1_memory_headroom(const std::string &cgroup_path,
+                                                  const std::string &mount = "/sys/fs/cgroup/memory");
+// This process's headroom: v2 (at /sys/fs/cgroup or, on hybrid systems,
+// /sys/fs/cgroup/unified), else the v1 memory controller.
+std::optional<uint64_t> process_cgroup_memory_headroom();
+
+}  // namespace moe
