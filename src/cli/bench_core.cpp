@@ -217,6 +217,14 @@ void measure(const BenchConfig &c, BenchResult &r) {
     r.decode_bytes_wasted = s1.bytes_read_wasted - s0.bytes_read_wasted;
     r.decode_prefetch_issued = s1.prefetch_issued - s0.prefetch_issued;
     r.decode_prefetch_useful = s1.prefetch_useful - s0.prefetch_useful;
+    r.decode_compute_ns = s1.compute_ns - s0.compute_ns;
+    r.decode_evictions = s1.evictions - s0.evictions;
+    r.resident_bytes = s1.resident_bytes;
+    r.n_layer = std::clamp<int32_t>(s1.n_layer, 0, MOESTREAM_MAX_LAYERS);
+    for (int32_t l = 0; l < r.n_layer; ++l) {
+        r.layer_hits[l] = s1.layer_hits[l] - s0.layer_hits[l];
+        r.layer_misses[l] = s1.layer_misses[l] - s0.layer_misses[l];
+    }
     r.total_bytes_read = s1.bytes_read_demand + s1.bytes_read_prefetch;
     r.expert_cache_bytes = s1.expert_cache_bytes;
     r.io_mode = s1.io_mode;
@@ -442,6 +450,15 @@ std::string bench_result_json(const BenchConfig &c, const BenchResult &r, double
         static_cast<unsigned long long>(r.decode_prefetch_useful), r.decode_cpu_s);
     std::string j = buf;
     j.pop_back();
+    std::snprintf(buf, sizeof buf, ", \"decode_compute_s\": %.6f, \"decode_evictions\": %llu, \"resident_bytes\": %llu",
+                  double(r.decode_compute_ns) * 1e-9, static_cast<unsigned long long>(r.decode_evictions),
+                  static_cast<unsigned long long>(r.resident_bytes));
+    j += buf;
+    for (const auto &[name, counts] : {std::pair{"layer_hits", r.layer_hits}, std::pair{"layer_misses", r.layer_misses}}) {
+        j += std::string(", \"") + name + "\": [";
+        for (int32_t l = 0; l < r.n_layer; ++l) j += (l ? ", " : "") + std::to_string(counts[l]);
+        j += "]";
+    }
     std::snprintf(buf, sizeof buf,
                   ", \"io_busy_s\": %.6f, \"io_busy_share\": %.6f, \"io_busy_bw_bytes_s\": %.1f, "
                   "\"io_mean_in_flight\": %.3f, \"io_queue_depth\": %d, \"replay\": {\"ok\": %s, \"note\": %s, \"backend\": \"%s\", "

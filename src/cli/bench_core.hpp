@@ -68,6 +68,11 @@ struct BenchResult {
     // Expert reads during decode, split by why they were made.
     uint64_t decode_bytes_demand = 0, decode_bytes_prefetch = 0, decode_bytes_wasted = 0;
     uint64_t decode_prefetch_issued = 0, decode_prefetch_useful = 0;
+    uint64_t decode_compute_ns = 0, decode_evictions = 0;
+    uint64_t resident_bytes = 0;      // dense + KV + cache + scratch held at the end
+    // Per layer, during decode (n_layer entries valid).
+    int32_t n_layer = 0;
+    uint64_t layer_hits[MOESTREAM_MAX_LAYERS] = {}, layer_misses[MOESTREAM_MAX_LAYERS] = {};
     double decode_cpu_s = 0;          // user + system CPU time of the process during decode
     uint64_t total_bytes_read = 0;
     uint64_t expert_cache_bytes = 0;

@@ -76,6 +76,14 @@ def test_bench_json_reads_split_and_prediction(cli_path, small_model):
         direct["bytes_read_per_token"] / direct["predicted_bytes_per_token"], rel=1e-3)
     assert mmap["predicted_bytes_per_token"] == 0
     assert direct["decode_cpu_s"] > 0
+    # Per-layer counts add up to the hit rate; the cache is full, so it evicts.
+    hits, misses = direct["layer_hits"], direct["layer_misses"]
+    assert len(hits) == len(misses) == data["n_layer"]
+    assert sum(hits) + sum(misses) == direct["decode_tokens"] * data["n_layer"] * data["n_expert_used"]
+    assert direct["hit_rate"] == pytest.approx(sum(hits) / (sum(hits) + sum(misses)), abs=1e-6)
+    assert direct["decode_evictions"] > 0
+    assert 0 < direct["decode_compute_s"] <= direct["decode_s"]
+    assert direct["expert_cache_bytes"] < direct["resident_bytes"] <= direct["budget_bytes"]
     ratio = data["streaming_over_mmap"][0]["ratio"]
     assert ratio == pytest.approx(direct["decode_tok_s"] / mmap["decode_tok_s"], rel=1e-2)
 
