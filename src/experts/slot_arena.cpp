@@ -36,15 +36,8 @@ SlotArena::SlotArena(size_t bytes) {
 #ifdef MADV_HUGEPAGE
     if (bytes >= (2u << 20) && ::madvise(data_, size_, MADV_HUGEPAGE) == 0) placement_ += ", huge pages";
 #endif
-    populate();
 }
 
-// Faults the whole arena in at open. Reads fill every slot soon anyway, and a
-// page first touched by a read is faulted and zeroed inside that read, on the
-// thread that submits it, in the middle of a token. (Registering the arena
-// with io_uring pins, and so faults, it too; this covers the pread backend
-// and an io_uring that cannot register it.) A machine that cannot supply the
-// memory fails here with a clear error rather than at some later token.
 void SlotArena::populate() {
 #ifdef MADV_POPULATE_WRITE
     if (::madvise(data_, size_, MADV_POPULATE_WRITE) == 0) return;

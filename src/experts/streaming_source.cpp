@@ -87,6 +87,7 @@ StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg
         }
         backend_->register_memory(regions);
     }
+    if (!backend_->memory_pinned()) arena_.populate();
     for (const auto &f : files_) {
         FileIndex fi{};
         if (f.direct()) {

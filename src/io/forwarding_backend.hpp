@@ -17,6 +17,7 @@ public:
     const char *name() const override { return inner_->name(); }
     uint32_t add_file(int fd) override { return inner_->add_file(fd); }
     void register_memory(std::span<const MemoryRegion> regions) override { inner_->register_memory(regions); }
+    bool memory_pinned() const override { return inner_->memory_pinned(); }
     uint32_t queue_depth() const override { return inner_->queue_depth(); }
     uint32_t in_flight() const override { return inner_->in_flight(); }
     void submit(const ReadRequest &request) override { inner_->submit(request); }

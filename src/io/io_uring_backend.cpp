@@ -108,6 +108,7 @@ public:
         if (rc < 0) name_ += std::string(" (no fixed buffers: ") + (rc == -ENOMEM ? "RLIMIT_MEMLOCK" : std::strerror(-rc)) + ")";
     }
 
+    bool memory_pinned() const override { return buffers_registered_; }
     uint32_t queue_depth() const override { return depth_; }
     uint32_t in_flight() const override { return in_flight_; }
 

@@ -50,6 +50,9 @@ public:
     // Declares the memory reads will land in (io_uring registers it as fixed
     // buffers). Optional; reads outside registered memory still work.
     virtual void register_memory(std::span<const MemoryRegion> regions) { (void)regions; }
+    // True when register_memory pinned the memory (io_uring fixed buffers),
+    // which also faulted every page of it in.
+    virtual bool memory_pinned() const { return false; }
     virtual uint32_t queue_depth() const = 0;
     virtual uint32_t in_flight() const = 0;
     // Queues one read; throws moe::Error(internal) when called with a full queue.

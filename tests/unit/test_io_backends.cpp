@@ -199,11 +199,12 @@ TEST(PreadBackend, CancelOfQueuedReadCompletesWithEcanceled) {
 
 }  // namespace
 
-// Every page of the expert cache is in memory once the arena exists: no read
-// has to fault (and zero) its destination in the middle of a token.
-TEST(SlotArena, IsFaultedInWhenCreated) {
+// Every page of the expert cache is in memory once populated: no read has to
+// fault (and zero) its destination in the middle of a token.
+TEST(SlotArena, PopulateFaultsEveryPageIn) {
     const size_t bytes = size_t{6} << 20;
     moe::SlotArena arena(bytes);
+    arena.populate();
     const long page = ::sysconf(_SC_PAGESIZE);
     std::vector<unsigned char> resident(bytes / size_t(page));
     ASSERT_EQ(::mincore(arena.data(), bytes, resident.data()), 0) << std::strerror(errno);
