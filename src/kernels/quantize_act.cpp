@@ -80,13 +80,18 @@ void quantize_q8_k(const float *x, uint8_t *dst, int64_t n) {
     }
 }
 
+// n halves written as bytes (an activation row need not be 2-byte aligned).
+void to_f16(const float *x, uint8_t *dst, int64_t n) {
+    if (const QuantizeFn simd = kernel_table(active_isa()).act.f16) return simd(x, dst, n);
+    for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_half(x[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+    }
+}
+
 }  // namespace
 
-void f32_to_fp16_row(const float *x, uint16_t *out, int64_t n) {
-    uint8_t *dst = reinterpret_cast<uint8_t *>(out);
-    if (const detail::QuantizeFn simd = detail::kernel_table(active_isa()).act.f16) return simd(x, dst, n);
-    for (int64_t i = 0; i < n; ++i) out[i] = f32_to_half(x[i]);
-}
+void f32_to_fp16_row(const float *x, uint16_t *out, int64_t n) { to_f16(x, reinterpret_cast<uint8_t *>(out), n); }
 
 GgmlType act_type(GgmlType weight, bool exact) {
     if (exact) return GgmlType::F32;
@@ -123,13 +128,7 @@ void quantize_act(GgmlType weight, const float *x, void *dst, int64_t n, bool ex
     const detail::ActKernels &simd = detail::kernel_table(active_isa()).act;
     switch (at) {
     case GgmlType::F32: std::memcpy(dst, x, static_cast<size_t>(n) * 4); return;
-    case GgmlType::F16:
-        if (simd.f16) return simd.f16(x, out, n);
-        for (int64_t i = 0; i < n; ++i) {
-            const uint16_t h = f32_to_half(x[i]);
-            std::memcpy(out + 2 * i, &h, 2);
-        }
-        return;
+    case GgmlType::F16: return to_f16(x, out, n);
     case GgmlType::BF16:
         for (int64_t i = 0; i < n; ++i) {
             const uint16_t h = f32_to_bf16_inline(x[i]);
