@@ -173,3 +173,18 @@ def test_bench_resident_roofline(cli_path, small_model):
     assert run["touched_bw_bytes_s"] == pytest.approx(run["bytes_touched_per_token"] * run["decode_tok_s"], rel=1e-2)
     assert run["roofline_tok_s"] == pytest.approx(data["membw_bytes_s"] / run["bytes_touched_per_token"], rel=1e-3)
     assert run["roofline_ratio"] == pytest.approx(run["decode_tok_s"] / run["roofline_tok_s"], rel=1e-2)
+
+
+def test_bench_profile_is_written_only_when_asked(cli_path, small_model, tmp_path):
+    profile = tmp_path / "usage.moeusage"
+    args = [str(cli_path), "bench", "-m", str(small_model), "-n", "3", "--prompt", "2", "--memory-budget", "22MiB",
+            "--io-mode", "direct", "--cache-policy", "pinned-hot", "--json"]
+    run = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)["runs"][0]
+    if not run["ok"]:
+        pytest.skip("direct streaming unavailable here: " + run["error"])
+    assert run["cache_policy"] == "pinned-hot"
+    assert not list(small_model.parent.glob("*.moeusage")) and not profile.exists()
+    subprocess.run(args + ["--profile", str(profile)], capture_output=True, text=True, check=True)
+    assert profile.stat().st_size > 0
+    bad = subprocess.run(args + ["--profile", ""], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--profile" in bad.stderr

@@ -212,3 +212,25 @@ TEST(SlotArena, PopulateFaultsEveryPageIn) {
     for (unsigned char r : resident) missing += (r & 1) ? 0 : 1;
     EXPECT_EQ(missing, 0u) << "of " << resident.size() << " pages";
 }
+
+// Memory io_uring cannot pin (read-only: reads could never land in it) is not
+// registered, and the backend says so in its name; the pread pool never pins.
+TEST(IoUringBackend, UnpinnableMemoryIsReportedNotRegistered) {
+    if (!io_uring_unavailable_reason().empty()) GTEST_SKIP() << io_uring_unavailable_reason();
+    const size_t bytes = size_t{1} << 20;
+    void *p = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    auto backend = make_io_uring_backend(4);
+    MemoryRegion region{static_cast<uint8_t *>(p), bytes};
+    backend->register_memory({&region, 1});
+    EXPECT_FALSE(backend->memory_pinned());
+    EXPECT_NE(std::string(backend->name()).find("no fixed buffers"), std::string::npos) << backend->name();
+    backend.reset();
+    ::munmap(p, bytes);
+
+    moe::SlotArena arena(bytes);
+    auto pool = make_pread_backend(4);
+    MemoryRegion writable{arena.data(), arena.size()};
+    pool->register_memory({&writable, 1});
+    EXPECT_FALSE(pool->memory_pinned());
+}
