@@ -147,6 +147,8 @@ void ForwardPass::run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, f
     if (n_tokens <= 0 || n_tokens > opt_.max_batch || n_past < 0 || n_past + n_tokens > opt_.n_ctx)
         fail(Status::internal, "forward pass: %d tokens at position %d do not fit (batch %d, n_ctx %d)", n_tokens,
              n_past, opt_.max_batch, opt_.n_ctx);
+    // Idle workers stay awake for the whole step, through the waits for expert reads.
+    const ThreadPool::StepScope step(pool_);
     const size_t E = size_t(n_embd_);
     const MatrixView &embd = model_.weights().token_embd;
     for (int32_t t = 0; t < n_tokens; ++t)

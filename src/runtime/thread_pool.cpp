@@ -81,6 +81,8 @@ struct ThreadPool::Impl {
     alignas(64) std::atomic<int32_t> sleepers{0};
     std::atomic<bool> failed{false};
     std::atomic<bool> stopping{false};
+    std::atomic<bool> in_step{false};  // a StepScope is open: spin up to kStepSpinLimitNs
+    std::atomic<uint64_t> sleeps{0};
     uint64_t generation = 0;  // caller side only
 
     // The next task of worker's own range, or -1 when it is empty.
@@ -147,12 +149,16 @@ struct ThreadPool::Impl {
                 const uint32_t e = epoch.load(std::memory_order_acquire);
                 if (e != seen) return e;
                 cpu_relax();
-                if ((i & 255) == 0 && std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::steady_clock::now() - start)
-                                              .count() > spin_ns)
-                    break;
+                if ((i & 255) != 0) continue;
+                const int64_t spun =
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+                        .count();
+                const int64_t limit = in_step.load(std::memory_order_relaxed) ? std::max(spin_ns, kStepSpinLimitNs)
+                                                                               : spin_ns;
+                if (spun > limit) break;
             }
         }
+        sleeps.fetch_add(1, std::memory_order_relaxed);
         sleepers.fetch_add(1, std::memory_order_seq_cst);
         uint32_t e;
         while ((e = epoch.load(std::memory_order_seq_cst)) == seen) epoch.wait(seen, std::memory_order_seq_cst);
@@ -212,6 +218,14 @@ ThreadPool::~ThreadPool() {
 }
 
 int32_t ThreadPool::size() const { return impl_->n_threads; }
+
+uint64_t ThreadPool::sleeps() const { return impl_->sleeps.load(std::memory_order_relaxed); }
+
+ThreadPool::StepScope::StepScope(ThreadPool &pool) : pool_(pool) {
+    pool_.impl_->in_step.store(true, std::memory_order_relaxed);
+}
+
+ThreadPool::StepScope::~StepScope() { pool_.impl_->in_step.store(false, std::memory_order_relaxed); }
 
 void ThreadPool::parallel_for(int64_t n_tasks, TaskRef fn) {
     if (n_tasks <= 0) return;

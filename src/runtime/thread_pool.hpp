@@ -6,6 +6,12 @@
 // issues thousands of short parallel_for calls per token and a futex wakeup
 // per call would dominate them. MOESTREAM_SPIN_US overrides the spin time
 // (default 200 us; 0 when the pool has more threads than the machine has CPUs).
+// While a step is open (StepScope) they spin up to kStepSpinLimit instead:
+// a streamed layer waits for reads between groups of experts, often for
+// longer than the short spin, and a worker woken from sleep (hundreds of
+// microseconds on virtual machines) arrives after the group it was woken for
+// has been computed by the caller alone. A pool that never spins (spin time 0)
+// does not spin during steps either.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +52,25 @@ public:
     ThreadPool &operator=(const ThreadPool &) = delete;
 
     int32_t size() const;
+
+    // How many times idle workers have stopped spinning and gone to sleep.
+    uint64_t sleeps() const;
+
+    // Longest an idle worker spins while a step is open before it sleeps.
+    static constexpr int64_t kStepSpinLimitNs = 20'000'000;
+
+    // Marks one step (a forward pass over a batch of tokens): between its
+    // parallel_for calls idle workers stay awake. Steps do not nest.
+    class StepScope {
+    public:
+        explicit StepScope(ThreadPool &pool);
+        ~StepScope();
+        StepScope(const StepScope &) = delete;
+        StepScope &operator=(const StepScope &) = delete;
+
+    private:
+        ThreadPool &pool_;
+    };
     // Runs fn(task, worker) for task in [0, n_tasks) across the workers and
     // returns when all are done. Each worker runs a contiguous slice of the
     // tasks in increasing order and then takes over the back half of the

@@ -2,7 +2,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "runtime/thread_pool.hpp"
@@ -81,6 +84,42 @@ TEST(ThreadPool, AStalledWorkersSliceIsTakenOverByTheOthers) {
         EXPECT_FALSE(gave_up.load()) << threads << " threads: tasks of the stalled slice were never run";
         EXPECT_EQ(done.load(), n);
     }
+}
+
+// Whether the pool's second worker went to sleep during a pause of `gap`
+// between two parallel_for calls, inside a step or not. A worker that the
+// machine deschedules for the whole pause cannot show either behaviour, so
+// each is tried a few times.
+bool worker_slept_during_pause(moe::ThreadPool &pool, bool in_step, std::chrono::milliseconds gap) {
+    std::optional<moe::ThreadPool::StepScope> step;
+    if (in_step) step.emplace(pool);
+    std::atomic<int> ran{0};
+    pool.parallel_for(8, [&](int64_t, int32_t) { ran.fetch_add(1); });
+    // A worker asleep before that call was counted when it fell asleep; from
+    // here on it spins, and only a new sleep counts.
+    const uint64_t before = pool.sleeps();
+    std::this_thread::sleep_for(gap);
+    const uint64_t after = pool.sleeps();
+    pool.parallel_for(8, [&](int64_t, int32_t) { ran.fetch_add(1); });
+    EXPECT_EQ(ran.load(), 16);
+    return after > before;
+}
+
+TEST(ThreadPool, IdleWorkersStayAwakeWhileAStepIsOpenAndSleepOtherwise) {
+    if (std::thread::hardware_concurrency() < 2 || std::getenv("MOESTREAM_SPIN_US"))
+        GTEST_SKIP() << "the pool does not spin on one CPU or with MOESTREAM_SPIN_US set";
+    moe::ThreadPool pool(2);
+    // 3 ms is far beyond the short spin (200 us) and far below the step's limit (20 ms).
+    bool awake_in_step = false, asleep_outside = false;
+    for (int attempt = 0; attempt < 5 && !awake_in_step; ++attempt)
+        awake_in_step = !worker_slept_during_pause(pool, true, std::chrono::milliseconds(3));
+    for (int attempt = 0; attempt < 5 && !asleep_outside; ++attempt)
+        asleep_outside = worker_slept_during_pause(pool, false, std::chrono::milliseconds(30));
+    EXPECT_TRUE(awake_in_step) << "the worker slept during a 3 ms pause inside a step";
+    EXPECT_TRUE(asleep_outside) << "the worker never slept during a 30 ms pause outside a step";
+    // Once the step has closed the workers sleep again.
+    EXPECT_TRUE(worker_slept_during_pause(pool, false, std::chrono::milliseconds(30)) ||
+                worker_slept_during_pause(pool, false, std::chrono::milliseconds(60)));
 }
 
 TEST(ThreadPool, DefaultSizeIsAtLeastOne) {
