@@ -265,11 +265,16 @@ typedef struct moestream_stats {
     uint64_t io_read_ns;             /* sum over reads of the time each was in flight;
                                         / io_busy_ns = mean reads in flight while busy */
     int32_t io_queue_depth;          /* expert reads the engine keeps in flight at most; 0 = none */
+    /* Where compute_ns went. The rest of compute_ns is embedding lookups and
+     * the output head. */
+    uint64_t attention_ns;           /* attention blocks: norm, projections, RoPE, KV cache, attention */
+    uint64_t moe_ns;                 /* MoE blocks: norm, router, routed and shared experts, without the
+                                        waits for expert bytes (those are io_wait_ns) */
 } moestream_stats;
 
 MOESTREAM_API void moestream_stats_init(moestream_stats *stats);
-/* Accepts a struct_size from the layout without the io_* fields on (which
- * then are not written). */
+/* Accepts a struct_size from older layouts, without the io_* fields on or
+ * without attention_ns/moe_ns (fields past the given size are not written). */
 MOESTREAM_API int moestream_stats_get(const moestream_context *ctx, moestream_stats *out);
 MOESTREAM_API int moestream_stats_reset(moestream_context *ctx);
 

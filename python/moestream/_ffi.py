@@ -99,7 +99,8 @@ Stats = _struct("Stats", "moestream_stats", """
              resident_bytes, expert_cache_bytes, dense_bytes, kv_bytes;
     int32_t io_mode, n_layer; char io_mode_reason[160];
     uint64_t layer_hits[MAX_LAYERS], layer_misses[MAX_LAYERS];
-    uint64_t io_busy_ns, io_bytes_completed, io_reads_completed, io_read_ns; int32_t io_queue_depth""")
+    uint64_t io_busy_ns, io_bytes_completed, io_reads_completed, io_read_ns; int32_t io_queue_depth;
+    uint64_t attention_ns, moe_ns""")
 
 ReadReplay = _struct("ReadReplay", "moestream_read_replay", """
     size_t struct_size; int32_t queue_depth, engine_queue_depth;

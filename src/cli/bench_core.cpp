@@ -218,6 +218,8 @@ void measure(const BenchConfig &c, BenchResult &r) {
     r.decode_prefetch_issued = s1.prefetch_issued - s0.prefetch_issued;
     r.decode_prefetch_useful = s1.prefetch_useful - s0.prefetch_useful;
     r.decode_compute_ns = s1.compute_ns - s0.compute_ns;
+    r.decode_attention_ns = s1.attention_ns - s0.attention_ns;
+    r.decode_moe_ns = s1.moe_ns - s0.moe_ns;
     r.decode_evictions = s1.evictions - s0.evictions;
     r.resident_bytes = s1.resident_bytes;
     r.n_layer = std::clamp<int32_t>(s1.n_layer, 0, MOESTREAM_MAX_LAYERS);
@@ -450,8 +452,11 @@ std::string bench_result_json(const BenchConfig &c, const BenchResult &r, double
         static_cast<unsigned long long>(r.decode_prefetch_useful), r.decode_cpu_s);
     std::string j = buf;
     j.pop_back();
-    std::snprintf(buf, sizeof buf, ", \"decode_compute_s\": %.6f, \"decode_evictions\": %llu, \"resident_bytes\": %llu",
-                  double(r.decode_compute_ns) * 1e-9, static_cast<unsigned long long>(r.decode_evictions),
+    std::snprintf(buf, sizeof buf,
+                  ", \"decode_compute_s\": %.6f, \"decode_attention_s\": %.6f, \"decode_moe_s\": %.6f, "
+                  "\"decode_evictions\": %llu, \"resident_bytes\": %llu",
+                  double(r.decode_compute_ns) * 1e-9, double(r.decode_attention_ns) * 1e-9,
+                  double(r.decode_moe_ns) * 1e-9, static_cast<unsigned long long>(r.decode_evictions),
                   static_cast<unsigned long long>(r.resident_bytes));
     j += buf;
     for (const auto &[name, counts] : {std::pair{"layer_hits", r.layer_hits}, std::pair{"layer_misses", r.layer_misses}}) {

@@ -69,6 +69,7 @@ struct BenchResult {
     uint64_t decode_bytes_demand = 0, decode_bytes_prefetch = 0, decode_bytes_wasted = 0;
     uint64_t decode_prefetch_issued = 0, decode_prefetch_useful = 0;
     uint64_t decode_compute_ns = 0, decode_evictions = 0;
+    uint64_t decode_attention_ns = 0, decode_moe_ns = 0;  // parts of decode_compute_ns
     uint64_t resident_bytes = 0;      // dense + KV + cache + scratch held at the end
     // Per layer, during decode (n_layer entries valid).
     int32_t n_layer = 0;

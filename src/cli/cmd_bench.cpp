@@ -112,6 +112,17 @@ void print_details(const moestream_model_info &info, const BenchResult &r) {
                 r.decode_tokens ? r.decode_cpu_s / r.decode_tokens : 0.0);
 }
 
+// Where a decoded token's time went, in milliseconds.
+void print_compute(const BenchResult &r) {
+    if (!r.ok || r.decode_tokens <= 0) return;
+    const double ms = 1e-6 / double(r.decode_tokens);
+    const uint64_t other = r.decode_compute_ns - std::min(r.decode_compute_ns, r.decode_attention_ns + r.decode_moe_ns);
+    std::printf("  time/token: attention %.1f ms, MoE %.1f ms, embedding and output head %.1f ms, waiting for "
+                "expert bytes %.1f ms\n",
+                double(r.decode_attention_ns) * ms, double(r.decode_moe_ns) * ms, double(other) * ms,
+                double(r.decode_io_wait_ns) * ms);
+}
+
 void print_header() {
     std::printf("%-7s %-10s %9s %9s %9s %8s %11s %10s %7s %7s %10s  %s\n", "mode", "budget", "decode", "prefill",
                 "ttft", "hit", "read/token", "read bw", "io wait", "ceil%", "peak RSS", "memory");
@@ -396,6 +407,7 @@ int cmd_bench(const Args &args) {
             } else {
                 print_row(c, r, disk_bw);
                 print_details(info, r);
+                print_compute(r);
                 print_device(r, disk_bw, disk);
                 if (resident) print_resident(r, membw);
                 std::fflush(stdout);

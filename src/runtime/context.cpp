@@ -101,6 +101,7 @@ void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out) {
 
     const uint64_t t0 = now_ns();
     const uint64_t wait0 = forward_->expert_wait_ns();
+    const ForwardTimes times0 = forward_->times();
     const int32_t batch = forward_->options().max_batch;
     int32_t done = 0;
     while (done < n_tokens) {
@@ -118,6 +119,9 @@ void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out) {
     stats_.steps += 1;
     stats_.step_ns += elapsed;
     stats_.compute_ns += elapsed > waited ? elapsed - waited : 0;
+    const ForwardTimes times = forward_->times();
+    stats_.attention_ns += times.attention_ns - times0.attention_ns;
+    stats_.moe_ns += times.moe_ns - times0.moe_ns;
 }
 
 void Context::reset() { n_past_ = 0; }
@@ -142,6 +146,8 @@ void Context::fill_stats(moestream_stats &out) const {
     out.prefetch_issued = s.prefetch_issued;
     out.prefetch_useful = s.prefetch_useful;
     out.evictions = s.evictions;
+    out.attention_ns = s.attention_ns;
+    out.moe_ns = s.moe_ns;
     out.dense_bytes = model_->dense_bytes();
     out.kv_bytes = forward_->kv().bytes();
     out.expert_cache_bytes = source_.cache_bytes;

@@ -1,6 +1,7 @@
 #include "runtime/forward_pass.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "common/error.hpp"
@@ -9,6 +10,12 @@
 
 namespace moe {
 namespace {
+
+uint64_t clock_ns() {
+    return uint64_t(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+}
 
 // Largest converted-activation row any matrix of the model needs.
 size_t max_act_row_bytes(const Model &m, bool exact) {
@@ -157,8 +164,13 @@ void ForwardPass::run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, f
     for (int32_t t = 0; t < n_tokens; ++t) rope_angles(rope_, n_past + t, &rope_cs_[size_t(t) * size_t(hp_.n_rot)]);
 
     for (int32_t l = 0; l < hp_.n_layer; ++l) {
+        const uint64_t t0 = clock_ns();
         attention_block(l, n_tokens, n_past);
+        const uint64_t t1 = clock_ns(), wait0 = expert_wait_ns_;
         moe_block(l, n_tokens);
+        const uint64_t t2 = clock_ns(), waited = expert_wait_ns_ - wait0;
+        times_.attention_ns += t1 - t0;
+        times_.moe_ns += t2 - t1 > waited ? t2 - t1 - waited : 0;
     }
     if (logits) output_head(n_tokens - 1, logits);
     traced_tokens_ += uint64_t(n_tokens);

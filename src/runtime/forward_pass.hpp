@@ -32,6 +32,12 @@ struct ForwardOptions {
     bool resident_experts = false; // the source has every expert at once: compute a layer's experts together
 };
 
+// Compute time by part of the layer, accumulated since construction.
+struct ForwardTimes {
+    uint64_t attention_ns = 0;
+    uint64_t moe_ns = 0;  // without the waits for expert bytes (expert_wait_ns)
+};
+
 class ForwardPass {
 public:
     ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &pool, const ForwardOptions &opt);
@@ -47,6 +53,7 @@ public:
     size_t scratch_bytes() const;
     // Nanoseconds spent blocked in ExpertSource::next_ready since construction.
     uint64_t expert_wait_ns() const { return expert_wait_ns_; }
+    const ForwardTimes &times() const { return times_; }
     // Records every token's routing (top-k ids per layer); tokens are numbered
     // in the order processed, across resets. Null = off.
     void set_routing_trace(RoutingTraceWriter *trace) { routing_trace_ = trace; }
@@ -103,6 +110,7 @@ private:
     std::vector<uint8_t> la_mark_;
     std::vector<float> final_xn_;
     uint64_t expert_wait_ns_ = 0;
+    ForwardTimes times_;
 };
 
 }  // namespace moe

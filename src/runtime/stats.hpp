@@ -25,6 +25,8 @@ struct Stats {
     uint64_t prefetch_issued = 0;
     uint64_t prefetch_useful = 0;
     uint64_t evictions = 0;
+    uint64_t attention_ns = 0;
+    uint64_t moe_ns = 0;  // without the waits for expert bytes
     std::array<uint64_t, MOESTREAM_MAX_LAYERS> layer_hits{};
     std::array<uint64_t, MOESTREAM_MAX_LAYERS> layer_misses{};
 

@@ -83,6 +83,8 @@ def test_bench_json_reads_split_and_prediction(cli_path, small_model):
     assert direct["hit_rate"] == pytest.approx(sum(hits) / (sum(hits) + sum(misses)), abs=1e-6)
     assert direct["decode_evictions"] > 0
     assert 0 < direct["decode_compute_s"] <= direct["decode_s"]
+    assert direct["decode_attention_s"] > 0 and direct["decode_moe_s"] > 0
+    assert direct["decode_attention_s"] + direct["decode_moe_s"] <= direct["decode_compute_s"]
     assert direct["expert_cache_bytes"] < direct["resident_bytes"] <= direct["budget_bytes"]
     ratio = data["streaming_over_mmap"][0]["ratio"]
     assert ratio == pytest.approx(direct["decode_tok_s"] / mmap["decode_tok_s"], rel=1e-2)

@@ -437,8 +437,10 @@ def test_context_stats(ctx):
             "bytes_read_wasted", "cache_hits", "cache_misses", "prefetch_issued", "prefetch_useful", "evictions",
             "resident_bytes", "expert_cache_bytes", "dense_bytes", "kv_bytes", "io_mode", "io_mode_reason",
             "n_layer", "layer_hits", "layer_misses", "io_busy_ns", "io_bytes_completed", "io_reads_completed",
-            "io_read_ns", "io_queue_depth"}
+            "io_read_ns", "io_queue_depth", "attention_ns", "moe_ns"}
     assert keys <= set(stats)
+    assert stats["attention_ns"] > 0 and stats["moe_ns"] > 0
+    assert stats["attention_ns"] + stats["moe_ns"] <= stats["compute_ns"]
     assert stats["tokens"] >= 2 and stats["steps"] >= 1
     assert len(stats["layer_hits"]) == stats["n_layer"] == 2
 
@@ -506,6 +508,13 @@ def test_read_log_rejects_null_and_invalid_arguments(lib, model_path):
         assert stats.n_layer == 2 and stats.io_queue_depth == -7
         stats.struct_size = _ffi.Stats.io_busy_ns.offset - 8
         assert lib.raw("moestream_stats_get")(h, ctypes.byref(stats)) == invalid
+        # One built before attention_ns/moe_ns gets the io_* fields and nothing past them.
+        stats = _ffi.Stats()
+        lib.moestream_stats_init(ctypes.byref(stats))
+        stats.moe_ns = 7
+        stats.struct_size = _ffi.Stats.attention_ns.offset
+        assert lib.raw("moestream_stats_get")(h, ctypes.byref(stats)) == moestream.Status.OK
+        assert stats.io_queue_depth > 0 and stats.attention_ns == 0 and stats.moe_ns == 7
     finally:
         c.close()
 

@@ -105,6 +105,8 @@ int main() {
     FIELD(moestream_stats, io_reads_completed);
     FIELD(moestream_stats, io_read_ns);
     FIELD(moestream_stats, io_queue_depth);
+    FIELD(moestream_stats, attention_ns);
+    FIELD(moestream_stats, moe_ns);
     end();
 
     STRUCT(moestream_read_replay, false);

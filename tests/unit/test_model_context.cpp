@@ -129,6 +129,9 @@ TEST(Context, StatsCountTokensStepsAndHits) {
     EXPECT_EQ(s.steps, 2u);
     EXPECT_GT(s.step_ns, 0u);
     EXPECT_LE(s.compute_ns, s.step_ns);
+    EXPECT_GT(s.attention_ns, 0u);
+    EXPECT_GT(s.moe_ns, 0u);
+    EXPECT_LE(s.attention_ns + s.moe_ns, s.compute_ns);
     // Every routed expert is a hit or (first use, mmap source) a miss: at
     // least n_expert_used per layer per step.
     EXPECT_GE(s.cache_hits + s.cache_misses, 2u * 3u);
