@@ -57,7 +57,7 @@ public:
     uint64_t sleeps() const;
 
     // Longest an idle worker spins while a step is open before it sleeps.
-    static constexpr int64_t kStepSpinLimitNs = 20'000'000;
+    static constexpr int64_t kStepSpinLimitNs = 5'000'000;
 
     // Marks one step (a forward pass over a batch of tokens): between its
     // parallel_for calls idle workers stay awake. Steps do not nest.

@@ -90,7 +90,7 @@ TEST(ThreadPool, AStalledWorkersSliceIsTakenOverByTheOthers) {
 // between two parallel_for calls, inside a step or not. A worker that the
 // machine deschedules for the whole pause cannot show either behaviour, so
 // each is tried a few times.
-bool worker_slept_during_pause(moe::ThreadPool &pool, bool in_step, std::chrono::milliseconds gap) {
+bool worker_slept_during_pause(moe::ThreadPool &pool, bool in_step, std::chrono::microseconds gap) {
     std::optional<moe::ThreadPool::StepScope> step;
     if (in_step) step.emplace(pool);
     std::atomic<int> ran{0};
@@ -109,13 +109,13 @@ TEST(ThreadPool, IdleWorkersStayAwakeWhileAStepIsOpenAndSleepOtherwise) {
     if (std::thread::hardware_concurrency() < 2 || std::getenv("MOESTREAM_SPIN_US"))
         GTEST_SKIP() << "the pool does not spin on one CPU or with MOESTREAM_SPIN_US set";
     moe::ThreadPool pool(2);
-    // 3 ms is far beyond the short spin (200 us) and far below the step's limit (20 ms).
+    // 1.5 ms is far beyond the short spin (200 us) and well below the step's limit (5 ms).
     bool awake_in_step = false, asleep_outside = false;
     for (int attempt = 0; attempt < 5 && !awake_in_step; ++attempt)
-        awake_in_step = !worker_slept_during_pause(pool, true, std::chrono::milliseconds(3));
+        awake_in_step = !worker_slept_during_pause(pool, true, std::chrono::microseconds(1500));
     for (int attempt = 0; attempt < 5 && !asleep_outside; ++attempt)
         asleep_outside = worker_slept_during_pause(pool, false, std::chrono::milliseconds(30));
-    EXPECT_TRUE(awake_in_step) << "the worker slept during a 3 ms pause inside a step";
+    EXPECT_TRUE(awake_in_step) << "the worker slept during a 1.5 ms pause inside a step";
     EXPECT_TRUE(asleep_outside) << "the worker never slept during a 30 ms pause outside a step";
     // Once the step has closed the workers sleep again.
     EXPECT_TRUE(worker_slept_during_pause(pool, false, std::chrono::milliseconds(30)) ||
