@@ -123,6 +123,23 @@ void print_compute(const BenchResult &r) {
                 double(r.decode_io_wait_ns) * ms);
 }
 
+// The spread of the decode's hit rate over layers: lowest and highest layer.
+void print_layer_hits(const BenchResult &r) {
+    if (!r.ok || r.io_mode == MOESTREAM_IO_MMAP) return;
+    int32_t lo = -1, hi = -1;
+    double lo_rate = 2, hi_rate = -1;
+    for (int32_t l = 0; l < r.n_layer; ++l) {
+        const uint64_t n = r.layer_hits[l] + r.layer_misses[l];
+        if (n == 0) continue;
+        const double rate = double(r.layer_hits[l]) / double(n);
+        if (rate < lo_rate) lo_rate = rate, lo = l;
+        if (rate > hi_rate) hi_rate = rate, hi = l;
+    }
+    if (lo < 0) return;
+    std::printf("  hit rate by layer: lowest %.1f%% (layer %d), highest %.1f%% (layer %d)\n", 100.0 * lo_rate, lo,
+                100.0 * hi_rate, hi);
+}
+
 void print_header() {
     std::printf("%-7s %-10s %9s %9s %9s %8s %11s %10s %7s %7s %10s  %s\n", "mode", "budget", "decode", "prefill",
                 "ttft", "hit", "read/token", "read bw", "io wait", "ceil%", "peak RSS", "memory");
@@ -408,6 +425,7 @@ int cmd_bench(const Args &args) {
                 print_row(c, r, disk_bw);
                 print_details(info, r);
                 print_compute(r);
+                print_layer_hits(r);
                 print_device(r, disk_bw, disk);
                 if (resident) print_resident(r, membw);
                 std::fflush(stdout);

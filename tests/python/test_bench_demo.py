@@ -1,6 +1,7 @@
 """bench and demo over the public API on a small generated model; the plot
 module reads bench JSON."""
 import json
+import re
 import subprocess
 import sys
 
@@ -43,6 +44,21 @@ def test_bench_rejects_bad_options(cli_path, small_model):
     assert bad.returncode == 2 and "io-mode" in bad.stderr
     missing = subprocess.run([str(cli_path), "bench", "-m", str(small_model) + ".nope"], capture_output=True, text=True)
     assert missing.returncode == 1
+
+
+def test_bench_text_splits_the_time_and_the_hits_by_layer(cli_path, small_model):
+    out = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "-n", "6", "--prompt", "4",
+                          "--memory-budget", "24MiB", "--io-mode", "pread"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    t = re.search(r"time/token: attention ([\d.]+) ms, MoE ([\d.]+) ms, embedding and output head ([\d.]+) ms, "
+                  r"waiting for expert bytes ([\d.]+) ms", out.stdout)
+    assert t, out.stdout
+    assert float(t.group(1)) > 0 and float(t.group(2)) > 0
+    h = re.search(r"hit rate by layer: lowest ([\d.]+)% \(layer (\d+)\), highest ([\d.]+)% \(layer (\d+)\)",
+                  out.stdout)
+    assert h, out.stdout
+    assert 0 <= float(h.group(1)) <= float(h.group(3)) <= 100
+    assert 0 <= int(h.group(2)) < 4 and 0 <= int(h.group(4)) < 4
 
 
 def test_demo_on_a_given_model(cli_path, small_model):
