@@ -143,7 +143,8 @@ MOESTREAM_API void moestream_stats_init(moestream_stats *stats) {
 MOESTREAM_API int moestream_stats_get(const moestream_context *ctx, moestream_stats *out) {
     return guarded("moestream_stats_get", [&] {
         moe::capi::require(out, "out");
-        // Callers built before the io_* fields were appended pass the shorter size.
+        // Callers built before the io_* fields, or before attention_ns/moe_ns,
+        // were appended pass a shorter size and get only the fields they know.
         const size_t given = out->struct_size;
         moe::capi::require_struct_size(given, offsetof(moestream_stats, io_busy_ns), sizeof(moestream_stats),
                                        "moestream_stats");

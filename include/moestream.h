@@ -265,11 +265,13 @@ typedef struct moestream_stats {
     uint64_t io_read_ns;             /* sum over reads of the time each was in flight;
                                         / io_busy_ns = mean reads in flight while busy */
     int32_t io_queue_depth;          /* expert reads the engine keeps in flight at most; 0 = none */
-    /* Where compute_ns went. The rest of compute_ns is embedding lookups and
-     * the output head. */
+    /* Where compute_ns went. The rest of compute_ns is mostly embedding
+     * lookups and the output head. */
     uint64_t attention_ns;           /* attention blocks: norm, projections, RoPE, KV cache, attention */
-    uint64_t moe_ns;                 /* MoE blocks: norm, router, routed and shared experts, without the
-                                        waits for expert bytes (those are io_wait_ns) */
+    uint64_t moe_ns;                 /* MoE blocks: norm, router, routed and shared experts, issuing
+                                        expert reads and prefetches (in mmap mode also page faults on
+                                        expert bytes), without the blocking waits for expert bytes
+                                        (those are io_wait_ns) */
 } moestream_stats;
 
 MOESTREAM_API void moestream_stats_init(moestream_stats *stats);

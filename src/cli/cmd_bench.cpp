@@ -117,7 +117,7 @@ void print_compute(const BenchResult &r) {
     if (!r.ok || r.decode_tokens <= 0) return;
     const double ms = 1e-6 / double(r.decode_tokens);
     const uint64_t other = r.decode_compute_ns - std::min(r.decode_compute_ns, r.decode_attention_ns + r.decode_moe_ns);
-    std::printf("  time/token: attention %.2f ms, MoE %.2f ms, embedding and output head %.2f ms, waiting for "
+    std::printf("  time/token: attention %.2f ms, MoE %.2f ms, embedding, output head and the rest %.2f ms, waiting for "
                 "expert bytes %.2f ms\n",
                 double(r.decode_attention_ns) * ms, double(r.decode_moe_ns) * ms, double(other) * ms,
                 double(r.decode_io_wait_ns) * ms);

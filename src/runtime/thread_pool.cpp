@@ -81,7 +81,8 @@ struct ThreadPool::Impl {
     alignas(64) std::atomic<int32_t> sleepers{0};
     std::atomic<bool> failed{false};
     std::atomic<bool> stopping{false};
-    std::atomic<bool> in_step{false};  // a StepScope is open: spin up to kStepSpinLimitNs
+    int64_t step_spin_ns = 0;          // spin limit while a step is open (>= spin_ns)
+    std::atomic<int32_t> open_steps{0};  // StepScopes open
     std::atomic<uint64_t> sleeps{0};
     uint64_t generation = 0;  // caller side only
 
@@ -153,8 +154,7 @@ struct ThreadPool::Impl {
                 const int64_t spun =
                     std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
                         .count();
-                const int64_t limit = in_step.load(std::memory_order_relaxed) ? std::max(spin_ns, kStepSpinLimitNs)
-                                                                               : spin_ns;
+                const int64_t limit = open_steps.load(std::memory_order_relaxed) > 0 ? step_spin_ns : spin_ns;
                 if (spun > limit) break;
             }
         }
@@ -195,6 +195,9 @@ ThreadPool::ThreadPool(int32_t n_threads) : impl_(std::make_unique<Impl>()) {
     const int32_t cpus = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
     const bool oversubscribed = n_threads > cpus;
     im.spin_ns = env_int("MOESTREAM_SPIN_US", oversubscribed ? 0 : 200) * 1000;
+    // A pool that never spins does not spin within steps either.
+    im.step_spin_ns =
+        im.spin_ns > 0 ? std::max(im.spin_ns, env_int("MOESTREAM_STEP_SPIN_US", kStepSpinLimitNs / 1000) * 1000) : 0;
     const char *no_pin = std::getenv("MOESTREAM_NO_PIN");
     const bool pin = !(no_pin && *no_pin && *no_pin != '0') && n_threads <= topology::physical_cores();
     im.threads.reserve(static_cast<size_t>(n_threads - 1));
@@ -222,10 +225,10 @@ int32_t ThreadPool::size() const { return impl_->n_threads; }
 uint64_t ThreadPool::sleeps() const { return impl_->sleeps.load(std::memory_order_relaxed); }
 
 ThreadPool::StepScope::StepScope(ThreadPool &pool) : pool_(pool) {
-    pool_.impl_->in_step.store(true, std::memory_order_relaxed);
+    pool_.impl_->open_steps.fetch_add(1, std::memory_order_relaxed);
 }
 
-ThreadPool::StepScope::~StepScope() { pool_.impl_->in_step.store(false, std::memory_order_relaxed); }
+ThreadPool::StepScope::~StepScope() { pool_.impl_->open_steps.fetch_sub(1, std::memory_order_relaxed); }
 
 void ThreadPool::parallel_for(int64_t n_tasks, TaskRef fn) {
     if (n_tasks <= 0) return;

@@ -6,7 +6,8 @@
 // issues thousands of short parallel_for calls per token and a futex wakeup
 // per call would dominate them. MOESTREAM_SPIN_US overrides the spin time
 // (default 200 us; 0 when the pool has more threads than the machine has CPUs).
-// While a step is open (StepScope) they spin up to kStepSpinLimit instead:
+// While a step is open (StepScope) they spin up to 5 ms instead
+// (MOESTREAM_STEP_SPIN_US; 0 keeps the short spin within steps too):
 // a streamed layer waits for reads between groups of experts, often for
 // longer than the short spin, and a worker woken from sleep (hundreds of
 // microseconds on virtual machines) arrives after the group it was woken for
@@ -56,11 +57,13 @@ public:
     // How many times idle workers have stopped spinning and gone to sleep.
     uint64_t sleeps() const;
 
-    // Longest an idle worker spins while a step is open before it sleeps.
+    // Longest an idle worker spins while a step is open before it sleeps
+    // (unless MOESTREAM_STEP_SPIN_US says otherwise).
     static constexpr int64_t kStepSpinLimitNs = 5'000'000;
 
     // Marks one step (a forward pass over a batch of tokens): between its
-    // parallel_for calls idle workers stay awake. Steps do not nest.
+    // parallel_for calls idle workers stay awake. Scopes may nest; the
+    // step lasts until the outermost closes.
     class StepScope {
     public:
         explicit StepScope(ThreadPool &pool);

@@ -106,20 +106,32 @@ bool worker_slept_during_pause(moe::ThreadPool &pool, bool in_step, std::chrono:
 }
 
 TEST(ThreadPool, IdleWorkersStayAwakeWhileAStepIsOpenAndSleepOtherwise) {
-    if (std::thread::hardware_concurrency() < 2 || std::getenv("MOESTREAM_SPIN_US"))
-        GTEST_SKIP() << "the pool does not spin on one CPU or with MOESTREAM_SPIN_US set";
+    if (std::thread::hardware_concurrency() < 2 || std::getenv("MOESTREAM_SPIN_US") ||
+        std::getenv("MOESTREAM_STEP_SPIN_US"))
+        GTEST_SKIP() << "the pool does not spin on one CPU or with MOESTREAM_SPIN_US / MOESTREAM_STEP_SPIN_US set";
     moe::ThreadPool pool(2);
-    // 1.5 ms is far beyond the short spin (200 us) and well below the step's limit (5 ms).
+    // 600 us is three times the short spin (200 us) and far below the step's limit (5 ms).
     bool awake_in_step = false, asleep_outside = false;
-    for (int attempt = 0; attempt < 5 && !awake_in_step; ++attempt)
-        awake_in_step = !worker_slept_during_pause(pool, true, std::chrono::microseconds(1500));
-    for (int attempt = 0; attempt < 5 && !asleep_outside; ++attempt)
+    for (int attempt = 0; attempt < 10 && !awake_in_step; ++attempt)
+        awake_in_step = !worker_slept_during_pause(pool, true, std::chrono::microseconds(600));
+    // After the step (closed inside the helper) the workers sleep again.
+    for (int attempt = 0; attempt < 10 && !asleep_outside; ++attempt)
         asleep_outside = worker_slept_during_pause(pool, false, std::chrono::milliseconds(30));
-    EXPECT_TRUE(awake_in_step) << "the worker slept during a 1.5 ms pause inside a step";
+    EXPECT_TRUE(awake_in_step) << "the worker slept during every 600 us pause inside a step";
     EXPECT_TRUE(asleep_outside) << "the worker never slept during a 30 ms pause outside a step";
-    // Once the step has closed the workers sleep again.
-    EXPECT_TRUE(worker_slept_during_pause(pool, false, std::chrono::milliseconds(30)) ||
-                worker_slept_during_pause(pool, false, std::chrono::milliseconds(60)));
+}
+
+TEST(ThreadPool, StepSpinZeroKeepsTheShortSpinWithinSteps) {
+    if (std::thread::hardware_concurrency() < 2 || std::getenv("MOESTREAM_SPIN_US") ||
+        std::getenv("MOESTREAM_STEP_SPIN_US"))
+        GTEST_SKIP() << "the pool does not spin on one CPU or with MOESTREAM_SPIN_US / MOESTREAM_STEP_SPIN_US set";
+    ::setenv("MOESTREAM_STEP_SPIN_US", "0", 1);
+    moe::ThreadPool pool(2);  // reads the variable once, here
+    ::unsetenv("MOESTREAM_STEP_SPIN_US");
+    bool asleep_in_step = false;
+    for (int attempt = 0; attempt < 10 && !asleep_in_step; ++attempt)
+        asleep_in_step = worker_slept_during_pause(pool, true, std::chrono::milliseconds(2));  // < 5 ms default
+    EXPECT_TRUE(asleep_in_step) << "with MOESTREAM_STEP_SPIN_US=0 the worker stayed awake through a 2 ms pause";
 }
 
 TEST(ThreadPool, DefaultSizeIsAtLeastOne) {
