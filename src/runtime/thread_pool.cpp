@@ -197,7 +197,7 @@ ThreadPool::ThreadPool(int32_t n_threads) : impl_(std::make_unique<Impl>()) {
     im.spin_ns = env_int("MOESTREAM_SPIN_US", oversubscribed ? 0 : 200) * 1000;
     // A pool that never spins does not spin within steps either.
     im.step_spin_ns =
-        im.spin_ns > 0 ? std::max(im.spin_ns, env_int("MOESTREAM_STEP_SPIN_US", kStepSpinLimitNs / 1000) * 1000) : 0;
+        im.spin_ns > 0 ? std::max(im.spin_ns, env_int("MOESTREAM_STEP_SPIN_US", 0) * 1000) : 0;
     const char *no_pin = std::getenv("MOESTREAM_NO_PIN");
     const bool pin = !(no_pin && *no_pin && *no_pin != '0') && n_threads <= topology::physical_cores();
     im.threads.reserve(static_cast<size_t>(n_threads - 1));

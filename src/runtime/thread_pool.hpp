@@ -6,13 +6,14 @@
 // issues thousands of short parallel_for calls per token and a futex wakeup
 // per call would dominate them. MOESTREAM_SPIN_US overrides the spin time
 // (default 200 us; 0 when the pool has more threads than the machine has CPUs).
-// While a step is open (StepScope) they spin up to 5 ms instead
-// (MOESTREAM_STEP_SPIN_US; 0 keeps the short spin within steps too):
-// a streamed layer waits for reads between groups of experts, often for
-// longer than the short spin, and a worker woken from sleep (hundreds of
-// microseconds on virtual machines) arrives after the group it was woken for
-// has been computed by the caller alone. A pool that never spins (spin time 0)
-// does not spin during steps either.
+// MOESTREAM_STEP_SPIN_US (default 0 = off) lets them spin longer while a
+// step is open (StepScope): a streamed layer waits for reads between groups
+// of experts, often for longer than the short spin, and a worker woken from
+// sleep (hundreds of microseconds on virtual machines) arrives after the
+// group it was woken for has been computed by the caller alone. It is off by
+// default because the spinning CPU is taken from the kernel's I/O and reclaim
+// work, which cost more than the wake-ups on small machines (measured in
+// docs/performance.md). A pool that never spins does not spin in steps either.
 #pragma once
 
 #include <cstdint>
@@ -56,10 +57,6 @@ public:
 
     // How many times idle workers have stopped spinning and gone to sleep.
     uint64_t sleeps() const;
-
-    // Longest an idle worker spins while a step is open before it sleeps
-    // (unless MOESTREAM_STEP_SPIN_US says otherwise).
-    static constexpr int64_t kStepSpinLimitNs = 5'000'000;
 
     // Marks one step (a forward pass over a batch of tokens): between its
     // parallel_for calls idle workers stay awake. Scopes may nest; the

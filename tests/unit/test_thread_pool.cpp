@@ -105,11 +105,13 @@ bool worker_slept_during_pause(moe::ThreadPool &pool, bool in_step, std::chrono:
     return after > before;
 }
 
-TEST(ThreadPool, IdleWorkersStayAwakeWhileAStepIsOpenAndSleepOtherwise) {
+TEST(ThreadPool, WithAStepSpinIdleWorkersStayAwakeInStepsAndSleepOtherwise) {
     if (std::thread::hardware_concurrency() < 2 || std::getenv("MOESTREAM_SPIN_US") ||
         std::getenv("MOESTREAM_STEP_SPIN_US"))
         GTEST_SKIP() << "the pool does not spin on one CPU or with MOESTREAM_SPIN_US / MOESTREAM_STEP_SPIN_US set";
-    moe::ThreadPool pool(2);
+    ::setenv("MOESTREAM_STEP_SPIN_US", "5000", 1);
+    moe::ThreadPool pool(2);  // reads the variable once, here
+    ::unsetenv("MOESTREAM_STEP_SPIN_US");
     // 600 us is three times the short spin (200 us) and far below the step's limit (5 ms).
     bool awake_in_step = false, asleep_outside = false;
     for (int attempt = 0; attempt < 10 && !awake_in_step; ++attempt)
@@ -121,17 +123,15 @@ TEST(ThreadPool, IdleWorkersStayAwakeWhileAStepIsOpenAndSleepOtherwise) {
     EXPECT_TRUE(asleep_outside) << "the worker never slept during a 30 ms pause outside a step";
 }
 
-TEST(ThreadPool, StepSpinZeroKeepsTheShortSpinWithinSteps) {
+TEST(ThreadPool, ByDefaultStepsKeepTheShortSpin) {
     if (std::thread::hardware_concurrency() < 2 || std::getenv("MOESTREAM_SPIN_US") ||
         std::getenv("MOESTREAM_STEP_SPIN_US"))
         GTEST_SKIP() << "the pool does not spin on one CPU or with MOESTREAM_SPIN_US / MOESTREAM_STEP_SPIN_US set";
-    ::setenv("MOESTREAM_STEP_SPIN_US", "0", 1);
-    moe::ThreadPool pool(2);  // reads the variable once, here
-    ::unsetenv("MOESTREAM_STEP_SPIN_US");
+    moe::ThreadPool pool(2);
     bool asleep_in_step = false;
     for (int attempt = 0; attempt < 10 && !asleep_in_step; ++attempt)
-        asleep_in_step = worker_slept_during_pause(pool, true, std::chrono::milliseconds(2));  // < 5 ms default
-    EXPECT_TRUE(asleep_in_step) << "with MOESTREAM_STEP_SPIN_US=0 the worker stayed awake through a 2 ms pause";
+        asleep_in_step = worker_slept_during_pause(pool, true, std::chrono::milliseconds(2));
+    EXPECT_TRUE(asleep_in_step) << "by default the worker stayed awake through a 2 ms pause in a step";
 }
 
 TEST(ThreadPool, DefaultSizeIsAtLeastOne) {
