@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 #include "common/error.hpp"
+#include "common/monotonic_clock.hpp"
 #include "experts/usage_profile.hpp"
 
 namespace moe {
@@ -17,11 +17,6 @@ const ExpertMatrixLayout &matrix_of(const ExpertLayerLayout &l, int i) { return 
 // Registered buffers are limited to 1 GiB each; regions end on slot boundaries
 // so a read never straddles two of them.
 constexpr uint64_t kMaxRegisteredRegion = 1ull << 30;
-
-uint64_t now_ns() {
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
 
 uint64_t part_stride(uint64_t length, uint64_t alignment) { return io::round_up(length, alignment > 1 ? alignment : 64); }
 
@@ -445,9 +440,9 @@ void StreamingExpertSource::poll() {
 }
 
 void StreamingExpertSource::wait_and_process() {
-    const uint64_t t0 = now_ns();
+    const uint64_t t0 = monotonic_ns();
     const size_t n = backend_->reap(completions_, true);
-    stats_->io_wait_ns += now_ns() - t0;
+    stats_->io_wait_ns += monotonic_ns() - t0;
     for (size_t i = 0; i < n; ++i) process(completions_[i]);
     // The last demand read may just have landed: start the held prefetches
     // before the layer computes it.

@@ -1,13 +1,10 @@
 #include "io/observed_backend.hpp"
 
-#include <chrono>
+#include "common/monotonic_clock.hpp"
 
 namespace moe::io {
 
-uint64_t ObservedBackend::steady_now_ns() {
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
+uint64_t ObservedBackend::steady_now_ns() { return monotonic_ns(); }
 
 ObservedBackend::ObservedBackend(std::unique_ptr<ReadBackend> inner, Clock clock)
     : ForwardingBackend(std::move(inner)), clock_(clock ? clock : &steady_now_ns) {}

@@ -1,12 +1,12 @@
 #include "runtime/context.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "common/error.hpp"
+#include "common/monotonic_clock.hpp"
 #include "io/observed_backend.hpp"
 
 namespace moe {
@@ -38,12 +38,6 @@ int32_t lookahead_layers(const ContextParams &p) {
     if (n < 1 || n > kMaxLookaheadLayers)
         fail(Status::invalid_argument, "lookahead_layers %d is outside 1..%d", n, kMaxLookaheadLayers);
     return n;
-}
-
-uint64_t now_ns() {
-    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now().time_since_epoch())
-                        .count());
 }
 
 }  // namespace
@@ -99,7 +93,7 @@ void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out) {
         fail(Status::context_full, "%d tokens do not fit: %d of n_ctx %d positions are used", n_tokens, n_past_,
              n_ctx_);
 
-    const uint64_t t0 = now_ns();
+    const uint64_t t0 = monotonic_ns();
     const uint64_t wait0 = forward_->expert_wait_ns();
     const ForwardTimes times0 = forward_->times();
     const int32_t batch = forward_->options().max_batch;
@@ -113,7 +107,7 @@ void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out) {
     // Only now does the context take the tokens: a throw above leaves n_past as it was.
     std::copy(tokens, tokens + n_tokens, tokens_.begin() + n_past_);
     n_past_ += n_tokens;
-    const uint64_t elapsed = now_ns() - t0;
+    const uint64_t elapsed = monotonic_ns() - t0;
     const uint64_t waited = forward_->expert_wait_ns() - wait0;
     stats_.tokens += uint64_t(n_tokens);
     stats_.steps += 1;

@@ -3,9 +3,8 @@
 // delivers them, each writing its weighted output into a per-(token, slot)
 // buffer, then a sum in top-k slot order so arrival order never changes the
 // result; optional shared expert; residual.
-#include <chrono>
-
 #include "common/error.hpp"
+#include "common/monotonic_clock.hpp"
 #include "model/rms_norm.hpp"
 #include "model/router.hpp"
 #include "model/swiglu.hpp"
@@ -118,11 +117,10 @@ void ForwardPass::moe_block(int32_t layer, int32_t n_tokens) {
     // then whatever landed while that group computed, so the reads overlap the
     // compute and each group costs two hand-offs to the threads, not each expert.
     for (int32_t done = 0; done < n_unique;) {
-        const auto t0 = std::chrono::steady_clock::now();
+        const uint64_t t0 = monotonic_ns();
         int32_t n_ready = 0;
         ready_[size_t(n_ready++)] = experts_.next_ready();
-        expert_wait_ns_ += uint64_t(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+        expert_wait_ns_ += monotonic_ns() - t0;
         while (done + n_ready < n_unique) {
             if (opt_.resident_experts) ready_[size_t(n_ready)] = experts_.next_ready();
             else if (!experts_.try_next_ready(ready_[size_t(n_ready)])) break;

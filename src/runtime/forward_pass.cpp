@@ -1,21 +1,15 @@
 #include "runtime/forward_pass.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "common/error.hpp"
+#include "common/monotonic_clock.hpp"
 #include "kernels/kernels.hpp"
 #include "model/rms_norm.hpp"
 
 namespace moe {
 namespace {
-
-uint64_t clock_ns() {
-    return uint64_t(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-            .count());
-}
 
 // Largest converted-activation row any matrix of the model needs.
 size_t max_act_row_bytes(const Model &m, bool exact) {
@@ -154,7 +148,8 @@ void ForwardPass::run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, f
     if (n_tokens <= 0 || n_tokens > opt_.max_batch || n_past < 0 || n_past + n_tokens > opt_.n_ctx)
         fail(Status::internal, "forward pass: %d tokens at position %d do not fit (batch %d, n_ctx %d)", n_tokens,
              n_past, opt_.max_batch, opt_.n_ctx);
-    // Idle workers stay awake for the whole step, through the waits for expert reads.
+    // Idle workers spin for the step spin time (MOESTREAM_STEP_SPIN_US), if
+    // one is set, through the waits for expert reads.
     const ThreadPool::StepScope step(pool_);
     const size_t E = size_t(n_embd_);
     const MatrixView &embd = model_.weights().token_embd;
@@ -164,11 +159,11 @@ void ForwardPass::run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, f
     for (int32_t t = 0; t < n_tokens; ++t) rope_angles(rope_, n_past + t, &rope_cs_[size_t(t) * size_t(hp_.n_rot)]);
 
     for (int32_t l = 0; l < hp_.n_layer; ++l) {
-        const uint64_t t0 = clock_ns();
+        const uint64_t t0 = monotonic_ns();
         attention_block(l, n_tokens, n_past);
-        const uint64_t t1 = clock_ns(), wait0 = expert_wait_ns_;
+        const uint64_t t1 = monotonic_ns(), wait0 = expert_wait_ns_;
         moe_block(l, n_tokens);
-        const uint64_t t2 = clock_ns(), waited = expert_wait_ns_ - wait0;
+        const uint64_t t2 = monotonic_ns(), waited = expert_wait_ns_ - wait0;
         times_.attention_ns += t1 - t0;
         times_.moe_ns += t2 - t1 > waited ? t2 - t1 - waited : 0;
     }

@@ -59,8 +59,9 @@ public:
     uint64_t sleeps() const;
 
     // Marks one step (a forward pass over a batch of tokens): between its
-    // parallel_for calls idle workers stay awake. Scopes may nest; the
-    // step lasts until the outermost closes.
+    // parallel_for calls idle workers spin for the step spin time
+    // (MOESTREAM_STEP_SPIN_US; by default the short spin). Scopes may nest;
+    // the step lasts until the outermost closes.
     class StepScope {
     public:
         explicit StepScope(ThreadPool &pool);
