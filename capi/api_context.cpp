@@ -31,6 +31,8 @@ moe::ContextParams to_context_params(const moestream_params &p) {
         c.routing_trace_path = p.routing_trace_path;
     if (p.struct_size >= offsetof(moestream_params, lookahead_layers) + sizeof(p.lookahead_layers))
         c.lookahead_layers = p.lookahead_layers;
+    if (p.struct_size >= offsetof(moestream_params, numa_placement) + sizeof(p.numa_placement))
+        c.numa_placement = p.numa_placement;
     if (p.profile_path) {
         c.profile_path = p.profile_path;
         c.profile_disabled = p.profile_path[0] == '\0';
@@ -47,7 +49,7 @@ void log_opened(const moe::Context &ctx, const moe::Log &log, const char *path) 
     ctx.fill_stats(s);
     log.write(MOESTREAM_LOG_INFO, "opened %s: %s, %d layers, %d experts (%d used), n_ctx %d, io %s (%s)", path,
               hp.arch.c_str(), hp.n_layer, hp.n_expert, hp.n_expert_used, ctx.n_ctx(),
-              moestream_io_mode_name(s.io_mode), s.io_mode_reason);
+              moestream_io_mode_name(s.io_mode), ctx.io_mode_reason().c_str());
 }
 
 void log_closing(const moe::Context &ctx, const moe::Log &log) {
@@ -83,8 +85,10 @@ MOESTREAM_API int moestream_open(const moestream_params *params, moestream_conte
     const int status = guarded("moestream_open", [&] {
         moe::capi::require(out, "out");
         moe::capi::require(params, "params");
-        moe::capi::require_struct_size(params->struct_size, sizeof(moestream_params), sizeof(moestream_params),
-                                       "moestream_params");
+        // Layouts of earlier versions end before routing_trace_path,
+        // lookahead_layers or numa_placement; those fields then keep their defaults.
+        moe::capi::require_struct_size(params->struct_size, offsetof(moestream_params, routing_trace_path),
+                                       sizeof(moestream_params), "moestream_params");
         log = moe::Log(params->log_fn, params->log_user_data, params->log_level);
         auto handle = std::make_unique<moestream_context>();
         handle->log = log;

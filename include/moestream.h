@@ -107,6 +107,16 @@ typedef enum moestream_cache_policy {
     MOESTREAM_CACHE_REUSE_AWARE = 4 /* keeps last token's experts by measured reuse, others by routing rate */
 } moestream_cache_policy;
 
+/* Where the engine's own large buffers live on a machine with several NUMA
+ * nodes: the expert cache and, when experts are streamed (direct and pread
+ * modes), the copy of the dense weights. The placement is a preference: a
+ * node that runs out spills to the others. On one node both are the same. */
+typedef enum moestream_numa_placement {
+    MOESTREAM_NUMA_LOCAL = 0,     /* the node of the thread that opens the context */
+    MOESTREAM_NUMA_INTERLEAVE = 1 /* pages spread over every node: the memory bandwidth of
+                                     all sockets, for compute threads on all of them */
+} moestream_numa_placement;
+
 typedef enum moestream_log_level {
     MOESTREAM_LOG_ERROR = 0,
     MOESTREAM_LOG_WARN = 1,
@@ -140,6 +150,7 @@ typedef struct moestream_params {
     int32_t lookahead_layers;   /* router lookahead depth (prefetch lookahead/both/auto): the routers of layers
                                    L+1..L+n run on layer L's state; 1..4, 0 = default (env MOESTREAM_LOOKAHEAD_LAYERS,
                                    else the measured default in docs/performance.md) */
+    int32_t numa_placement;     /* moestream_numa_placement (env MOESTREAM_NUMA=local|interleave beats it) */
 } moestream_params;
 
 /* Fills defaults (struct_size, automatic everything). */
@@ -194,9 +205,12 @@ MOESTREAM_API int moestream_inspect(const char *model_path, uint64_t memory_budg
 
 typedef struct moestream_context moestream_context;
 
-/* Opens the model: indexes the GGUF, maps the dense weights and has them
- * read in (they stay mapped for the context's life and count against the
- * budget; they are not mlock'ed), sets up the expert cache and I/O. On failure *out is NULL. For testing how a program
+/* Opens the model: indexes the GGUF, maps it, sets up the expert cache and
+ * I/O, and has the dense weights read in: when experts are streamed (direct
+ * and pread modes) into memory the engine owns (anonymous, NUMA-placed, huge
+ * pages where offered; not reclaimed by the kernel like page cache), in the
+ * mmap mode through the mapping. Either way they count against the budget
+ * and are not mlock'ed. On failure *out is NULL. For testing how a program
  * copes with failing storage, the environment variable
  * MOESTREAM_FAULT_INJECT makes the expert reads of the context opened fail,
  * come back short or corrupted (docs/errors.md, "Fault injection"). */

@@ -25,7 +25,7 @@ class Context(OwnedHandle):
 
     def __init__(self, model_path, *, memory_budget=0, n_threads=0, n_ctx=0, io_mode="auto",
                  prefetch="auto", cache_policy="auto", exact=False, packed_path=None,
-                 profile_path=None, log=None, log_level="warn", lookahead_layers=0):
+                 profile_path=None, log=None, log_level="warn", lookahead_layers=0, numa="local"):
         self._handle = None
         self._lib = _ffi.lib()
         self._log_callback = None  # kept alive as long as the handle exists
@@ -42,6 +42,7 @@ class Context(OwnedHandle):
         params.cache_policy = cv.enum_value(cv.CACHE_POLICIES, cache_policy, "cache_policy")
         params.exact = 1 if exact else 0
         params.lookahead_layers = int(lookahead_layers)
+        params.numa_placement = cv.enum_value(cv.NUMA_PLACEMENTS, numa, "numa")
         if packed_path is not None:
             params.packed_path = _path_bytes(packed_path)
         if profile_path is not None:

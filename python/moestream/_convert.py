@@ -13,6 +13,7 @@ IO_MODES = {"auto": 0, "mmap": 1, "direct": 2, "pread": 3}
 PREFETCH_MODES = {"auto": 0, "off": 1, "previous_token": 2, "lookahead": 3, "both": 4}
 CACHE_POLICIES = {"auto": 0, "lru": 1, "lfu_decay": 2, "pinned_hot": 3, "reuse_aware": 4}
 LOG_LEVELS = {"error": 0, "warn": 1, "info": 2, "debug": 3}
+NUMA_PLACEMENTS = {"local": 0, "interleave": 1}
 
 
 def enum_value(table, value, what):

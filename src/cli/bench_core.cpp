@@ -117,6 +117,7 @@ void measure(const BenchConfig &c, BenchResult &r) {
     p.io_mode = c.io_mode;
     p.prefetch = c.prefetch;
     p.lookahead_layers = c.lookahead_layers;
+    p.numa_placement = c.numa_placement;
     p.cache_policy = c.cache_policy;
     p.n_threads = c.n_threads;
     p.profile_path = c.profile_path.c_str();  // "" = off

@@ -14,6 +14,7 @@
 #include "commands.hpp"
 #include "gguf_tensor_sizes.hpp"
 #include "membw_probe.hpp"
+#include "model_options.hpp"
 #include "moestream.h"
 
 namespace cli {
@@ -22,7 +23,7 @@ namespace {
 const char *kUsage =
     "usage: moestream bench -m MODEL [--memory-budget SIZE|N%] [-n 64] [--prompt 16]\n"
     "                       [--io-mode auto|mmap|direct|pread|resident[,...]] [--prefetch off|previous|lookahead|both|auto]\n"
-    "                       [--lookahead N]\n"
+    "                       [--lookahead N] [--numa local|interleave]\n"
     "                       [--policy auto|lru|lfu-decay|pinned-hot|reuse-aware] [--profile FILE] [--threads N]\n"
     "                       [--sweep 25%,50%,75%,100%] [--disk] [--membw] [--membw-size 4GiB] [--warm] [--no-cgroup]\n"
     "                       [--max-seconds S] [--feed random|greedy] [--json]\n"
@@ -212,7 +213,7 @@ int cmd_bench(const Args &args) {
     ParsedArgs a;
     std::string error;
     if (!parse_args(args,
-                    {"-m", "--memory-budget", "-n", "--prompt", "--io-mode", "--prefetch", "--lookahead", "--policy", "--threads",
+                    {"-m", "--memory-budget", "-n", "--prompt", "--io-mode", "--prefetch", "--lookahead", "--numa", "--policy", "--threads",
                      "--sweep", "--max-seconds", "--seed", "--feed", "--membw-size", "--profile"},
                     {"--disk", "--json", "--warm", "--no-cgroup", "--membw", "--help"}, a, error,
                     {{"--model", "-m"}, {"--budget", "--memory-budget"}, {"--tokens", "-n"}, {"-t", "--threads"},
@@ -304,6 +305,13 @@ int cmd_bench(const Args &args) {
         int64_t layers = 0;
         if (!parse_int(*s, layers) || layers < 1 || layers > 4) return usage_error("--lookahead takes 1..4 layers");
         base.lookahead_layers = int32_t(layers);
+    }
+    if (auto s = a.get("--numa")) {
+        try {
+            base.numa_placement = parse_numa_placement(*s);
+        } catch (const std::exception &e) {
+            return usage_error(e.what());
+        }
     }
 
     std::vector<uint64_t> budgets;

@@ -19,7 +19,8 @@ void usage() {
                  "  --all                write the last-token logits of every step, not only the final one\n"
                  "  --exact              f32 activations and f32 KV cache\n"
                  "  --threads N, --ctx N, --io-mode auto|mmap|direct|pread, --memory-budget SIZE,\n"
-                 "  --prefetch auto|off|previous|lookahead|both, --cache-policy auto|lru|lfu-decay|pinned-hot|reuse-aware\n");
+                 "  --prefetch auto|off|previous|lookahead|both, --lookahead N, --numa local|interleave,\n"
+                 "  --cache-policy auto|lru|lfu-decay|pinned-hot|reuse-aware\n");
 }
 
 }  // namespace

@@ -45,6 +45,12 @@ int32_t parse_cache_policy_option(const std::string &s) {
 
 }  // namespace
 
+int32_t parse_numa_placement(const std::string &s) {
+    if (s == "local") return MOESTREAM_NUMA_LOCAL;
+    if (s == "interleave") return MOESTREAM_NUMA_INTERLEAVE;
+    throw std::runtime_error("unknown NUMA placement '" + s + "' (local, interleave)");
+}
+
 std::string option_value(const Args &args, size_t &i) {
     if (i + 1 >= args.size()) throw std::runtime_error("option " + args[i] + " needs a value");
     return args[++i];
@@ -66,6 +72,7 @@ bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt) {
     else if (a == "--prefetch") opt.params.prefetch = parse_prefetch(option_value(args, i));
     else if (a == "--lookahead")
         opt.params.lookahead_layers = int32_t(int_option(option_value(args, i), "lookahead depth"));
+    else if (a == "--numa") opt.params.numa_placement = parse_numa_placement(option_value(args, i));
     else if (a == "--cache-policy") opt.params.cache_policy = parse_cache_policy_option(option_value(args, i));
     else if (a == "--memory-budget") opt.params.memory_budget = size_option(option_value(args, i));
     else if (a == "--exact") opt.params.exact = 1;

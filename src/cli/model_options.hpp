@@ -1,6 +1,6 @@
 // Options shared by the commands that open a model (logits, perplexity, run):
 // -m MODEL, --threads N, --ctx N, --io-mode M, --memory-budget SIZE, --exact,
-// --prefetch M, --lookahead N, --batch N. Each command parses its own extra options.
+// --prefetch M, --lookahead N, --numa P, --batch N. Each command parses its own extra options.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,8 @@ struct ModelOptions {
 // Tries to consume args[i] (and its value) as a model option; returns false if
 // it is not one. Throws std::runtime_error on a bad value.
 bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt);
+// "local" or "interleave" (moestream_numa_placement); throws on anything else.
+int32_t parse_numa_placement(const std::string &s);
 // Reads the value after args[i] (advancing i); throws when missing.
 std::string option_value(const Args &args, size_t &i);
 // An integer option value; throws naming `what` when it is not one.

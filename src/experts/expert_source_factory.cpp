@@ -156,6 +156,7 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     cfg.direct = choice.mode == MOESTREAM_IO_DIRECT;
     cfg.backend = cfg.direct ? io::BackendKind::automatic : io::BackendKind::pread;
     cfg.stats = &stats;
+    cfg.numa = numa_placement_of(params.numa_placement);
     cfg.policy = policy_kind(params.cache_policy);
     cfg.prefetch_previous =
         params.prefetch == MOESTREAM_PREFETCH_PREVIOUS_TOKEN || params.prefetch == MOESTREAM_PREFETCH_BOTH;
@@ -212,7 +213,8 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     }
     auto src = std::make_unique<StreamingExpertSource>(std::move(cfg));
     c.cache_bytes = src->cache_bytes();
-    c.reason += format("; %u slots, %s reads", src->slots(), src->backend_name());
+    c.reason += format("; %u slots, %s reads; cache memory %s", src->slots(), src->backend_name(),
+                       src->cache_placement().c_str());
     // The backends bind their I/O threads to the CPUs near the model's
     // device; the lookup is cached, so this names the same choice.
     const topology::DevicePlacement near = topology::placement_for_path(file.path());

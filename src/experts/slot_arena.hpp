@@ -1,11 +1,14 @@
-// The expert cache's memory: one block, page aligned, placed on the NUMA
-// node of the thread that creates it (the thread that will compute with it),
-// backed by transparent huge pages where the kernel offers them.
+// The expert cache's memory: one block, page aligned, placed by NUMA policy
+// (by default on the node of the thread that opens the context, which is
+// where the compute starts), backed by transparent huge pages where the
+// kernel offers them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "runtime/numa_memory.hpp"
 
 namespace moe {
 
@@ -13,17 +16,12 @@ class SlotArena {
 public:
     SlotArena() = default;
     // Throws moe::Error(out_of_memory) naming the size when the mapping fails.
-    explicit SlotArena(size_t bytes);
-    ~SlotArena();
-    SlotArena(SlotArena &&other) noexcept;
-    SlotArena &operator=(SlotArena &&other) noexcept;
-    SlotArena(const SlotArena &) = delete;
-    SlotArena &operator=(const SlotArena &) = delete;
+    explicit SlotArena(size_t bytes, NumaPlacement placement = NumaPlacement::local);
 
-    uint8_t *data() const { return data_; }
-    size_t size() const { return size_; }
+    uint8_t *data() const { return static_cast<uint8_t *>(memory_.data()); }
+    size_t size() const { return memory_.size(); }
     // How the memory was placed, for logs ("node 0, huge pages").
-    const std::string &placement() const { return placement_; }
+    const std::string &placement() const { return memory_.placement(); }
 
     // Faults every page in now. Reads fill every slot soon anyway, and a page
     // first touched by a read is faulted and zeroed inside that read, on the
@@ -34,10 +32,7 @@ public:
     void populate();
 
 private:
-    void reset() noexcept;
-    uint8_t *data_ = nullptr;
-    size_t size_ = 0;
-    std::string placement_;
+    NumaBuffer memory_;
 };
 
 }  // namespace moe

@@ -64,7 +64,7 @@ StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg
                          matrix_of(l, i).shard, files_.size());
     }
     slot_bytes_ = slot_bytes_for(cfg_.layers, packed_.get(), cfg_.direct);
-    arena_ = SlotArena(uint64_t(n_slots_) * slot_bytes_);
+    arena_ = SlotArena(uint64_t(n_slots_) * slot_bytes_, cfg_.numa);
 
     {
         auto inner = cfg_.backend_override ? std::move(cfg_.backend_override)

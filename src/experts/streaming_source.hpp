@@ -41,6 +41,7 @@ struct StreamingSourceConfig {
     // Replaces the backend made from `backend` (tests, fault injection).
     std::unique_ptr<io::ReadBackend> backend_override;
     Stats *stats = nullptr;                 // may be null
+    NumaPlacement numa = NumaPlacement::local;  // where the cache's memory lives
     // Previous-token prefetch: when layer L starts, read ahead the experts
     // layer L+1 used last time that are no longer cached.
     bool prefetch_previous = false;
@@ -86,6 +87,8 @@ public:
     uint64_t slot_bytes() const { return slot_bytes_; }
     uint64_t cache_bytes() const { return arena_.size(); }
     const char *backend_name() const { return backend_->name(); }
+    // Where the cache memory lives ("node 0, huge pages").
+    const std::string &cache_placement() const { return arena_.placement(); }
     bool reading_packed() const { return packed_ != nullptr; }
     bool direct() const;
     // Keys resident now (tests; keys = layer * n_expert + expert).

@@ -46,6 +46,18 @@ void Model::bind_all() {
     bytes_ = account_bytes(f);
 }
 
+void Model::relocate_matrices(const std::function<const uint8_t *(const uint8_t *)> &where) {
+    auto move = [&](MatrixView &m) {
+        if (m.data) m.data = where(m.data);
+    };
+    move(weights_.token_embd);
+    move(weights_.output);  // the same bytes as token_embd when tied: relocated alike
+    for (LayerWeights &l : weights_.layers)
+        for (MatrixView *m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.router, &l.shexp_gate, &l.shexp_up, &l.shexp_down,
+                              &l.shexp_gate_inp})
+            move(*m);
+}
+
 std::vector<ExpertLayerLayout> Model::expert_layouts() const {
     std::vector<ExpertLayerLayout> out;
     out.reserve(weights_.layers.size());

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,11 @@ public:
     const ModelWeights &weights() const { return weights_; }
     const LayerWeights &layer(int32_t i) const { return weights_.layers[size_t(i)]; }
     std::vector<ExpertLayerLayout> expert_layouts() const;
+
+    // Points every matrix view at `where(view.data)` instead of the file
+    // mapping: used when the dense weights are copied out of the file
+    // (runtime/dense_copy.hpp). The bytes must be the same.
+    void relocate_matrices(const std::function<const uint8_t *(const uint8_t *)> &where);
 
     // Byte accounting shared with `inspect` (tensor_roles.hpp).
     const ModelBytes &bytes() const { return bytes_; }

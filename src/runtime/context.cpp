@@ -40,6 +40,19 @@ int32_t lookahead_layers(const ContextParams &p) {
     return n;
 }
 
+// MOESTREAM_NUMA (local | interleave) beats the parameter, as every variable does.
+int32_t numa_placement(const ContextParams &p) {
+    int32_t v = p.numa_placement;
+    if (const char *env = std::getenv("MOESTREAM_NUMA"); env && *env) {
+        if (std::strcmp(env, "local") == 0) v = MOESTREAM_NUMA_LOCAL;
+        else if (std::strcmp(env, "interleave") == 0) v = MOESTREAM_NUMA_INTERLEAVE;
+        else fail(Status::invalid_argument, "MOESTREAM_NUMA='%s' is not local or interleave", env);
+    }
+    if (v != MOESTREAM_NUMA_LOCAL && v != MOESTREAM_NUMA_INTERLEAVE)
+        fail(Status::invalid_argument, "numa_placement %d is not a moestream_numa_placement", v);
+    return v;
+}
+
 }  // namespace
 
 Context::Context(const ContextParams &params)
@@ -49,9 +62,18 @@ Context::Context(const ContextParams &params)
         fail(Status::invalid_argument, "io_mode %d is not a moestream_io_mode", params_.io_mode);
     if (params_.prefetch < MOESTREAM_PREFETCH_AUTO || params_.prefetch > MOESTREAM_PREFETCH_BOTH)
         fail(Status::invalid_argument, "prefetch %d is not a moestream_prefetch_mode", params_.prefetch);
+    params_.numa_placement = numa_placement(params_);
     n_ctx_ = choose_n_ctx(params_, model_->hparams());
     tokens_.assign(size_t(n_ctx_), 0);
     source_ = select_expert_source(*model_, params_, stats_);
+    if (!source_.resident) {
+        // Streaming experts: the dense weights move out of the page cache
+        // into memory of our own (dense_copy.hpp says why).
+        dense_ = std::make_unique<DenseCopy>(model_->file(), numa_placement_of(params_.numa_placement),
+                                             source_.io_mode == MOESTREAM_IO_DIRECT);
+        model_->relocate_matrices([this](const uint8_t *mapped) { return dense_->relocate(mapped); });
+        source_.reason += "; " + dense_->describe();
+    }
     ForwardOptions fo;
     fo.n_ctx = n_ctx_;
     fo.max_batch = std::min(params_.max_batch, n_ctx_);

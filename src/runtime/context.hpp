@@ -10,6 +10,7 @@
 #include "experts/expert_source.hpp"
 #include "experts/routing_trace.hpp"
 #include "model/model.hpp"
+#include "runtime/dense_copy.hpp"
 #include "runtime/forward_pass.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/state_file.hpp"
@@ -36,7 +37,12 @@ struct ContextParams {
     bool profile_disabled = false;
     int32_t max_batch = 64;      // tokens per internal forward chunk
     std::string routing_trace_path;  // "" = no routing trace
+    int32_t numa_placement = MOESTREAM_NUMA_LOCAL;  // the expert cache's and the dense copy's memory
 };
+
+inline NumaPlacement numa_placement_of(int32_t v) {
+    return v == MOESTREAM_NUMA_INTERLEAVE ? NumaPlacement::interleave : NumaPlacement::local;
+}
 
 // What the expert source chosen for a context reports about itself.
 struct ExpertSourceChoice {
@@ -78,6 +84,9 @@ public:
     int32_t n_past() const { return n_past_; }
     int32_t n_vocab() const { return model_->hparams().n_vocab; }
     const ContextParams &params() const { return params_; }
+    // Why this I/O mode and how its memory is placed, in full (the stats
+    // carry the first 159 characters).
+    const std::string &io_mode_reason() const { return source_.reason; }
 
     void fill_stats(moestream_stats &out) const;
     void reset_stats();
@@ -90,6 +99,7 @@ private:
     Stats stats_;
     ThreadPool pool_;
     ExpertSourceChoice source_;
+    std::unique_ptr<DenseCopy> dense_;  // the dense weights when experts are streamed; the model's views point here
     std::unique_ptr<RoutingTraceWriter> routing_trace_;
     std::unique_ptr<ForwardPass> forward_;
     int32_t n_past_ = 0;

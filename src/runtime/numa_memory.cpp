@@ -1,6 +1,8 @@
 #include "runtime/numa_memory.hpp"
 
 #include <numa.h>
+#include <numaif.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -30,7 +32,38 @@ void *map_aligned(size_t bytes, size_t &mapped) {
     return reinterpret_cast<void *>(aligned);
 }
 
+// mbind(2) directly rather than libnuma's wrappers, which print to stderr
+// when the call fails; here a failure only means no policy.
+bool apply_policy(void *data, size_t len, int mode, const struct bitmask *nodes) {
+    return mbind(data, len, mode, nodes->maskp, nodes->size + 1, 0) == 0;
+}
+
+// A preference (MPOL_PREFERRED), so a full node spills over instead of
+// failing the allocation.
+bool prefer_node(void *data, size_t len, int node) {
+    if (node < 0) return false;
+    struct bitmask *mask = numa_allocate_nodemask();
+    numa_bitmask_setbit(mask, unsigned(node));
+    const bool ok = apply_policy(data, len, MPOL_PREFERRED, mask);
+    numa_free_nodemask(mask);
+    return ok;
+}
+
+int current_node() {
+    const int cpu = sched_getcpu();
+    return cpu >= 0 ? numa_node_of_cpu(cpu) : -1;
+}
+
 }  // namespace
+
+const char *numa_placement_name(NumaPlacement placement) {
+    switch (placement) {
+    case NumaPlacement::local: return "local";
+    case NumaPlacement::interleave: return "interleave";
+    case NumaPlacement::node: return "node";
+    }
+    return "?";
+}
 
 bool numa_supported() {
     static const bool ok = numa_available() >= 0;
@@ -45,17 +78,27 @@ NumaBuffer::NumaBuffer(size_t bytes, NumaPlacement placement, int node) {
     data_ = map_aligned(bytes, mapped_);
     if (!data_) fail(Status::out_of_memory, "cannot map %zu bytes: errno %d", bytes, errno);
     size_ = bytes;
+    // The policy goes on before the first touch, so pages are born where they belong.
+    // It is applied even on a one-node machine, where it changes nothing but
+    // can be read back (get_mempolicy), so the same code runs everywhere.
+    if (numa_supported()) {
+        switch (placement) {
+        case NumaPlacement::local: node = current_node(); [[fallthrough]];
+        case NumaPlacement::node:
+            numa_placed_ = prefer_node(data_, mapped_, node);
+            if (numa_placed_) placement_ = format("node %d", node);
+            break;
+        case NumaPlacement::interleave:
+            numa_placed_ = apply_policy(data_, mapped_, MPOL_INTERLEAVE, numa_all_nodes_ptr);
+            if (numa_placed_) placement_ = format("interleaved over %d node%s", max_node + 1, max_node > 0 ? "s" : "");
+            break;
+        }
+    }
+    if (!numa_placed_) placement_ = "no NUMA policy";
 #ifdef MADV_HUGEPAGE
     if (mapped_ >= kHugePage) huge_ = ::madvise(data_, mapped_, MADV_HUGEPAGE) == 0;
 #endif
-    if (max_node > 0) {
-        switch (placement) {
-        case NumaPlacement::local: numa_setlocal_memory(data_, mapped_); break;
-        case NumaPlacement::interleave: numa_interleave_memory(data_, mapped_, numa_all_nodes_ptr); break;
-        case NumaPlacement::node: numa_tonode_memory(data_, mapped_, node); break;
-        }
-        numa_placed_ = true;
-    }
+    if (huge_) placement_ += ", huge pages";
 }
 
 NumaBuffer::~NumaBuffer() { release(); }
@@ -70,6 +113,7 @@ NumaBuffer &NumaBuffer::operator=(NumaBuffer &&o) noexcept {
         mapped_ = std::exchange(o.mapped_, 0);
         numa_placed_ = std::exchange(o.numa_placed_, false);
         huge_ = std::exchange(o.huge_, false);
+        placement_ = std::move(o.placement_);
     }
     return *this;
 }

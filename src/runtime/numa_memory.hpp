@@ -1,23 +1,30 @@
 // Large buffers placed on NUMA nodes (libnuma), with transparent huge pages
-// requested where the kernel offers them. Without NUMA support the memory is
-// a plain page-aligned anonymous mapping.
+// requested where the kernel offers them. The expert cache and the dense
+// weights' copy live in them. Without NUMA support the memory is a plain
+// page-aligned anonymous mapping.
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace moe {
 
 enum class NumaPlacement {
-    local,       // the node of the allocating thread
-    interleave,  // pages spread over all nodes (shared read-mostly data)
-    node,        // an explicit node
+    local,       // preferably the node of the allocating thread's CPU
+    interleave,  // pages spread over all nodes: every socket's memory bandwidth, for data all threads read
+    node,        // preferably an explicit node
 };
+
+const char *numa_placement_name(NumaPlacement placement);
 
 class NumaBuffer {
 public:
     NumaBuffer() = default;
     // Allocates `bytes` (zero-filled). `node` is used with NumaPlacement::node.
-    // Throws moe::Error(out_of_memory) on failure.
+    // The policy is a preference, not a binding: when the chosen node runs
+    // out of memory the kernel takes pages elsewhere rather than failing.
+    // Throws moe::Error(out_of_memory) when the mapping fails and
+    // invalid_argument for a node that does not exist.
     NumaBuffer(size_t bytes, NumaPlacement placement, int node = -1);
     ~NumaBuffer();
     NumaBuffer(NumaBuffer &&other) noexcept;
@@ -27,10 +34,12 @@ public:
 
     void *data() const { return data_; }
     size_t size() const { return size_; }
-    // Whether a NUMA policy was applied (false: libnuma unavailable or one node).
+    // Whether a NUMA policy was applied (false: libnuma unavailable here).
     bool numa_placed() const { return numa_placed_; }
     // Whether huge pages were requested for the range.
     bool huge_pages_requested() const { return huge_; }
+    // For logs: "node 0, huge pages", "interleaved over 2 nodes", "no NUMA policy".
+    const std::string &placement() const { return placement_; }
 
 private:
     void release() noexcept;
@@ -39,6 +48,7 @@ private:
     size_t mapped_ = 0;    // bytes mapped
     bool numa_placed_ = false;
     bool huge_ = false;
+    std::string placement_;
 };
 
 // Whether libnuma works on this machine.

@@ -570,6 +570,18 @@ def test_bad_enum_names_are_rejected(lib, model_path):
     assert e.value.status == moestream.Status.INVALID_ARGUMENT and "io_mode" in e.value.message
 
 
+def test_numa_placement_changes_no_logit(lib, model_path):
+    require(lib, *CONTEXT_FUNCTIONS)
+    runs = []
+    for numa in ("local", "interleave"):
+        with moestream.Context(model_path, io_mode="direct", numa=numa, n_threads=1, profile_path="") as c:
+            runs.append(list(c.step([1, 2, 3, 4])))
+    assert runs[0] == runs[1]
+    with pytest.raises(moestream.Error) as e:
+        moestream.Context(model_path, numa="everywhere")
+    assert e.value.status == moestream.Status.INVALID_ARGUMENT and "numa" in e.value.message
+
+
 def test_state_save_load_continues_exactly(ctx, tmp_path):
     ctx.step([1, 2, 3])
     path = tmp_path / "s.state"
@@ -667,6 +679,7 @@ def header_enum(header, typedef):
     ("moestream_prefetch_mode", "MOESTREAM_PREFETCH_", "PREFETCH_MODES"),
     ("moestream_cache_policy", "MOESTREAM_CACHE_", "CACHE_POLICIES"),
     ("moestream_log_level", "MOESTREAM_LOG_", "LOG_LEVELS"),
+    ("moestream_numa_placement", "MOESTREAM_NUMA_", "NUMA_PLACEMENTS"),
 ])
 def test_python_enum_names_match_header(header, typedef, prefix, table):
     from moestream import _convert

@@ -46,8 +46,21 @@ def test_open_rejects_null_and_wrong_struct_size(lib, model_path):
     assert "model_path" in lib.last_error()
 
 
+def test_open_accepts_the_layout_before_numa_placement(lib, model_path):
+    # A caller built against the header before numa_placement existed passes
+    # a shorter struct: the field is not read (a bad value there is ignored).
+    short = _ffi.Params.numa_placement.offset
+    status, out = open_ctx(lib, model_path, io_mode=2, struct_size=short, numa_placement=77)
+    assert status == Status.OK, lib.last_error()
+    lib.moestream_close(out)
+    status, out = open_ctx(lib, model_path, io_mode=2, numa_placement=77)
+    assert status == Status.INVALID_ARGUMENT and "numa_placement 77" in lib.last_error()
+    assert not out
+
+
 def test_open_rejects_bad_enums_and_missing_files(lib, model_path, tmp_path):
-    for field, value in (("io_mode", 42), ("prefetch", -3), ("n_threads", -1), ("n_ctx", -5)):
+    for field, value in (("io_mode", 42), ("prefetch", -3), ("n_threads", -1), ("n_ctx", -5),
+                         ("numa_placement", 2)):
         status, out = open_ctx(lib, model_path, **{field: value})
         assert status == Status.INVALID_ARGUMENT, field
         assert not out

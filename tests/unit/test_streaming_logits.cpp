@@ -162,6 +162,72 @@ TEST_F(StreamingLogits, MmapSourceReleasingExpertsMatchesDirectReads) {
         }
 }
 
+// Streaming experts, the dense weights move out of the file mapping into the
+// engine's own memory (runtime/dense_copy.hpp), placed by the NUMA setting;
+// in the mmap mode they stay mapped. The logits do not change either way.
+TEST_F(StreamingLogits, DenseWeightsAreCopiedOutOfTheMappingWhenStreaming) {
+    ContextParams base = params();
+    base.io_mode = MOESTREAM_IO_MMAP;
+    const LogitsRun ref = run_model(base, tokens());
+    for (int32_t mode : {MOESTREAM_IO_MMAP, MOESTREAM_IO_DIRECT, MOESTREAM_IO_PREAD})
+        for (int32_t numa : {MOESTREAM_NUMA_LOCAL, MOESTREAM_NUMA_INTERLEAVE}) {
+            ContextParams p = params();
+            p.io_mode = mode;
+            p.numa_placement = numa;
+            p.profile_disabled = true;
+            const std::string what = "mode " + std::to_string(mode) + " numa " + std::to_string(numa);
+            {
+                Context ctx(p);
+                const MappedFile &map = ctx.model().file().shard_mapping(0);
+                const uint8_t *wq = ctx.model().layer(0).wq.data;
+                const bool in_mapping = wq >= map.data() && wq < map.data() + map.size();
+                const std::string &reason = ctx.io_mode_reason();
+                if (mode == MOESTREAM_IO_MMAP) {
+                    EXPECT_TRUE(in_mapping) << what;
+                    EXPECT_EQ(reason.find("dense weights copied in"), std::string::npos) << reason;
+                } else {
+                    EXPECT_FALSE(in_mapping) << what;
+                    EXPECT_NE(reason.find("dense weights copied in"), std::string::npos) << reason;
+                    EXPECT_NE(reason.find("cache memory"), std::string::npos) << reason;
+                    if (numa == MOESTREAM_NUMA_INTERLEAVE && numa_supported())
+                        EXPECT_NE(reason.find("interleaved over"), std::string::npos) << reason;
+                }
+            }
+            ASSERT_TRUE(same_logits(run_model(p, tokens()), ref)) << what;
+        }
+}
+
+TEST_F(StreamingLogits, NumaPlacementIsCheckedAndTheEnvironmentBeatsIt) {
+    ContextParams p = params();
+    p.io_mode = MOESTREAM_IO_DIRECT;
+    p.profile_disabled = true;
+    p.numa_placement = 7;
+    try {
+        Context ctx(p);
+        FAIL() << "numa_placement 7 accepted";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.status(), Status::invalid_argument);
+        EXPECT_NE(std::string(e.what()).find("numa_placement 7"), std::string::npos) << e.what();
+    }
+    {
+        Env numa("MOESTREAM_NUMA", "everywhere");
+        p.numa_placement = MOESTREAM_NUMA_LOCAL;
+        try {
+            Context ctx(p);
+            FAIL() << "MOESTREAM_NUMA=everywhere accepted";
+        } catch (const Error &e) {
+            EXPECT_EQ(e.status(), Status::invalid_argument);
+            EXPECT_NE(std::string(e.what()).find("MOESTREAM_NUMA"), std::string::npos) << e.what();
+        }
+    }
+    if (numa_supported()) {
+        Env numa("MOESTREAM_NUMA", "interleave");
+        Context ctx(p);
+        EXPECT_EQ(ctx.params().numa_placement, MOESTREAM_NUMA_INTERLEAVE);
+        EXPECT_NE(ctx.io_mode_reason().find("interleaved over"), std::string::npos) << ctx.io_mode_reason();
+    }
+}
+
 TEST_F(StreamingLogits, EnvironmentOverridesTheMode) {
     Env mode("MOESTREAM_IO_MODE", "pread");
     ContextParams p = params();

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <numaif.h>
 
 #include <sys/stat.h>
 #include <fcntl.h>
@@ -131,6 +132,33 @@ TEST(NumaBuffer, AllocatesZeroedWritableMemory) {
     moe::NumaBuffer small(100, moe::NumaPlacement::node, 0);
     EXPECT_NE(small.data(), nullptr);
     EXPECT_THROW(moe::NumaBuffer(4096, moe::NumaPlacement::node, 100000), std::exception);
+}
+
+// The policy asked for is the one the kernel holds for the range (applied on
+// one-node machines too, where it changes nothing but can be read back).
+TEST(NumaBuffer, PlacementIsTheKernelsPolicyForTheRange) {
+    if (!moe::numa_supported()) GTEST_SKIP() << "no NUMA support here";
+    auto policy_of = [](void *p) {
+        int mode = -1;
+        unsigned long nodes[16] = {};
+        EXPECT_EQ(get_mempolicy(&mode, nodes, sizeof nodes * 8, p, MPOL_F_ADDR), 0) << std::strerror(errno);
+        return mode;
+    };
+    moe::NumaBuffer local(4u << 20, moe::NumaPlacement::local);
+    ASSERT_TRUE(local.numa_placed());
+    EXPECT_EQ(policy_of(local.data()), MPOL_PREFERRED);
+    EXPECT_EQ(local.placement().rfind("node ", 0), 0u) << local.placement();
+
+    moe::NumaBuffer spread(4u << 20, moe::NumaPlacement::interleave);
+    ASSERT_TRUE(spread.numa_placed());
+    EXPECT_EQ(policy_of(spread.data()), MPOL_INTERLEAVE);
+    EXPECT_EQ(spread.placement().rfind("interleaved over ", 0), 0u) << spread.placement();
+    if (spread.huge_pages_requested()) EXPECT_NE(spread.placement().find("huge pages"), std::string::npos);
+
+    // Moving keeps the description with the memory.
+    const std::string text = spread.placement();
+    moe::NumaBuffer moved = std::move(spread);
+    EXPECT_EQ(moved.placement(), text);
 }
 
 }  // namespace
