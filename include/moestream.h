@@ -208,8 +208,9 @@ typedef struct moestream_context moestream_context;
 /* Opens the model: indexes the GGUF, maps it, sets up the expert cache and
  * I/O, and has the dense weights read in: when experts are streamed (direct
  * and pread modes) into memory the engine owns (anonymous, NUMA-placed, huge
- * pages where offered; not reclaimed by the kernel like page cache), in the
- * mmap mode through the mapping. Either way they count against the budget
+ * pages where offered; not reclaimed by the kernel like page cache), except
+ * the token embeddings, of which a token reads one row (mapped); in the mmap
+ * mode through the mapping. Either way they count against the budget
  * and are not mlock'ed. On failure *out is NULL. For testing how a program
  * copes with failing storage, the environment variable
  * MOESTREAM_FAULT_INJECT makes the expert reads of the context opened fail,

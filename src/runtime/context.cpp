@@ -68,10 +68,17 @@ Context::Context(const ContextParams &params)
     source_ = select_expert_source(*model_, params_, stats_);
     if (!source_.resident) {
         // Streaming experts: the dense weights move out of the page cache
-        // into memory of our own (dense_copy.hpp says why).
+        // into memory of our own (dense_copy.hpp says why). All but the
+        // token embeddings: a token reads one row of them, so the table
+        // stays in the mapping, where only rows in use take memory (unless
+        // it is also the output head, which reads all of it every token).
+        const ModelWeights &w = model_->weights();
+        const uint8_t *embd = w.output.data == w.token_embd.data ? nullptr : w.token_embd.data;
         dense_ = std::make_unique<DenseCopy>(model_->file(), numa_placement_of(params_.numa_placement),
-                                             source_.io_mode == MOESTREAM_IO_DIRECT);
-        model_->relocate_matrices([this](const uint8_t *mapped) { return dense_->relocate(mapped); });
+                                             source_.io_mode == MOESTREAM_IO_DIRECT,
+                                             [embd](const gguf::TensorInfo &t) { return t.data != embd; });
+        model_->relocate_matrices(
+            [this](const uint8_t *mapped) { return dense_->contains(mapped) ? dense_->relocate(mapped) : mapped; });
         source_.reason += "; " + dense_->describe();
     }
     ForwardOptions fo;

@@ -27,10 +27,10 @@ struct Chunk {
 
 }  // namespace
 
-DenseCopy::DenseCopy(const gguf::GgufFile &file, NumaPlacement placement, bool direct,
+DenseCopy::DenseCopy(const gguf::GgufFile &file, NumaPlacement placement, bool direct, const Filter &filter,
                      std::unique_ptr<io::ReadBackend> backend) {
     const uint64_t t0 = monotonic_ns();
-    plan_runs(file);
+    plan_runs(file, filter);
     uint64_t total = 0;
     for (const Run &r : runs_) total += io::align_range(r.file_offset, r.length, io::kDirectAlignment).length;
     memory_ = NumaBuffer(size_t(total), placement);
@@ -39,10 +39,10 @@ DenseCopy::DenseCopy(const gguf::GgufFile &file, NumaPlacement placement, bool d
     seconds_ = double(monotonic_ns() - t0) * 1e-9;
 }
 
-void DenseCopy::plan_runs(const gguf::GgufFile &file) {
+void DenseCopy::plan_runs(const gguf::GgufFile &file, const Filter &filter) {
     std::vector<const gguf::TensorInfo *> dense;
     for (const gguf::TensorInfo &t : file.tensors())
-        if (!is_expert_tensor(t) && t.data && t.nbytes > 0) dense.push_back(&t);
+        if (!is_expert_tensor(t) && t.data && t.nbytes > 0 && (!filter || filter(t))) dense.push_back(&t);
     std::sort(dense.begin(), dense.end(), [](const gguf::TensorInfo *a, const gguf::TensorInfo *b) {
         return a->shard != b->shard ? a->shard < b->shard : a->file_offset < b->file_offset;
     });
@@ -124,14 +124,17 @@ void DenseCopy::read_runs(const gguf::GgufFile &file, io::ReadBackend &backend, 
     if (!failure.empty()) fail(Status::io, "%s", failure.c_str());
 }
 
-const uint8_t *DenseCopy::relocate(const uint8_t *mapped) const {
+const uint8_t *DenseCopy::find(const uint8_t *mapped) const {
     auto it = std::upper_bound(runs_.begin(), runs_.end(), mapped,
                                [](const uint8_t *p, const Run &r) { return p < r.mapped; });
-    if (it != runs_.begin()) {
-        const Run &r = *std::prev(it);
-        if (mapped < r.mapped + r.length) return r.copy + (mapped - r.mapped);
-    }
-    fail(Status::internal, "dense copy: address %p is not in a dense tensor", static_cast<const void *>(mapped));
+    if (it == runs_.begin()) return nullptr;
+    const Run &r = *std::prev(it);
+    return mapped < r.mapped + r.length ? r.copy + (mapped - r.mapped) : nullptr;
+}
+
+const uint8_t *DenseCopy::relocate(const uint8_t *mapped) const {
+    if (const uint8_t *c = find(mapped)) return c;
+    fail(Status::internal, "dense copy: address %p is not in a copied tensor", static_cast<const void *>(mapped));
 }
 
 std::string DenseCopy::describe() const {

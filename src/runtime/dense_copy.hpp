@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,18 +27,22 @@ namespace moe {
 
 class DenseCopy {
 public:
-    // Reads every dense tensor of `file` into one buffer placed by
+    // Which dense tensors to copy (null: all of them).
+    using Filter = std::function<bool(const gguf::TensorInfo &)>;
+
+    // Reads the dense tensors of `file` that `filter` takes into one buffer placed by
     // `placement`: with `direct`, O_DIRECT reads (where the filesystem takes
     // them) through the automatic backend, else buffered reads through the
     // pread backend, as the expert reads of the direct and pread modes do.
     // `backend` replaces that backend (tests). Throws moe::Error(io) naming
     // the file and offset when a read fails or comes back short,
     // out_of_memory when the buffer cannot be had.
-    DenseCopy(const gguf::GgufFile &file, NumaPlacement placement, bool direct,
+    DenseCopy(const gguf::GgufFile &file, NumaPlacement placement, bool direct, const Filter &filter = nullptr,
               std::unique_ptr<io::ReadBackend> backend = nullptr);
 
-    // The copy of the byte the file mapping holds at `mapped`, which must lie
-    // in a dense tensor; throws moe::Error(internal) for any other address.
+    // Whether the byte the file mapping holds at `mapped` was copied.
+    bool contains(const uint8_t *mapped) const { return find(mapped) != nullptr; }
+    // Its copy; throws moe::Error(internal) for an address that was not copied.
     const uint8_t *relocate(const uint8_t *mapped) const;
 
     uint64_t tensor_bytes() const { return tensor_bytes_; }  // bytes of the dense tensors
@@ -56,7 +61,8 @@ private:
         const uint8_t *mapped = nullptr;  // where the file mapping has the run
         const uint8_t *copy = nullptr;    // where the buffer has it
     };
-    void plan_runs(const gguf::GgufFile &file);
+    void plan_runs(const gguf::GgufFile &file, const Filter &filter);
+    const uint8_t *find(const uint8_t *mapped) const;
     void read_runs(const gguf::GgufFile &file, io::ReadBackend &backend, bool want_direct, uint8_t *base);
 
     NumaBuffer memory_;

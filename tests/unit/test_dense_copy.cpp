@@ -25,16 +25,18 @@ std::string make_model_file() {
                                  "--quant-mix mixed --seed 5");
 }
 
-// Compares every dense tensor with the mapping and checks that expert
-// tensors are not part of the copy.
-void expect_exact_copy(const gguf::GgufFile &file, const DenseCopy &copy) {
+// Compares every copied dense tensor with the mapping and checks that expert
+// tensors and those the filter left out are not part of the copy.
+void expect_exact_copy(const gguf::GgufFile &file, const DenseCopy &copy, const std::string &left_out = "") {
     uint64_t dense = 0, experts = 0;
     for (const gguf::TensorInfo &t : file.tensors()) {
-        if (is_expert_tensor(t)) {
-            ++experts;
+        if (is_expert_tensor(t) || t.name == left_out) {
+            experts += is_expert_tensor(t);
+            EXPECT_FALSE(copy.contains(t.data)) << t.name;
             EXPECT_THROW(copy.relocate(t.data), Error) << t.name;
             continue;
         }
+        EXPECT_TRUE(copy.contains(t.data)) << t.name;
         const uint8_t *c = copy.relocate(t.data);
         ASSERT_NE(c, t.data) << t.name;
         ASSERT_EQ(std::memcmp(c, t.data, t.nbytes), 0) << t.name;
@@ -62,12 +64,20 @@ TEST(DenseCopy, HoldsEveryDenseTensorExactly) {
     EXPECT_THROW(copy.relocate(file->header_bytes()), Error);
 }
 
+TEST(DenseCopy, TheFilterLeavesTensorsInTheMapping) {
+    REQUIRE_GENERATED_MODEL(path, make_model_file());
+    const auto file = gguf::GgufFile::open(path);
+    const DenseCopy copy(*file, NumaPlacement::local, true,
+                         [](const gguf::TensorInfo &t) { return t.name != "token_embd.weight"; });
+    expect_exact_copy(*file, copy, "token_embd.weight");
+}
+
 Status status_of_copy(const gguf::GgufFile &file, io::Fault fault, uint64_t after, std::string &message) {
     auto backend = std::make_unique<io::FaultInjectingBackend>(
         io::make_read_backend(io::BackendKind::pread, 4),
         [fault, after](const io::ReadRequest &, uint64_t seq) { return seq == after ? fault : io::Fault{}; });
     try {
-        DenseCopy copy(file, NumaPlacement::local, false, std::move(backend));
+        DenseCopy copy(file, NumaPlacement::local, false, nullptr, std::move(backend));
     } catch (const Error &e) {
         message = e.what();
         return e.status();

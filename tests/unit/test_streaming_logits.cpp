@@ -179,8 +179,12 @@ TEST_F(StreamingLogits, DenseWeightsAreCopiedOutOfTheMappingWhenStreaming) {
             {
                 Context ctx(p);
                 const MappedFile &map = ctx.model().file().shard_mapping(0);
-                const uint8_t *wq = ctx.model().layer(0).wq.data;
-                const bool in_mapping = wq >= map.data() && wq < map.data() + map.size();
+                auto mapped = [&map](const uint8_t *p) { return p >= map.data() && p < map.data() + map.size(); };
+                const bool in_mapping = mapped(ctx.model().layer(0).wq.data);
+                // The token embeddings (one row per token) stay mapped unless they are also the output head.
+                const ModelWeights &w = ctx.model().weights();
+                if (w.output.data != w.token_embd.data) EXPECT_TRUE(mapped(w.token_embd.data)) << what;
+                EXPECT_EQ(mapped(w.output.data), mode == MOESTREAM_IO_MMAP) << what;
                 const std::string &reason = ctx.io_mode_reason();
                 if (mode == MOESTREAM_IO_MMAP) {
                     EXPECT_TRUE(in_mapping) << what;
