@@ -138,6 +138,11 @@ MOESTREAM_API int32_t moestream_n_past(const moestream_context *ctx) {
     return ctx && ctx->ctx ? ctx->ctx->n_past() : -1;
 }
 
+MOESTREAM_API const char *moestream_io_mode_reason(const moestream_context *ctx) {
+    // Written once at open and never changed: no claim on the context needed.
+    return ctx && ctx->ctx ? ctx->ctx->io_mode_reason().c_str() : "";
+}
+
 MOESTREAM_API void moestream_stats_init(moestream_stats *stats) {
     if (!stats) return;
     std::memset(stats, 0, sizeof *stats);

@@ -22,10 +22,14 @@ void clear_last_error() { t_last_error.clear(); }
 const char *last_error_text() noexcept { return t_last_error.c_str(); }
 
 void require_struct_size(size_t given, size_t minimum, size_t current, const char *what) {
-    if (given < minimum || given > current)
+    if (given >= minimum && given <= current) return;
+    if (minimum == current)
         moe::fail(moe::Status::invalid_argument,
-                  "%s.struct_size is %zu; expected %zu (initialise it with its _init function)", what,
-                  given, current);
+                  "%s.struct_size is %zu; expected %zu (initialise it with its _init function)", what, given, current);
+    moe::fail(moe::Status::invalid_argument,
+              "%s.struct_size is %zu; expected %zu, or an earlier version's size down to %zu (initialise it with "
+              "its _init function)",
+              what, given, current, minimum);
 }
 
 }  // namespace moe::capi

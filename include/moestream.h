@@ -36,16 +36,16 @@ extern "C" {
 #endif
 
 #define MOESTREAM_VERSION_MAJOR 0
-#define MOESTREAM_VERSION_MINOR 1
+#define MOESTREAM_VERSION_MINOR 2
 #define MOESTREAM_VERSION_PATCH 0
 /* MAJOR*10000 + MINOR*100 + PATCH */
 #define MOESTREAM_VERSION_NUMBER \
     (MOESTREAM_VERSION_MAJOR * 10000 + MOESTREAM_VERSION_MINOR * 100 + MOESTREAM_VERSION_PATCH)
-#define MOESTREAM_VERSION_STRING "0.1.0"
+#define MOESTREAM_VERSION_STRING "0.2.0"
 
 /* Runtime version of the loaded library, as MOESTREAM_VERSION_NUMBER. */
 MOESTREAM_API int moestream_version_number(void);
-/* Runtime version string, e.g. "0.1.0". Static storage. */
+/* Runtime version string, e.g. "0.2.0". Static storage. */
 MOESTREAM_API const char *moestream_version_string(void);
 /* Instruction set the compute kernels use: "avx512", "avx2" or "scalar" (the
  * best this CPU supports, lowered by MOESTREAM_ISA=scalar|avx2|avx512; other
@@ -150,6 +150,8 @@ typedef struct moestream_params {
     int32_t lookahead_layers;   /* router lookahead depth (prefetch lookahead/both/auto): the routers of layers
                                    L+1..L+n run on layer L's state; 1..4, 0 = default (env MOESTREAM_LOOKAHEAD_LAYERS,
                                    else the measured default in docs/performance.md) */
+    int32_t reserved0;          /* unused (0.1's tail padding: callers built against 0.1 pass
+                                   sizeof = 104 with whatever their padding held) */
     int32_t numa_placement;     /* moestream_numa_placement (env MOESTREAM_NUMA=local|interleave beats it) */
 } moestream_params;
 
@@ -208,10 +210,13 @@ typedef struct moestream_context moestream_context;
 /* Opens the model: indexes the GGUF, maps it, sets up the expert cache and
  * I/O, and has the dense weights read in: when experts are streamed (direct
  * and pread modes) into memory the engine owns (anonymous, NUMA-placed, huge
- * pages where offered; not reclaimed by the kernel like page cache), except
- * the token embeddings, of which a token reads one row (mapped); in the mmap
- * mode through the mapping. Either way they count against the budget
- * and are not mlock'ed. On failure *out is NULL. For testing how a program
+ * pages advised; the kernel cannot drop it as it drops page cache, only swap
+ * it), except the token embeddings, of which a token reads one row (they
+ * stay mapped unless they are also the output head); in the mmap mode
+ * through the mapping. Either way they count against the budget and are not
+ * mlock'ed. params->struct_size is sizeof(moestream_params) or the size of an
+ * earlier version's layout (0.1: from 88 bytes on); fields past it take their
+ * defaults. On failure *out is NULL. For testing how a program
  * copes with failing storage, the environment variable
  * MOESTREAM_FAULT_INJECT makes the expert reads of the context opened fail,
  * come back short or corrupted (docs/errors.md, "Fault injection"). */
@@ -223,6 +228,12 @@ MOESTREAM_API int moestream_model_info_get(const moestream_context *ctx, moestre
 MOESTREAM_API int32_t moestream_n_vocab(const moestream_context *ctx); /* -1 on NULL */
 MOESTREAM_API int32_t moestream_n_ctx(const moestream_context *ctx);   /* -1 on NULL */
 MOESTREAM_API int32_t moestream_n_past(const moestream_context *ctx);  /* tokens in context */
+/* Why the context reads experts the way it does and where its memory lives,
+ * in full (moestream_stats.io_mode_reason holds the first 159 characters):
+ * the I/O mode and its reason, cache slots, read backend, NUMA placement,
+ * I/O threads, the dense weights' copy. Fixed at open; valid until close.
+ * "" for NULL. */
+MOESTREAM_API const char *moestream_io_mode_reason(const moestream_context *ctx);
 
 /* Appends n_tokens tokens and runs them through the model. If logits_out is
  * not NULL, writes the last token's logits (n_vocab floats). On error the

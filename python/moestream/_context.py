@@ -147,6 +147,11 @@ class Context(OwnedHandle):
     def n_past(self):
         return self._int_query("moestream_n_past")
 
+    @property
+    def io_mode_reason(self):
+        """Why experts are read the way they are and where the memory lives, in full."""
+        return self._lib.moestream_io_mode_reason(self._h()).decode()
+
     def _int_query(self, name):
         value = getattr(self._lib, name)(self._h())
         if value < 0:

@@ -231,7 +231,7 @@ void measure(const BenchConfig &c, BenchResult &r) {
     r.total_bytes_read = s1.bytes_read_demand + s1.bytes_read_prefetch;
     r.expert_cache_bytes = s1.expert_cache_bytes;
     r.io_mode = s1.io_mode;
-    std::snprintf(r.io_mode_reason, sizeof r.io_mode_reason, "%s", s1.io_mode_reason);
+    std::snprintf(r.io_mode_reason, sizeof r.io_mode_reason, "%s", moestream_io_mode_reason(ctx));
     r.decode_io_busy_ns = s1.io_busy_ns - s0.io_busy_ns;
     r.decode_io_bytes = s1.io_bytes_completed - s0.io_bytes_completed;
     r.decode_io_read_ns = s1.io_read_ns - s0.io_read_ns;

@@ -55,7 +55,7 @@ struct BenchResult {
     bool ok = false;
     char error[512] = {};
     int32_t io_mode = 0;
-    char io_mode_reason[160] = {};
+    char io_mode_reason[1024] = {};
     int32_t prompt_tokens = 0;
     int32_t decode_tokens = 0;
     double open_s = 0, prefill_s = 0, ttft_s = 0, decode_s = 0;

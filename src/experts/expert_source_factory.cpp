@@ -53,32 +53,12 @@ uint32_t slots_override() {
     return uint32_t(n);
 }
 
-// Every tensor that is not a routed expert, as ranges of the mapping; tensors
-// that follow each other closely become one range (one hint instead of many).
-std::vector<MappedRange> dense_ranges(const gguf::GgufFile &file) {
-    constexpr uint64_t kMergeGap = 64 * 1024;
-    std::vector<MappedRange> out;
-    for (const gguf::TensorInfo &t : file.tensors()) {
-        if (is_expert_tensor(t) || !t.data || t.nbytes == 0) continue;
-        if (!out.empty()) {
-            MappedRange &last = out.back();
-            const uint8_t *end = last.data + last.length;
-            if (t.data >= last.data && t.data <= end + kMergeGap) {
-                last.length = std::max<uint64_t>(last.length, uint64_t(t.data - last.data) + t.nbytes);
-                continue;
-            }
-        }
-        out.push_back(MappedRange{t.data, t.nbytes});
-    }
-    return out;
-}
-
 ExpertSourceChoice make_mmap_source(const Model &model, const IoModeRequest &req, const IoModeChoice &choice,
                                     Stats &stats) {
     const gguf::GgufFile &file = model.file();
     MmapSourceConfig cfg;
     cfg.layers = model.expert_layouts();
-    cfg.dense = dense_ranges(file);
+    for (const DenseRun &r : dense_runs(file)) cfg.dense.push_back(MappedRange{r.mapped, r.length});
     cfg.stats = &stats;
     uint64_t max_expert_bytes = 0, max_layer_bytes = 0;
     int32_t max_expert = 0;

@@ -46,16 +46,33 @@ void Model::bind_all() {
     bytes_ = account_bytes(f);
 }
 
+namespace {
+
+// Calls f on every matrix view of `w` (const or not), bound or not.
+template <typename Weights, typename F>
+void visit_matrices(Weights &w, F &&f) {
+    f(w.token_embd);
+    f(w.output);  // the same bytes as token_embd when tied
+    for (auto &l : w.layers)
+        for (auto *m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.router, &l.shexp_gate, &l.shexp_up, &l.shexp_down,
+                        &l.shexp_gate_inp})
+            f(*m);
+}
+
+}  // namespace
+
+std::vector<const uint8_t *> Model::matrix_data() const {
+    std::vector<const uint8_t *> out;
+    visit_matrices(weights_, [&](const MatrixView &m) {
+        if (m.data) out.push_back(m.data);
+    });
+    return out;
+}
+
 void Model::relocate_matrices(const std::function<const uint8_t *(const uint8_t *)> &where) {
-    auto move = [&](MatrixView &m) {
+    visit_matrices(weights_, [&](MatrixView &m) {
         if (m.data) m.data = where(m.data);
-    };
-    move(weights_.token_embd);
-    move(weights_.output);  // the same bytes as token_embd when tied: relocated alike
-    for (LayerWeights &l : weights_.layers)
-        for (MatrixView *m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.router, &l.shexp_gate, &l.shexp_up, &l.shexp_down,
-                              &l.shexp_gate_inp})
-            move(*m);
+    });
 }
 
 std::vector<ExpertLayerLayout> Model::expert_layouts() const {

@@ -33,6 +33,9 @@ public:
     const LayerWeights &layer(int32_t i) const { return weights_.layers[size_t(i)]; }
     std::vector<ExpertLayerLayout> expert_layouts() const;
 
+    // Where every bound matrix view points (one entry per view; a tied
+    // output head repeats the embeddings' pointer).
+    std::vector<const uint8_t *> matrix_data() const;
     // Points every matrix view at `where(view.data)` instead of the file
     // mapping: used when the dense weights are copied out of the file
     // (runtime/dense_copy.hpp). The bytes must be the same.

@@ -1,5 +1,7 @@
 #include "model/tensor_roles.hpp"
 
+#include <algorithm>
+
 namespace moe {
 
 std::optional<ExpertTensorName> parse_expert_tensor_name(std::string_view name) {
@@ -26,6 +28,30 @@ std::optional<ExpertTensorName> parse_expert_tensor_name(std::string_view name) 
 
 bool is_expert_tensor(const gguf::TensorInfo &t) {
     return t.n_dims == 3 && parse_expert_tensor_name(t.name).has_value();
+}
+
+std::vector<DenseRun> dense_runs(const gguf::GgufFile &file,
+                                 const std::function<bool(const gguf::TensorInfo &)> &take) {
+    constexpr uint64_t kMergeGap = 64 * 1024;  // read a small gap rather than issue another read
+    std::vector<const gguf::TensorInfo *> dense;
+    for (const gguf::TensorInfo &t : file.tensors())
+        if (!is_expert_tensor(t) && t.data && t.nbytes > 0 && (!take || take(t))) dense.push_back(&t);
+    std::sort(dense.begin(), dense.end(), [](const gguf::TensorInfo *a, const gguf::TensorInfo *b) {
+        return a->shard != b->shard ? a->shard < b->shard : a->file_offset < b->file_offset;
+    });
+    std::vector<DenseRun> runs;
+    for (const gguf::TensorInfo *t : dense) {
+        if (!runs.empty()) {
+            DenseRun &last = runs.back();
+            const uint64_t end = last.file_offset + last.length;
+            if (t->shard == last.shard && t->file_offset <= end + kMergeGap) {
+                last.length = std::max(end, t->file_offset + t->nbytes) - last.file_offset;
+                continue;
+            }
+        }
+        runs.push_back(DenseRun{t->shard, t->file_offset, t->nbytes, t->data});
+    }
+    return runs;
 }
 
 ModelBytes account_bytes(const gguf::GgufFile &file) {

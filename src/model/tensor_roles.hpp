@@ -5,9 +5,11 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "common/ggml_types.hpp"
 #include "gguf/gguf_file.hpp"
@@ -27,6 +29,19 @@ std::optional<ExpertTensorName> parse_expert_tensor_name(std::string_view name);
 // A routed expert tensor: the name above and three dimensions (ne[2] = experts).
 // Everything else (attention, norms, router, shared experts, embeddings) is dense.
 bool is_expert_tensor(const gguf::TensorInfo &t);
+
+// Dense tensors that lie close together in one shard (gaps under 64 KiB),
+// as one range: one read or one residency hint instead of many.
+struct DenseRun {
+    uint32_t shard = 0;
+    uint64_t file_offset = 0;
+    uint64_t length = 0;
+    const uint8_t *mapped = nullptr;  // where the shard's mapping holds it
+};
+// The runs of the dense tensors `take` accepts (null: all), ordered by shard
+// and offset.
+std::vector<DenseRun> dense_runs(const gguf::GgufFile &file,
+                                 const std::function<bool(const gguf::TensorInfo &)> &take = nullptr);
 
 struct ModelBytes {
     uint64_t total = 0;   // all tensor bytes

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "common/error.hpp"
 #include "common/monotonic_clock.hpp"
@@ -67,18 +68,25 @@ Context::Context(const ContextParams &params)
     tokens_.assign(size_t(n_ctx_), 0);
     source_ = select_expert_source(*model_, params_, stats_);
     if (!source_.resident) {
-        // Streaming experts: the dense weights move out of the page cache
-        // into memory of our own (dense_copy.hpp says why). All but the
-        // token embeddings: a token reads one row of them, so the table
-        // stays in the mapping, where only rows in use take memory (unless
-        // it is also the output head, which reads all of it every token).
+        // Streaming experts: the dense matrices move out of the page cache
+        // into memory of our own (dense_copy.hpp says why); 1-D tensors are
+        // f32 copies already. All but the token embeddings: a token reads one
+        // row of them, so the table stays in the mapping, where only rows in
+        // use take memory (unless it is also the output head, which reads
+        // all of it every token).
         const ModelWeights &w = model_->weights();
         const uint8_t *embd = w.output.data == w.token_embd.data ? nullptr : w.token_embd.data;
-        dense_ = std::make_unique<DenseCopy>(model_->file(), numa_placement_of(params_.numa_placement),
-                                             source_.io_mode == MOESTREAM_IO_DIRECT,
-                                             [embd](const gguf::TensorInfo &t) { return t.data != embd; });
-        model_->relocate_matrices(
-            [this](const uint8_t *mapped) { return dense_->contains(mapped) ? dense_->relocate(mapped) : mapped; });
+        std::vector<const uint8_t *> wanted = model_->matrix_data();
+        std::erase(wanted, embd);
+        const std::less<const uint8_t *> before;
+        std::sort(wanted.begin(), wanted.end(), before);
+        dense_ = std::make_unique<DenseCopy>(
+            model_->file(), numa_placement_of(params_.numa_placement), source_.io_mode == MOESTREAM_IO_DIRECT,
+            [&](const gguf::TensorInfo &t) { return std::binary_search(wanted.begin(), wanted.end(), t.data, before); });
+        model_->relocate_matrices([this, embd](const uint8_t *mapped) {
+            if (mapped == embd) return mapped;
+            return dense_->relocate(mapped);  // throws if a matrix was missed
+        });
         source_.reason += "; " + dense_->describe();
     }
     ForwardOptions fo;

@@ -94,12 +94,13 @@ public:
 
 private:
     ContextParams params_;
+    // Declared before the model so that it outlives the views pointing into it.
+    std::unique_ptr<DenseCopy> dense_;  // the dense matrices when experts are streamed
     std::unique_ptr<Model> model_;
     int32_t n_ctx_ = 0;
     Stats stats_;
     ThreadPool pool_;
     ExpertSourceChoice source_;
-    std::unique_ptr<DenseCopy> dense_;  // the dense weights when experts are streamed; the model's views point here
     std::unique_ptr<RoutingTraceWriter> routing_trace_;
     std::unique_ptr<ForwardPass> forward_;
     int32_t n_past_ = 0;

@@ -56,15 +56,6 @@ int current_node() {
 
 }  // namespace
 
-const char *numa_placement_name(NumaPlacement placement) {
-    switch (placement) {
-    case NumaPlacement::local: return "local";
-    case NumaPlacement::interleave: return "interleave";
-    case NumaPlacement::node: return "node";
-    }
-    return "?";
-}
-
 bool numa_supported() {
     static const bool ok = numa_available() >= 0;
     return ok;
@@ -83,15 +74,28 @@ NumaBuffer::NumaBuffer(size_t bytes, NumaPlacement placement, int node) {
     // can be read back (get_mempolicy), so the same code runs everywhere.
     if (numa_supported()) {
         switch (placement) {
-        case NumaPlacement::local: node = current_node(); [[fallthrough]];
+        case NumaPlacement::local:
+            node = current_node();
+            numa_placed_ = prefer_node(data_, mapped_, node);
+            if (numa_placed_) {
+                placement_ = format("node %d", node);
+            } else if (apply_policy(data_, mapped_, MPOL_LOCAL, numa_no_nodes_ptr)) {
+                // A node without memory of its own (or an unknown CPU): the
+                // kernel's nearest node with memory, page by page.
+                numa_placed_ = true;
+                placement_ = "nearest node";
+            }
+            break;
         case NumaPlacement::node:
             numa_placed_ = prefer_node(data_, mapped_, node);
             if (numa_placed_) placement_ = format("node %d", node);
             break;
-        case NumaPlacement::interleave:
+        case NumaPlacement::interleave: {
             numa_placed_ = apply_policy(data_, mapped_, MPOL_INTERLEAVE, numa_all_nodes_ptr);
-            if (numa_placed_) placement_ = format("interleaved over %d node%s", max_node + 1, max_node > 0 ? "s" : "");
+            const unsigned nodes = numa_bitmask_weight(numa_all_nodes_ptr);
+            if (numa_placed_) placement_ = format("interleaved over %u node%s", nodes, nodes > 1 ? "s" : "");
             break;
+        }
         }
     }
     if (!numa_placed_) placement_ = "no NUMA policy";

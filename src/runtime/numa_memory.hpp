@@ -15,8 +15,6 @@ enum class NumaPlacement {
     node,        // preferably an explicit node
 };
 
-const char *numa_placement_name(NumaPlacement placement);
-
 class NumaBuffer {
 public:
     NumaBuffer() = default;
@@ -34,7 +32,8 @@ public:
 
     void *data() const { return data_; }
     size_t size() const { return size_; }
-    // Whether a NUMA policy was applied (false: libnuma unavailable here).
+    // Whether a NUMA policy was applied (false: libnuma unavailable here, or
+    // the kernel refused every policy tried).
     bool numa_placed() const { return numa_placed_; }
     // Whether huge pages were requested for the range.
     bool huge_pages_requested() const { return huge_; }

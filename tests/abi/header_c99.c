@@ -54,6 +54,7 @@ int main(void) {
         params.struct_size = 1;
         CHECK(moestream_open(&params, &ctx) == MOESTREAM_ERR_INVALID_ARGUMENT);
         CHECK(moestream_n_vocab(NULL) == -1);
+        CHECK(moestream_io_mode_reason(NULL) != NULL && moestream_io_mode_reason(NULL)[0] == '\0');
         moestream_close(NULL);
     }
 

@@ -576,6 +576,10 @@ def test_numa_placement_changes_no_logit(lib, model_path):
     for numa in ("local", "interleave"):
         with moestream.Context(model_path, io_mode="direct", numa=numa, n_threads=1, profile_path="") as c:
             runs.append(list(c.step([1, 2, 3, 4])))
+            # The full reason names the memory placement; the stats carry its beginning.
+            reason = c.io_mode_reason
+            assert "cache memory" in reason and "dense weights copied in" in reason, reason
+            assert reason.startswith(c.stats()["io_mode_reason"])
     assert runs[0] == runs[1]
     with pytest.raises(moestream.Error) as e:
         moestream.Context(model_path, numa="everywhere")

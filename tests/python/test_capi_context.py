@@ -47,10 +47,13 @@ def test_open_rejects_null_and_wrong_struct_size(lib, model_path):
 
 
 def test_open_accepts_the_layout_before_numa_placement(lib, model_path):
-    # A caller built against the header before numa_placement existed passes
-    # a shorter struct: the field is not read (a bad value there is ignored).
-    short = _ffi.Params.numa_placement.offset
-    status, out = open_ctx(lib, model_path, io_mode=2, struct_size=short, numa_placement=77)
+    # A caller built against 0.1 passes sizeof = 104 (lookahead_layers ends at
+    # 100, then 4 bytes of tail padding holding anything): neither reserved0
+    # nor numa_placement is read, whatever the bytes after lookahead_layers hold.
+    short = _ffi.Params.lookahead_layers.offset + 4
+    short = (short + 7) // 8 * 8
+    assert short == 104 and _ffi.Params.numa_placement.offset >= short
+    status, out = open_ctx(lib, model_path, io_mode=2, struct_size=short, reserved0=-1, numa_placement=77)
     assert status == Status.OK, lib.last_error()
     lib.moestream_close(out)
     status, out = open_ctx(lib, model_path, io_mode=2, numa_placement=77)

@@ -47,6 +47,7 @@ int main() {
     FIELD(moestream_params, log_level);
     FIELD(moestream_params, routing_trace_path);
     FIELD(moestream_params, lookahead_layers);
+    FIELD(moestream_params, reserved0);
     FIELD(moestream_params, numa_placement);
     end();
 
