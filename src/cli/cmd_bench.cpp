@@ -124,6 +124,13 @@ void print_compute(const BenchResult &r) {
                 double(r.decode_io_wait_ns) * ms);
 }
 
+// How the run was set up: open time and the library's full reason (I/O
+// mode, cache slots, reads, memory placement, dense weights).
+void print_setup(const BenchResult &r) {
+    if (!r.ok) return;
+    std::printf("  open %.2f s: %s\n", r.open_s, r.io_mode_reason);
+}
+
 // The spread of the decode's hit rate over layers: lowest and highest layer.
 void print_layer_hits(const BenchResult &r) {
     if (!r.ok || r.io_mode == MOESTREAM_IO_MMAP) return;
@@ -434,6 +441,7 @@ int cmd_bench(const Args &args) {
                 print_details(info, r);
                 print_compute(r);
                 print_layer_hits(r);
+                print_setup(r);
                 print_device(r, disk_bw, disk);
                 if (resident) print_resident(r, membw);
                 std::fflush(stdout);

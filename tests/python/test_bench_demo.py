@@ -59,6 +59,10 @@ def test_bench_text_splits_the_time_and_the_hits_by_layer(cli_path, small_model)
     assert h, out.stdout
     assert 0 <= float(h.group(1)) <= float(h.group(3)) <= 100
     assert 0 <= int(h.group(2)) < 4 and 0 <= int(h.group(4)) < 4
+    # The full setup, not the stats' 160 characters: placement and the dense copy are named.
+    o = re.search(r"open ([\d.]+) s: (requested by io_mode=pread.*)$", out.stdout, re.M)
+    assert o, out.stdout
+    assert "cache memory" in o.group(2) and "dense weights copied in" in o.group(2), o.group(2)
 
 
 def test_demo_on_a_given_model(cli_path, small_model):
