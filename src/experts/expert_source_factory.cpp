@@ -58,7 +58,7 @@ ExpertSourceChoice make_mmap_source(const Model &model, const IoModeRequest &req
     const gguf::GgufFile &file = model.file();
     MmapSourceConfig cfg;
     cfg.layers = model.expert_layouts();
-    for (const DenseRun &r : dense_runs(file)) cfg.dense.push_back(MappedRange{r.mapped, r.length});
+    for (const DenseRun &r : dense_runs(dense_tensors(file))) cfg.dense.push_back(MappedRange{r.mapped, r.length});
     cfg.stats = &stats;
     uint64_t max_expert_bytes = 0, max_layer_bytes = 0;
     int32_t max_expert = 0;

@@ -30,17 +30,21 @@ bool is_expert_tensor(const gguf::TensorInfo &t) {
     return t.n_dims == 3 && parse_expert_tensor_name(t.name).has_value();
 }
 
-std::vector<DenseRun> dense_runs(const gguf::GgufFile &file,
-                                 const std::function<bool(const gguf::TensorInfo &)> &take) {
-    constexpr uint64_t kMergeGap = 64 * 1024;  // read a small gap rather than issue another read
+std::vector<const gguf::TensorInfo *> dense_tensors(const gguf::GgufFile &file,
+                                                    const std::function<bool(const gguf::TensorInfo &)> &take) {
     std::vector<const gguf::TensorInfo *> dense;
     for (const gguf::TensorInfo &t : file.tensors())
         if (!is_expert_tensor(t) && t.data && t.nbytes > 0 && (!take || take(t))) dense.push_back(&t);
     std::sort(dense.begin(), dense.end(), [](const gguf::TensorInfo *a, const gguf::TensorInfo *b) {
         return a->shard != b->shard ? a->shard < b->shard : a->file_offset < b->file_offset;
     });
+    return dense;
+}
+
+std::vector<DenseRun> dense_runs(const std::vector<const gguf::TensorInfo *> &tensors) {
+    constexpr uint64_t kMergeGap = 64 * 1024;  // read a small gap rather than issue another read
     std::vector<DenseRun> runs;
-    for (const gguf::TensorInfo *t : dense) {
+    for (const gguf::TensorInfo *t : tensors) {
         if (!runs.empty()) {
             DenseRun &last = runs.back();
             const uint64_t end = last.file_offset + last.length;

@@ -30,6 +30,11 @@ std::optional<ExpertTensorName> parse_expert_tensor_name(std::string_view name);
 // Everything else (attention, norms, router, shared experts, embeddings) is dense.
 bool is_expert_tensor(const gguf::TensorInfo &t);
 
+// The dense tensors with bytes that `take` accepts (null: all), ordered by
+// shard and offset.
+std::vector<const gguf::TensorInfo *> dense_tensors(const gguf::GgufFile &file,
+                                                    const std::function<bool(const gguf::TensorInfo &)> &take = nullptr);
+
 // Dense tensors that lie close together in one shard (gaps under 64 KiB),
 // as one range: one read or one residency hint instead of many.
 struct DenseRun {
@@ -38,10 +43,9 @@ struct DenseRun {
     uint64_t length = 0;
     const uint8_t *mapped = nullptr;  // where the shard's mapping holds it
 };
-// The runs of the dense tensors `take` accepts (null: all), ordered by shard
-// and offset.
-std::vector<DenseRun> dense_runs(const gguf::GgufFile &file,
-                                 const std::function<bool(const gguf::TensorInfo &)> &take = nullptr);
+// The runs of `tensors` (in dense_tensors' order), in the same order: each
+// tensor lies in the first run not before the previous tensor's.
+std::vector<DenseRun> dense_runs(const std::vector<const gguf::TensorInfo *> &tensors);
 
 struct ModelBytes {
     uint64_t total = 0;   // all tensor bytes

@@ -31,8 +31,9 @@ struct Chunk {
 DenseCopy::DenseCopy(const gguf::GgufFile &file, NumaPlacement placement, bool direct, const Filter &filter,
                      std::unique_ptr<io::ReadBackend> backend) {
     const uint64_t t0 = monotonic_ns();
+    const std::vector<const gguf::TensorInfo *> copied = dense_tensors(file, filter);
     uint64_t total = 0;
-    for (const DenseRun &r : dense_runs(file, filter)) {
+    for (const DenseRun &r : dense_runs(copied)) {
         runs_.push_back(Run{r, nullptr});
         total += io::align_range(r.file_offset, r.length, io::kDirectAlignment).length;
     }
@@ -44,16 +45,17 @@ DenseCopy::DenseCopy(const gguf::GgufFile &file, NumaPlacement placement, bool d
         at += a.length;
     }
     // Every copied tensor, by its address in the mapping (runs may also hold
-    // gaps and tensors the filter left out; those are not the copy's).
-    for (const gguf::TensorInfo &t : file.tensors()) {
-        if (is_expert_tensor(t) || !t.data || t.nbytes == 0 || (filter && !filter(t))) continue;
-        auto run = std::find_if(runs_.begin(), runs_.end(), [&](const Run &r) {
-            return r.where.shard == t.shard && t.file_offset >= r.where.file_offset &&
-                   t.file_offset + t.nbytes <= r.where.file_offset + r.where.length;
-        });
-        if (run == runs_.end()) fail(Status::internal, "dense copy: tensor %s is in no run", t.name.c_str());
-        tensors_.push_back(Tensor{t.data, t.nbytes, run->copy + (t.file_offset - run->where.file_offset)});
-        tensor_bytes_ += t.nbytes;
+    // gaps and tensors the filter left out; those are not the copy's). The
+    // tensors come in the runs' order, so each run is found walking forward.
+    size_t r = 0;
+    for (const gguf::TensorInfo *t : copied) {
+        auto holds = [t](const DenseRun &run) {
+            return t->shard == run.shard && t->file_offset + t->nbytes <= run.file_offset + run.length;
+        };
+        while (r < runs_.size() && !holds(runs_[r].where)) ++r;
+        if (r == runs_.size()) fail(Status::internal, "dense copy: tensor %s is in no run", t->name.c_str());
+        tensors_.push_back(Tensor{t->data, t->nbytes, runs_[r].copy + (t->file_offset - runs_[r].where.file_offset)});
+        tensor_bytes_ += t->nbytes;
     }
     std::sort(tensors_.begin(), tensors_.end(),
               [](const Tensor &a, const Tensor &b) { return std::less<const uint8_t *>()(a.mapped, b.mapped); });
