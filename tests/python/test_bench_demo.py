@@ -42,6 +42,9 @@ def test_bench_rejects_bad_options(cli_path, small_model):
     bad = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "--io-mode", "tape"], capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "io-mode" in bad.stderr
+    numa = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "--numa", "everywhere"],
+                          capture_output=True, text=True)
+    assert numa.returncode == 2 and "NUMA placement 'everywhere'" in numa.stderr, numa.stderr
     missing = subprocess.run([str(cli_path), "bench", "-m", str(small_model) + ".nope"], capture_output=True, text=True)
     assert missing.returncode == 1
 
