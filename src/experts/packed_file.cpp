@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <memory>
 
 #include "common/error.hpp"
@@ -83,9 +85,37 @@ void write_exact(int fd, const void *src, uint64_t len, uint64_t off, const std:
 
 struct ParsedHeader {
     uint64_t fingerprint = 0;
+    uint64_t header_bytes = 0;
     std::vector<PackedLayer> layers;
     std::vector<LayerEntry> entries;
 };
+
+// Reads are at most 4 GiB (ReadRequest::length), so an extent must fit one.
+constexpr uint64_t kMaxExtentBytes = (uint64_t(UINT32_MAX) / kPackedAlignment) * kPackedAlignment;
+
+// Why a layer entry cannot describe extents inside this file ("" when it
+// can): extents aligned, inside the file after the header, and the three
+// matrices in order inside each extent after the expert header. Written
+// with subtractions so that no hostile value can wrap a sum.
+std::string layer_entry_problem(const LayerEntry &e, uint64_t header_bytes, uint64_t file_size) {
+    if (e.n_expert < 0) return "a negative expert count";
+    if (e.n_expert == 0) return "";
+    if (e.extent_bytes == 0 || e.extent_bytes % kPackedAlignment != 0 || e.extent_bytes > kMaxExtentBytes)
+        return format("an extent size of %llu bytes", (unsigned long long)e.extent_bytes);
+    uint64_t span = 0;
+    if (e.first_extent % kPackedAlignment != 0 || e.first_extent < header_bytes || e.first_extent > file_size ||
+        __builtin_mul_overflow(uint64_t(e.n_expert), e.extent_bytes, &span) || span > file_size - e.first_extent)
+        return "extents outside the file";
+    uint64_t end = kExpertHeaderBytes;  // each matrix starts at or after the previous one's end
+    for (int i = 0; i < 3; ++i) {
+        if (e.offset[i] < end || e.offset[i] > e.extent_bytes || e.bytes[i] > e.extent_bytes - e.offset[i])
+            return format("matrix %d at %llu (+%llu bytes) not inside its %llu-byte extent after the expert header and the matrix before it", i,
+                          (unsigned long long)e.offset[i], (unsigned long long)e.bytes[i],
+                          (unsigned long long)e.extent_bytes);
+        end = e.offset[i] + e.bytes[i];
+    }
+    return "";
+}
 
 ParsedHeader parse_header(int fd, const std::string &path, uint64_t file_size) {
     FileHeader h{};
@@ -108,10 +138,13 @@ ParsedHeader parse_header(int fd, const std::string &path, uint64_t file_size) {
         fail(Status::bad_format, "%s: header checksum mismatch (file damaged)", path.c_str());
     ParsedHeader out;
     out.fingerprint = h.fingerprint;
+    out.header_bytes = h.header_bytes;
     out.entries.resize(h.n_layer);
     std::memcpy(out.entries.data(), table.data() + sizeof h, h.n_layer * sizeof(LayerEntry));
     for (uint32_t l = 0; l < h.n_layer; ++l) {
         const LayerEntry &e = out.entries[l];
+        if (const std::string problem = layer_entry_problem(e, h.header_bytes, file_size); !problem.empty())
+            fail(Status::bad_format, "%s: layer %u has %s", path.c_str(), l, problem.c_str());
         PackedLayer p;
         p.n_expert = e.n_expert;
         p.first_extent = e.first_extent;
@@ -119,14 +152,66 @@ ParsedHeader parse_header(int fd, const std::string &path, uint64_t file_size) {
         p.gate_offset = e.offset[0], p.gate_bytes = e.bytes[0];
         p.up_offset = e.offset[1], p.up_bytes = e.bytes[1];
         p.down_offset = e.offset[2], p.down_bytes = e.bytes[2];
-        if (e.n_expert < 0 || (e.n_expert > 0 && (e.extent_bytes == 0 || e.extent_bytes % kPackedAlignment != 0 ||
-                                                   e.first_extent % kPackedAlignment != 0 ||
-                                                   e.first_extent + uint64_t(e.n_expert) * e.extent_bytes > file_size ||
-                                                   e.offset[2] + e.bytes[2] > e.extent_bytes)))
-            fail(Status::bad_format, "%s: layer %u's extents lie outside the file", path.c_str(), l);
         out.layers.push_back(p);
     }
     return out;
+}
+
+// The layer table the writer produces for these layouts: per expert one
+// extent [header | gate | up | down], matrices 64-byte aligned, extents
+// 4 KiB aligned, layers one after the other after the header.
+struct PackedPlan {
+    std::vector<LayerEntry> entries;
+    uint64_t header_bytes = 0;
+    uint64_t file_bytes = 0;
+};
+
+PackedPlan plan_packed_layout(const std::vector<ExpertLayerLayout> &layouts) {
+    const uint32_t n_layer = static_cast<uint32_t>(layouts.size());
+    PackedPlan plan;
+    plan.entries.resize(n_layer);
+    plan.header_bytes = io::round_up(table_bytes(n_layer), kPackedAlignment);
+    uint64_t pos = plan.header_bytes;
+    for (uint32_t l = 0; l < n_layer; ++l) {
+        const ExpertLayerLayout &L = layouts[l];
+        LayerEntry &e = plan.entries[l];
+        std::memset(&e, 0, sizeof e);
+        e.n_expert = L.n_expert;
+        if (L.n_expert <= 0) continue;
+        uint64_t off = kExpertHeaderBytes;
+        for (int i = 0; i < 3; ++i) {
+            const ExpertMatrixLayout &m = matrix(L, i);
+            e.offset[i] = off;
+            e.bytes[i] = m.expert_bytes();
+            e.type[i] = static_cast<uint32_t>(m.type);
+            e.cols[i] = m.cols;
+            e.rows[i] = m.rows;
+            off += io::round_up(m.expert_bytes(), 64);
+        }
+        e.first_extent = pos;
+        e.extent_bytes = io::round_up(off, kPackedAlignment);
+        if (e.extent_bytes > kMaxExtentBytes)
+            fail(Status::unsupported, "layer %u: an expert of %llu bytes is larger than one read (4 GiB) can carry", l,
+                 (unsigned long long)e.extent_bytes);
+        pos += uint64_t(L.n_expert) * e.extent_bytes;
+    }
+    plan.file_bytes = pos;
+    return plan;
+}
+
+// Why an extent's own header does not match its place in the file, or its
+// payload fails the checksum ("" when it is intact).
+std::string extent_problem(const uint8_t *extent, const PackedLayer &l, uint32_t layer, int32_t expert,
+                           const std::string &path) {
+    PackedExpertHeader h;
+    std::memcpy(&h, extent, sizeof h);
+    const uint64_t payload_bytes = l.down_offset + l.down_bytes - l.gate_offset;
+    if (h.magic != kExpertMagic || h.layer != layer || h.expert != uint32_t(expert) || h.payload_offset != l.gate_offset ||
+        h.payload_bytes != payload_bytes)
+        return format("%s: expert %d of layer %u has a damaged header", path.c_str(), expert, layer);
+    if (XXH3_64bits(extent + h.payload_offset, h.payload_bytes) != h.checksum)
+        return format("%s: expert %d of layer %u fails its checksum", path.c_str(), expert, layer);
+    return std::string();
 }
 
 }  // namespace
@@ -152,19 +237,26 @@ PackedFile PackedFile::open(const std::string &path, uint64_t fingerprint, const
              (unsigned long long)h.fingerprint, (unsigned long long)fingerprint);
     if (h.layers.size() != layouts.size())
         fail(Status::bad_format, "%s has %zu layers, the model %zu", path.c_str(), h.layers.size(), layouts.size());
+    // The file must lie out the model's experts exactly as the writer does:
+    // then every offset the reads and views use is one this build computed.
+    const PackedPlan plan = plan_packed_layout(layouts);
     for (size_t l = 0; l < layouts.size(); ++l) {
-        const LayerEntry &e = h.entries[l];
-        if (e.n_expert != layouts[l].n_expert)
+        const LayerEntry &e = h.entries[l], &want = plan.entries[l];
+        if (e.n_expert != want.n_expert)
             fail(Status::bad_format, "%s: layer %zu has %d experts, the model %d", path.c_str(), l, e.n_expert,
-                 layouts[l].n_expert);
+                 want.n_expert);
         if (e.n_expert == 0) continue;
-        for (int i = 0; i < 3; ++i) {
-            const ExpertMatrixLayout &m = matrix(layouts[l], i);
-            if (e.type[i] != static_cast<uint32_t>(m.type) || e.cols[i] != m.cols || e.rows[i] != m.rows ||
-                e.bytes[i] != m.expert_bytes())
+        for (int i = 0; i < 3; ++i)
+            if (e.type[i] != want.type[i] || e.cols[i] != want.cols[i] || e.rows[i] != want.rows[i] ||
+                e.bytes[i] != want.bytes[i])
                 fail(Status::bad_format, "%s: layer %zu matrix %d differs from the model's", path.c_str(), l, i);
-        }
+        if (e.first_extent != want.first_extent || e.extent_bytes != want.extent_bytes ||
+            !std::equal(std::begin(e.offset), std::end(e.offset), std::begin(want.offset)))
+            fail(Status::bad_format, "%s: layer %zu's extents are not laid out as this build writes them", path.c_str(), l);
     }
+    if (h.header_bytes != plan.header_bytes || file.size() != plan.file_bytes)
+        fail(Status::bad_format, "%s: %llu bytes, the model's experts pack into %llu", path.c_str(),
+             (unsigned long long)file.size(), (unsigned long long)plan.file_bytes);
     PackedFile p;
     p.path_ = path;
     p.fingerprint_ = h.fingerprint;
@@ -173,15 +265,7 @@ PackedFile PackedFile::open(const std::string &path, uint64_t fingerprint, const
 }
 
 std::string PackedFile::check_extent(const uint8_t *extent, int32_t layer, int32_t expert) const {
-    PackedExpertHeader h;
-    std::memcpy(&h, extent, sizeof h);
-    const PackedLayer &l = layers_[static_cast<size_t>(layer)];
-    if (h.magic != kExpertMagic || h.layer != uint32_t(layer) || h.expert != uint32_t(expert) ||
-        h.payload_offset != l.gate_offset || h.payload_offset + h.payload_bytes > l.extent_bytes)
-        return format("%s: expert %d of layer %d has a damaged header", path_.c_str(), expert, layer);
-    if (XXH3_64bits(extent + h.payload_offset, h.payload_bytes) != h.checksum)
-        return format("%s: expert %d of layer %d fails its checksum", path_.c_str(), expert, layer);
-    return std::string();
+    return extent_problem(extent, layers_[static_cast<size_t>(layer)], uint32_t(layer), expert, path_);
 }
 
 void write_packed_file(const std::string &out_path, uint64_t fingerprint, const std::vector<ExpertLayerLayout> &layouts,
@@ -189,32 +273,13 @@ void write_packed_file(const std::string &out_path, uint64_t fingerprint, const 
     const uint32_t n_layer = static_cast<uint32_t>(layouts.size());
     if (n_layer == 0 || n_layer > MOESTREAM_MAX_LAYERS)
         fail(Status::invalid_argument, "cannot pack %u layers", n_layer);
-    std::vector<LayerEntry> entries(n_layer);
-    uint64_t pos = io::round_up(table_bytes(n_layer), kPackedAlignment);
-    const uint32_t header_bytes = static_cast<uint32_t>(pos);
+    const PackedPlan plan = plan_packed_layout(layouts);
+    const std::vector<LayerEntry> &entries = plan.entries;
+    const uint32_t header_bytes = static_cast<uint32_t>(plan.header_bytes);
+    const uint64_t file_bytes = plan.file_bytes;
     uint64_t max_extent = 0;
-    for (uint32_t l = 0; l < n_layer; ++l) {
-        const ExpertLayerLayout &L = layouts[l];
-        LayerEntry &e = entries[l];
-        std::memset(&e, 0, sizeof e);
-        e.n_expert = L.n_expert;
-        if (L.n_expert <= 0) continue;
-        uint64_t off = kExpertHeaderBytes;
-        for (int i = 0; i < 3; ++i) {
-            const ExpertMatrixLayout &m = matrix(L, i);
-            e.offset[i] = off;
-            e.bytes[i] = m.expert_bytes();
-            e.type[i] = static_cast<uint32_t>(m.type);
-            e.cols[i] = m.cols;
-            e.rows[i] = m.rows;
-            off += io::round_up(m.expert_bytes(), 64);
-        }
-        e.first_extent = pos;
-        e.extent_bytes = io::round_up(off, kPackedAlignment);
-        pos += uint64_t(L.n_expert) * e.extent_bytes;
-        if (e.extent_bytes > max_extent) max_extent = e.extent_bytes;
-    }
-    const uint64_t file_bytes = pos;
+    for (const LayerEntry &e : entries)
+        if (e.n_expert > 0) max_extent = std::max(max_extent, e.extent_bytes);
 
     std::vector<std::unique_ptr<io::ReadFile>> shards;
     for (const auto &p : shard_paths) shards.push_back(std::make_unique<io::ReadFile>(p, false));
@@ -293,14 +358,7 @@ PackedVerifyReport verify_packed_file(const std::string &path) {
         for (int32_t x = 0; x < L.n_expert; ++x) {
             read_exact(file.buffered_fd(), buf.data(), L.extent_bytes, L.extent_of(x), path);
             ++report.experts_checked;
-            PackedExpertHeader eh;
-            std::memcpy(&eh, buf.data(), sizeof eh);
-            std::string problem;
-            if (eh.magic != kExpertMagic || eh.layer != l || eh.expert != uint32_t(x) ||
-                eh.payload_offset + eh.payload_bytes > L.extent_bytes)
-                problem = format("%s: expert %d of layer %zu has a damaged header", path.c_str(), x, l);
-            else if (XXH3_64bits(buf.data() + eh.payload_offset, eh.payload_bytes) != eh.checksum)
-                problem = format("%s: expert %d of layer %zu fails its checksum", path.c_str(), x, l);
+            const std::string problem = extent_problem(buf.data(), L, uint32_t(l), x, path);
             if (!problem.empty()) {
                 ++report.bad_experts;
                 if (report.first_problem.empty()) report.first_problem = problem;

@@ -58,10 +58,16 @@ StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg
     } else {
         for (const auto &p : cfg_.shard_paths) files_.emplace_back(p, cfg_.direct);
         for (const auto &l : cfg_.layers)
-            for (int i = 0; i < 3 && l.n_expert > 0; ++i)
-                if (matrix_of(l, i).expert_bytes() && matrix_of(l, i).shard >= files_.size())
-                    fail(Status::invalid_argument, "expert source: a layer refers to shard %u of %zu",
-                         matrix_of(l, i).shard, files_.size());
+            for (int i = 0; i < 3 && l.n_expert > 0; ++i) {
+                const ExpertMatrixLayout &m = matrix_of(l, i);
+                if (m.expert_bytes() && m.shard >= files_.size())
+                    fail(Status::invalid_argument, "expert source: a layer refers to shard %u of %zu", m.shard,
+                         files_.size());
+                // One read carries at most 4 GiB (ReadRequest::length).
+                if (io::aligned_length_bound(m.expert_bytes(), io::kDirectAlignment) > UINT32_MAX)
+                    fail(Status::unsupported, "expert source: one expert's matrix of %llu bytes is more than a read carries",
+                         (unsigned long long)m.expert_bytes());
+            }
     }
     slot_bytes_ = slot_bytes_for(cfg_.layers, packed_.get(), cfg_.direct);
     arena_ = SlotArena(uint64_t(n_slots_) * slot_bytes_, cfg_.numa);
@@ -386,6 +392,7 @@ void StreamingExpertSource::finish_slot(int32_t s) {
     const int32_t layer = layer_of(sl.key), expert = expert_of(sl.key);
     if (sl.cancelled_parts && !sl.error && sl.problem.empty()) {
         if (!sl.demand) {
+            count_bytes_read(sl, true);  // the parts that landed before the cancel
             release_slot(s);
             return;
         }
@@ -411,6 +418,7 @@ void StreamingExpertSource::finish_slot(int32_t s) {
                 pending_error_ = format("cannot read expert %d of layer %d: %s", expert, layer, sl.problem.c_str());
             }
         }
+        count_bytes_read(sl, true);
         release_slot(s);
         return;
     }
@@ -421,12 +429,14 @@ void StreamingExpertSource::finish_slot(int32_t s) {
         policy_->on_insert(sl.key, visit_);
     else
         policy_->on_prefetch(sl.key, visit_);
-    if (sl.via_prefetch)
-        stats_->bytes_read_prefetch += sl.bytes;
-    else
-        stats_->bytes_read_demand += sl.bytes;
+    count_bytes_read(sl, false);
     if (sl.demand) ready_.push_back(s);
     else if (sl.demoted) demoted_.push_back(s);
+}
+
+void StreamingExpertSource::count_bytes_read(const Slot &sl, bool discarded) {
+    (sl.via_prefetch ? stats_->bytes_read_prefetch : stats_->bytes_read_demand) += sl.bytes;
+    if (discarded) stats_->bytes_read_wasted += sl.bytes;
 }
 
 void StreamingExpertSource::poll() {

@@ -108,6 +108,10 @@ private:
                       uint32_t parts_per_expert);
     // The running layer asked for an expert whose bytes have not landed yet.
     bool demand_waiting() const { return current_layer_ >= 0 && ready_.size() < expected_; }
+    struct Slot;
+    // Adds the bytes a slot's reads brought in to the demand or prefetch
+    // count; `discarded` (cancelled, failed) also counts them as wasted.
+    void count_bytes_read(const Slot &sl, bool discarded);
     struct Slot {
         uint32_t key = 0;
         uint16_t pins = 0;

@@ -162,8 +162,9 @@ public:
                 flush();
                 continue;
             }
-            const int64_t result = res < 0 ? (op.done > 0 && res == -ECANCELED ? int64_t(op.done) : res)
-                                           : static_cast<int64_t>(op.done + static_cast<uint64_t>(res));
+            // A read cancelled after part of it landed is still a cancelled
+            // read: results are short only at the end of the file.
+            const int64_t result = res < 0 ? res : static_cast<int64_t>(op.done + static_cast<uint64_t>(res));
             out[n++] = ReadCompletion{op.request.tag, result};
             op.busy = false;
             free_ops_.push_back(static_cast<uint32_t>(data));

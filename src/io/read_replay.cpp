@@ -53,6 +53,10 @@ ReplayFigures replay_reads(std::span<const LoggedRead> reads, const ObservedBack
         max_length = std::max<uint64_t>(max_length, r.length);
     }
 
+    // Declared before the backend so that it outlives it: when a failed read
+    // throws, the backend's destructor waits for the reads still in flight,
+    // which land in this memory.
+    std::unique_ptr<uint8_t, FreeDeleter> memory;
     auto backend = make_read_backend(kind, depth);
     f.backend = backend->name();
     std::vector<std::pair<uint32_t, uint32_t>> fds(files.size());  // (direct, buffered) backend indices
@@ -62,7 +66,7 @@ ReplayFigures replay_reads(std::span<const LoggedRead> reads, const ObservedBack
     }
     const uint64_t stride = round_up(max_length, kDirectAlignment);
     const uint32_t n_buffers = backend->queue_depth();
-    auto memory = aligned_buffer(size_t(stride * n_buffers));
+    memory = aligned_buffer(size_t(stride * n_buffers));
     if (stride * n_buffers <= (1ull << 30)) {
         const MemoryRegion region{memory.get(), size_t(stride * n_buffers)};
         backend->register_memory(std::span<const MemoryRegion>(&region, 1));

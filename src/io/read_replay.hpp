@@ -23,8 +23,10 @@ struct ReplayFigures {
 };
 
 // `path_of(file)` names the file behind a logged file index. Throws
-// moe::Error(io) naming the file and offset when a read fails or comes back
-// short, moe::Error(invalid_argument) for a file index without a path.
+// moe::Error(io) naming the file and offset when a read fails (a read that
+// comes back short, at the end of the file, counts the bytes it got, as the
+// engine's last aligned slice does), moe::Error(invalid_argument) for a file
+// index without a path.
 ReplayFigures replay_reads(std::span<const LoggedRead> reads, const ObservedBackend &names, uint32_t depth,
                            BackendKind kind = BackendKind::automatic);
 

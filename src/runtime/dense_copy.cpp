@@ -66,12 +66,16 @@ DenseCopy::DenseCopy(const gguf::GgufFile &file, NumaPlacement placement, bool d
 
 void DenseCopy::read_runs(const gguf::GgufFile &file, io::ReadBackend &backend, bool want_direct) {
     std::vector<io::ReadFile> files;
-    std::vector<uint32_t> ids;
-    direct_ = want_direct;
+    struct ShardIds {
+        uint32_t direct, buffered;
+        bool buffered_only;  // no O_DIRECT, or the filesystem refused it for a read
+    };
+    std::vector<ShardIds> ids;
     for (size_t i = 0; i < file.n_shards(); ++i) {
         files.emplace_back(file.shard_path(i), want_direct);
-        direct_ = direct_ && files.back().direct();
-        ids.push_back(backend.add_file(files.back().direct() ? files.back().direct_fd() : files.back().buffered_fd()));
+        const io::ReadFile &f = files.back();
+        const uint32_t buffered = backend.add_file(f.buffered_fd());
+        ids.push_back(ShardIds{f.direct() ? backend.add_file(f.direct_fd()) : buffered, buffered, !f.direct()});
     }
 
     std::vector<Chunk> chunks;
@@ -96,20 +100,41 @@ void DenseCopy::read_runs(const gguf::GgufFile &file, io::ReadBackend &backend, 
     // from the backend itself, the rest are reaped before the error leaves.
     std::string failure;
     size_t next = 0;
+    std::vector<size_t> retry;  // chunks to read again through the buffered descriptor
     std::array<io::ReadCompletion, kQueueDepth> done{};
+    // Tag: chunk index * 2 + 1 when the read went through the O_DIRECT descriptor.
+    auto submit = [&](size_t chunk) {
+        const Chunk &c = chunks[chunk];
+        const ShardIds &id = ids[runs_[c.run].where.shard];
+        const bool direct = !id.buffered_only;
+        backend.submit(
+            io::ReadRequest{direct ? id.direct : id.buffered, c.offset, c.length, c.dest, uint64_t(chunk) * 2 + direct});
+    };
     try {
-        while (next < chunks.size() || backend.in_flight() > 0) {
-            while (failure.empty() && next < chunks.size() && backend.in_flight() < backend.queue_depth()) {
-                const Chunk &c = chunks[next];
-                backend.submit(io::ReadRequest{ids[runs_[c.run].where.shard], c.offset, c.length, c.dest, next});
-                ++next;
+        while (next < chunks.size() || !retry.empty() || backend.in_flight() > 0) {
+            while (failure.empty() && (!retry.empty() || next < chunks.size()) &&
+                   backend.in_flight() < backend.queue_depth()) {
+                if (!retry.empty()) {
+                    submit(retry.back());
+                    retry.pop_back();
+                } else {
+                    submit(next++);
+                }
             }
             if (backend.in_flight() == 0) break;
             const size_t n = backend.reap(done, true);
             for (size_t i = 0; i < n; ++i) {
-                const Chunk &c = chunks[size_t(done[i].tag)];
+                const size_t chunk = size_t(done[i].tag / 2);
+                const Chunk &c = chunks[chunk];
                 if (done[i].result >= int64_t(c.needed)) {
                     bytes_read_ += uint64_t(done[i].result);
+                    continue;
+                }
+                if (done[i].result == -EINVAL && (done[i].tag & 1)) {
+                    // The filesystem took O_DIRECT at open but refuses it for
+                    // reads: this file is read buffered from now on.
+                    ids[runs_[c.run].where.shard].buffered_only = true;
+                    retry.push_back(chunk);
                     continue;
                 }
                 if (!failure.empty()) continue;
@@ -132,14 +157,14 @@ void DenseCopy::read_runs(const gguf::GgufFile &file, io::ReadBackend &backend, 
         throw;
     }
     if (!failure.empty()) fail(Status::io, "%s", failure.c_str());
+    direct_ = want_direct && std::none_of(ids.begin(), ids.end(), [](const ShardIds &id) { return id.buffered_only; });
 #ifdef POSIX_FADV_DONTNEED
     // Buffered reads left the bytes in the page cache as well: drop them
     // (pages that other mappings use stay).
-    for (const Run &r : runs_) {
-        const io::ReadFile &f = files[r.where.shard];
-        if (!f.direct())
-            ::posix_fadvise(f.buffered_fd(), off_t(r.where.file_offset), off_t(r.where.length), POSIX_FADV_DONTNEED);
-    }
+    for (const Run &r : runs_)
+        if (ids[r.where.shard].buffered_only)
+            ::posix_fadvise(files[r.where.shard].buffered_fd(), off_t(r.where.file_offset), off_t(r.where.length),
+                            POSIX_FADV_DONTNEED);
 #endif
 }
 

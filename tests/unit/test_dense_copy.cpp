@@ -2,7 +2,7 @@
 // address relocate() gives, from every shard of a split set; nothing else
 // relocates; failed and short reads and a failing backend are clear errors
 // with no read left in flight; buffered reads give the same copy as O_DIRECT
-// ones; a context with tied embeddings copies them and gives the same logits.
+// ones, also when the filesystem refuses O_DIRECT reads; a context with tied embeddings copies them and gives the same logits.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -187,6 +187,26 @@ TEST(DenseCopy, FailedOrShortReadsAreIoErrorsNamingTheFile) {
 
     // The same plan without a fault copies fine: the failures above are the faults'.
     EXPECT_EQ(status_of_copy(*file, io::Fault{}, 0, message), Status::ok);
+}
+
+// A filesystem that accepts O_DIRECT at open but refuses it for reads
+// (EINVAL): the copy reads that file buffered instead and is still exact.
+TEST(DenseCopy, ODirectRefusedForReadsFallsBackToBufferedReads) {
+    REQUIRE_GENERATED_MODEL(path, make_model_file());
+    if (!io::ReadFile(path, true).direct()) GTEST_SKIP() << "no O_DIRECT on this filesystem";
+    const auto file = gguf::GgufFile::open(path);
+    uint64_t refused = 0;
+    auto backend = std::make_unique<io::FaultInjectingBackend>(
+        io::make_read_backend(io::BackendKind::pread, 4), [&refused](const io::ReadRequest &, uint64_t seq) {
+            io::Fault fault;
+            if (seq < 2) fault.kind = io::Fault::Kind::error, fault.error = EINVAL, ++refused;
+            return fault;
+        });
+    const DenseCopy copy(*file, NumaPlacement::local, true, nullptr, std::move(backend));
+    EXPECT_EQ(refused, 2u);
+    expect_exact_copy(*file, copy);
+    EXPECT_FALSE(copy.direct());
+    EXPECT_EQ(copy.describe().find("O_DIRECT"), std::string::npos) << copy.describe();
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // read log), its use by StreamingExpertSource, and the replay of a log.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <deque>
 #include <fstream>
 #include <random>
@@ -179,6 +181,30 @@ TEST(ReadReplay, ReplaysEveryLoggedReadOfTheFile) {
     const LoggedRead stray{0, 4096, index + 7};
     EXPECT_THROW(replay_reads(std::span<const LoggedRead>(&stray, 1), names, 2, BackendKind::pread), Error);
     EXPECT_EQ(0u, replay_reads({}, names, 2, BackendKind::pread).reads);
+}
+
+// A read that fails while others are in flight: the replay reports it, and
+// the reads still in flight finish before their memory is freed (the
+// sanitizer build catches a write into freed memory).
+TEST(ReadReplay, FailedReadIsReportedAfterTheOthersLand) {
+    const std::string dir = test::scratch_dir();
+    const std::string path = write_file(dir + "/data.bin", 1 << 20, 10);
+    const std::string not_a_file = dir + "/a-directory";
+    std::filesystem::create_directory(not_a_file);
+    ReadFile file(path, false), bad(not_a_file, false);
+    ObservedBackend names(make_pread_backend(4), &fake_clock);
+    const uint32_t good = names.add_file(file.buffered_fd()), broken = names.add_file(bad.buffered_fd());
+    names.name_file(good, path);
+    names.name_file(broken, not_a_file);
+    std::vector<LoggedRead> log{LoggedRead{0, 4096, broken}};
+    for (uint64_t i = 0; i < 64; ++i) log.push_back(LoggedRead{4096 * i, 4096, good});
+    try {
+        replay_reads(log, names, 8, BackendKind::pread);
+        FAIL() << "a read of a directory succeeded";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.status(), Status::io);
+        EXPECT_NE(std::string(e.what()).find("a-directory"), std::string::npos) << e.what();
+    }
 }
 
 // Records what the streaming source submits, then reads with pread.

@@ -1,6 +1,7 @@
 // StreamingExpertSource and the packed expert file on small generated,
 // expert-shaped files whose slices start at unaligned offsets.
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <cerrno>
 #include <cstring>
@@ -503,6 +504,55 @@ TEST(StreamingSource, TooSmallCacheIsAClearError) {
 
 // Reads that fail or come back short surface as Error(io) naming the layer,
 // the expert and the errno, and the source keeps working afterwards.
+// Every byte the device delivered is in the stats, also the bytes of an
+// expert whose other part was cancelled or failed (then counted as wasted).
+TEST(StreamingSource, BytesOfCancelledOrFailedReadsAreCounted) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 6, 11);
+    for (int errno_value : {ECANCELED, EIO}) {
+        SCOPED_TRACE(errno_value);
+        Stats stats;
+        auto cfg = basic_config(f, 6, &stats);
+        cfg.queue_depth = 32;
+        cfg.backend_override = std::make_unique<io::FaultInjectingBackend>(
+            io::make_pread_backend(8), [errno_value](const io::ReadRequest &, uint64_t seq) {
+                io::Fault fault;
+                if (seq == 1) fault.kind = io::Fault::Kind::error, fault.error = errno_value;  // expert 0's up
+                return fault;
+            });
+        StreamingExpertSource src(std::move(cfg));
+        const std::vector<int32_t> hint{0, 1};
+        src.prefetch(0, hint);
+        src.drain();
+        const uint64_t delivered = src.observed_reads()->activity().bytes;
+        ASSERT_GT(delivered, 0u);
+        EXPECT_EQ(stats.bytes_read_prefetch + stats.bytes_read_demand, delivered);
+        // Expert 0's gate and down landed, for nothing.
+        EXPECT_GT(stats.bytes_read_wasted, 0u);
+    }
+    std::filesystem::remove_all(dir);
+}
+
+// A read carries at most 4 GiB: a larger expert matrix is refused at open,
+// not read short.
+TEST(StreamingSource, ExpertMatrixLargerThanOneReadIsUnsupported) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 6, 12);
+    auto cfg = basic_config(f, 1);
+    ExpertMatrixLayout &down = cfg.layers[2].down;
+    const uint64_t times = (uint64_t(1) << 32) / down.expert_stride + 1;
+    down.rows *= int64_t(times);
+    down.expert_stride *= times;
+    ASSERT_GT(down.expert_bytes(), uint64_t(UINT32_MAX));
+    try {
+        StreamingExpertSource src(std::move(cfg));
+        FAIL() << "opened";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.status(), Status::unsupported) << e.what();
+    }
+    std::filesystem::remove_all(dir);
+}
+
 TEST(StreamingSource, FaultsNameLayerExpertErrnoAndLeaveSourceUsable) {
     const std::string dir = test::scratch_dir();
     ExpertFile f = make_expert_file(dir, 3, 6, 5);
@@ -644,6 +694,65 @@ TEST(PackedFile, FingerprintOrLayoutMismatchRejected) {
     }
     EXPECT_THROW(PackedFile::open(packed, f.fingerprint, f.layers), Error);
     EXPECT_THROW(verify_packed_file(packed), Error);
+    std::filesystem::remove_all(dir);
+}
+
+// Rewrites one 64-bit field of a layer's table entry and re-seals the header
+// checksum, as someone crafting a file would (the checksum guards against
+// damage, not against intent).
+void rewrite_layer_field(const std::string &packed, uint32_t n_layer, uint32_t layer, uint64_t field_offset,
+                         uint64_t value) {
+    constexpr uint64_t kFileHeader = 48, kEntry = 136, kChecksumAt = 40;
+    std::vector<char> table(kFileHeader + n_layer * kEntry);
+    std::fstream io(packed, std::ios::in | std::ios::out | std::ios::binary);
+    io.read(table.data(), std::streamsize(table.size()));
+    std::memcpy(table.data() + kFileHeader + layer * kEntry + field_offset, &value, sizeof value);
+    std::memset(table.data() + kChecksumAt, 0, 8);
+    const uint64_t sum = XXH3_64bits(table.data(), table.size());
+    std::memcpy(table.data() + kChecksumAt, &sum, 8);
+    io.seekp(0);
+    io.write(table.data(), std::streamsize(table.size()));
+}
+
+TEST(PackedFile, CraftedLayerTableRejected) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 5, 9);
+    const std::string packed = default_packed_path(f.path);
+    // Entry fields: first_extent at 8, extent_bytes at 16, offset[3] at 24, bytes[3] at 48.
+    write_packed_file(packed, f.fingerprint, f.layers, {f.path});
+    const PackedLayer good = PackedFile::open(packed, f.fingerprint, f.layers).layers()[2];
+    struct Case {
+        const char *what;
+        uint64_t field, value;
+        bool verify_rejects;  // also unsafe without the model's layout at hand
+    };
+    const Case cases[] = {
+        {"up matrix far outside the extent", 32, uint64_t(1) << 42, true},
+        {"down offset whose end wraps past 2^64", 40, ~uint64_t(0) - 4351, true},
+        {"extent size whose span wraps past 2^64", 16, uint64_t(1) << 62, true},
+        {"first extent past the end of the file", 8, uint64_t(1) << 40, true},
+        {"gate overlapping the expert header", 24, 64, true},
+        {"extents moved onto the previous layer's", 8, good.first_extent - kPackedAlignment, false},
+    };
+    for (const Case &c : cases) {
+        SCOPED_TRACE(c.what);
+        write_packed_file(packed, f.fingerprint, f.layers, {f.path});
+        rewrite_layer_field(packed, 3, 2, c.field, c.value);
+        try {
+            PackedFile::open(packed, f.fingerprint, f.layers);
+            FAIL() << "opened";
+        } catch (const Error &e) {
+            EXPECT_EQ(e.status(), Status::bad_format) << e.what();
+            EXPECT_NE(std::string(e.what()).find("layer 2"), std::string::npos) << e.what();
+        }
+        if (c.verify_rejects) {
+            EXPECT_THROW(verify_packed_file(packed), Error);
+        } else {
+            // In bounds, but the extents found there belong to other experts: each is reported.
+            const PackedVerifyReport r = verify_packed_file(packed);
+            EXPECT_EQ(r.bad_experts, 5u) << r.first_problem;
+        }
+    }
     std::filesystem::remove_all(dir);
 }
 
