@@ -80,4 +80,12 @@ void matmat_rows(GgmlType weight, int64_t n, const uint8_t *w, size_t row_bytes,
                  const void *act, size_t act_stride, int32_t n_tokens,
                  float *y, size_t y_stride, int64_t r0, int64_t r1, bool exact);
 
+// The calling thread's kernel scratch: matvec/matmat calls keep per-token
+// working memory in a per-thread buffer that grows on first need. A thread
+// about to run the hot path reserves the largest it will need, so no call
+// allocates later: matmat_scratch_bytes gives what one call of n_tokens rows
+// of n `weight` elements takes (0 in exact mode or for kernels without one).
+size_t matmat_scratch_bytes(GgmlType weight, int64_t n, int32_t n_tokens, bool exact);
+void reserve_scratch(size_t bytes);
+
 }  // namespace moe::kernels

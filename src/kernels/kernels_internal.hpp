@@ -15,11 +15,14 @@ using MatvecFn = void (*)(int64_t n, const uint8_t *w, size_t row_bytes, const v
 using MatmatFn = void (*)(int64_t n, const uint8_t *w, size_t row_bytes, const void *act,
                           size_t act_stride, int32_t n_tokens, float *y, size_t y_stride, int64_t r0,
                           int64_t r1);
+// Per-thread scratch bytes a matvec/matmat call of n_tokens rows of n takes.
+using ScratchBytesFn = size_t (*)(int64_t n, int32_t n_tokens);
 
 struct TypeKernels {
     DotFn dot = nullptr;        // quantised-activation dot (null: type unsupported)
     MatvecFn matvec = nullptr;  // optional; default loops over dot
     MatmatFn matmat = nullptr;  // optional; default loops over dot per row and token
+    ScratchBytesFn scratch_bytes = nullptr;  // null: the kernels take no scratch
 };
 
 // Activation conversion of n floats (a multiple of the block size; any n
@@ -44,7 +47,8 @@ void fill_avx2_act_kernels(KernelTable &table);
 
 // Per-thread scratch memory of at least `bytes` (64-byte aligned), kept for
 // reuse: it only allocates when a call needs more than any before it on the
-// same thread. Defined in a baseline file so no ISA-specific code is shared.
+// same thread (reserve_scratch sizes it ahead of the hot path). Defined in a
+// baseline file so no ISA-specific code is shared.
 void *kernel_scratch(size_t bytes);
 
 // Exact mode (f32 activations, weights dequantised a block at a time).

@@ -73,6 +73,16 @@ void matmat_rows(GgmlType weight, int64_t n, const uint8_t *w, size_t row_bytes,
         for (int32_t t = 0; t < n_tokens; ++t) y[t * y_stride + r] = k.dot(n, w + r * row_bytes, a + t * act_stride);
 }
 
+size_t matmat_scratch_bytes(GgmlType weight, int64_t n, int32_t n_tokens, bool exact) {
+    check_n(weight, n);
+    const detail::TypeKernels &k = kernels_for(weight);
+    return exact || !k.scratch_bytes ? 0 : k.scratch_bytes(n, n_tokens);
+}
+
+void reserve_scratch(size_t bytes) {
+    if (bytes > 0) detail::kernel_scratch(bytes);
+}
+
 namespace detail {
 
 void *kernel_scratch(size_t bytes) {

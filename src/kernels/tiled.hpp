@@ -64,17 +64,27 @@ struct Tiled {
         }
     }
 
+    // Scratch of one call: the Prep of every token, then each token's
+    // prepared activations.
+    struct ScratchLayout {
+        size_t head, per_token, bytes;
+        ScratchLayout(int64_t n, int32_t n_tokens)
+            : head(round_up64(static_cast<size_t>(n_tokens) * sizeof(Prep))),
+              per_token(round_up64(K::prep_bytes(n / K::kBlockElems))),
+              bytes(head + static_cast<size_t>(n_tokens) * per_token) {}
+    };
+    static size_t scratch_bytes(int64_t n, int32_t n_tokens) { return ScratchLayout(n, n_tokens).bytes; }
+
     static void matmat(int64_t n, const uint8_t *w, size_t row_bytes, const void *act, size_t act_stride,
                        int32_t n_tokens, float *y, size_t y_stride, int64_t r0, int64_t r1) {
         if (n_tokens <= 0 || r1 <= r0) return;
         const int64_t nb = n / K::kBlockElems;
-        const size_t per_token = round_up64(K::prep_bytes(nb));
-        const size_t head = round_up64(static_cast<size_t>(n_tokens) * sizeof(Prep));
-        auto *scratch = static_cast<uint8_t *>(kernel_scratch(head + static_cast<size_t>(n_tokens) * per_token));
+        const ScratchLayout layout(n, n_tokens);
+        auto *scratch = static_cast<uint8_t *>(kernel_scratch(layout.bytes));
         Prep *preps = reinterpret_cast<Prep *>(scratch);
         for (int32_t t = 0; t < n_tokens; ++t)
             preps[t] = K::prepare(static_cast<const uint8_t *>(act) + t * act_stride, nb,
-                                  scratch + head + static_cast<size_t>(t) * per_token);
+                                  scratch + layout.head + static_cast<size_t>(t) * layout.per_token);
         // Token tiles outside, rows inside: a task's rows stay in L2 between tiles.
         for (int32_t t0 = 0; t0 < n_tokens; t0 += kTile) {
             const int tile = n_tokens - t0 < kTile ? n_tokens - t0 : kTile;
@@ -108,6 +118,7 @@ struct Tiled {
         k.dot = dot;
         k.matvec = matvec;
         k.matmat = matmat;
+        k.scratch_bytes = scratch_bytes;
     }
 };
 

@@ -11,13 +11,12 @@
 namespace moe {
 namespace {
 
-// Largest converted-activation row any matrix of the model needs.
-size_t max_act_row_bytes(const Model &m, bool exact) {
-    size_t best = 0;
-    auto see = [&](GgmlType type, int64_t cols) {
-        if (cols > 0) best = std::max(best, kernels::act_row_bytes(type, cols, exact));
+// Calls see(type, cols) for every matrix the forward pass multiplies by.
+template <typename See>
+void for_each_matrix_shape(const Model &m, See see) {
+    auto see_m = [&](const MatrixView &w) {
+        if (w.cols > 0) see(w.type, w.cols);
     };
-    auto see_m = [&](const MatrixView &w) { see(w.type, w.cols); };
     const ModelWeights &w = m.weights();
     see_m(w.token_embd);
     see_m(w.output);
@@ -25,8 +24,26 @@ size_t max_act_row_bytes(const Model &m, bool exact) {
         for (const MatrixView *mv : {&l.wq, &l.wk, &l.wv, &l.wo, &l.router, &l.shexp_gate, &l.shexp_up,
                                      &l.shexp_down, &l.shexp_gate_inp})
             see_m(*mv);
-        for (const ExpertMatrixLayout *e : {&l.experts.gate, &l.experts.up, &l.experts.down}) see(e->type, e->cols);
+        for (const ExpertMatrixLayout *e : {&l.experts.gate, &l.experts.up, &l.experts.down})
+            if (e->cols > 0) see(e->type, e->cols);
     }
+}
+
+// Largest converted-activation row any matrix of the model needs.
+size_t max_act_row_bytes(const Model &m, bool exact) {
+    size_t best = 0;
+    for_each_matrix_shape(m, [&](GgmlType type, int64_t cols) {
+        best = std::max(best, kernels::act_row_bytes(type, cols, exact));
+    });
+    return best;
+}
+
+// Largest kernel scratch one matrix call of up to `max_tokens` tokens takes.
+size_t max_kernel_scratch(const Model &m, int32_t max_tokens, bool exact) {
+    size_t best = 0;
+    for_each_matrix_shape(m, [&](GgmlType type, int64_t cols) {
+        best = std::max(best, kernels::matmat_scratch_bytes(type, cols, max_tokens, exact));
+    });
     return best;
 }
 
@@ -126,6 +143,10 @@ ForwardPass::ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &
         la_mark_.assign(size_t(n_expert_), 0);
     }
     final_xn_.assign(E, 0.0f);
+    // Each compute thread sizes its kernel scratch now, so that no step
+    // allocates (a thread's first matrix call would otherwise).
+    const size_t scratch = max_kernel_scratch(model, opt.max_batch, opt.exact);
+    pool.on_each_worker([scratch](int64_t, int32_t) { kernels::reserve_scratch(scratch); });
 }
 
 size_t ForwardPass::scratch_bytes() const {

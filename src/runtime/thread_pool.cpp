@@ -81,6 +81,7 @@ struct ThreadPool::Impl {
     alignas(64) std::atomic<int32_t> sleepers{0};
     std::atomic<bool> failed{false};
     std::atomic<bool> stopping{false};
+    bool own_tasks_only = false;  // the job's task w must run on worker w (no stealing)
     int64_t step_spin_ns = 0;          // spin limit while a step is open (>= spin_ns)
     std::atomic<int32_t> open_steps{0};  // StepScopes open
     std::atomic<uint64_t> sleeps{0};
@@ -129,7 +130,7 @@ struct ThreadPool::Impl {
             if (failed.load(std::memory_order_relaxed)) return;  // hand out nothing more
             const int64_t t = take_own(worker);
             if (t < 0) {
-                if (!steal(worker)) return;
+                if (own_tasks_only || !steal(worker)) return;
                 continue;
             }
             try {
@@ -141,6 +142,12 @@ struct ThreadPool::Impl {
             }
         }
     }
+
+    // Publishes a job of n tasks (ranges already set) and wakes the workers.
+    void publish(const TaskRef &fn, int64_t tasks);
+    // Closes the job once its tasks are handed out, waits for the workers in
+    // it and rethrows the first exception of a task.
+    void finish();
 
     // Returns the first epoch different from `seen`: spins first, then sleeps.
     uint32_t wait_for_epoch(uint32_t seen) {
@@ -230,6 +237,34 @@ ThreadPool::StepScope::StepScope(ThreadPool &pool) : pool_(pool) {
 
 ThreadPool::StepScope::~StepScope() { pool_.impl_->open_steps.fetch_sub(1, std::memory_order_relaxed); }
 
+void ThreadPool::Impl::publish(const TaskRef &fn, int64_t tasks) {
+    job = &fn;
+    n_tasks = tasks;
+    failed.store(false, std::memory_order_relaxed);
+    ++generation;
+    state.store(generation << kGenShift, std::memory_order_release);
+    epoch.store(static_cast<uint32_t>(generation), std::memory_order_seq_cst);
+    if (sleepers.load(std::memory_order_seq_cst) > 0) epoch.notify_all();
+}
+
+void ThreadPool::Impl::finish() {
+    // Every task has been handed out: shut late workers out, wait for the rest.
+    uint64_t s = state.fetch_or(kClosed, std::memory_order_acq_rel) | kClosed;
+    for (uint32_t i = 1; (s & kActiveMask) != 0; ++i) {
+        if (i < 4096) cpu_relax(); else std::this_thread::yield();
+        s = state.load(std::memory_order_acquire);
+    }
+    job = nullptr;
+    if (failed.load(std::memory_order_relaxed)) {
+        std::exception_ptr e;
+        {
+            std::lock_guard<std::mutex> lock(error_mutex);
+            std::swap(e, error);
+        }
+        std::rethrow_exception(e);
+    }
+}
+
 void ThreadPool::parallel_for(int64_t n_tasks, TaskRef fn) {
     if (n_tasks <= 0) return;
     Impl &im = *impl_;
@@ -239,35 +274,42 @@ void ThreadPool::parallel_for(int64_t n_tasks, TaskRef fn) {
     }
     if (n_tasks > int64_t(UINT32_MAX))
         fail(Status::invalid_argument, "thread pool: %lld tasks in one call", static_cast<long long>(n_tasks));
-    im.job = &fn;
-    im.n_tasks = n_tasks;
-    im.failed.store(false, std::memory_order_relaxed);
     // Worker w's slice: tasks [n * w / W, n * (w + 1) / W).
     const uint64_t n = uint64_t(n_tasks), W = uint64_t(im.n_threads);
     for (uint64_t w = 0; w < W; ++w)
         im.ranges[w].packed.store(pack_range(n * w / W, n * (w + 1) / W), std::memory_order_relaxed);
-    ++im.generation;
-    im.state.store(im.generation << kGenShift, std::memory_order_release);
-    im.epoch.store(static_cast<uint32_t>(im.generation), std::memory_order_seq_cst);
-    if (im.sleepers.load(std::memory_order_seq_cst) > 0) im.epoch.notify_all();
-
+    im.publish(fn, n_tasks);
     im.run_tasks(0);
+    im.finish();
+}
 
-    // Every task has been handed out: shut late workers out, wait for the rest.
-    uint64_t s = im.state.fetch_or(kClosed, std::memory_order_acq_rel) | kClosed;
-    for (uint32_t i = 1; (s & kActiveMask) != 0; ++i) {
-        if (i < 4096) cpu_relax(); else std::this_thread::yield();
-        s = im.state.load(std::memory_order_acquire);
+void ThreadPool::on_each_worker(TaskRef fn) {
+    Impl &im = *impl_;
+    if (im.n_threads == 1) {
+        fn(0, 0);
+        return;
     }
-    im.job = nullptr;
-    if (im.failed.load(std::memory_order_relaxed)) {
-        std::exception_ptr e;
-        {
-            std::lock_guard<std::mutex> lock(im.error_mutex);
-            std::swap(e, im.error);
-        }
-        std::rethrow_exception(e);
-    }
+    // Task w is worker w's alone, and the call returns only when every
+    // worker has run its own (waking the sleeping ones), not when the tasks
+    // have been handed out.
+    std::atomic<int32_t> done{0};
+    auto counted = [&fn, &done](int64_t task, int32_t worker) {
+        fn(task, worker);
+        done.fetch_add(1, std::memory_order_release);
+    };
+    const TaskRef job(counted);
+    for (int32_t w = 0; w < im.n_threads; ++w)
+        im.ranges[size_t(w)].packed.store(pack_range(uint64_t(w), uint64_t(w) + 1), std::memory_order_relaxed);
+    struct OwnTasksOnly {  // reset once no worker is in the job, also when a task threw
+        Impl &im;
+        explicit OwnTasksOnly(Impl &i) : im(i) { im.own_tasks_only = true; }
+        ~OwnTasksOnly() { im.own_tasks_only = false; }
+    } scope(im);
+    im.publish(job, im.n_threads);
+    im.run_tasks(0);
+    while (done.load(std::memory_order_acquire) < im.n_threads && !im.failed.load(std::memory_order_relaxed))
+        std::this_thread::yield();
+    im.finish();
 }
 
 }  // namespace moe

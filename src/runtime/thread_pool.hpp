@@ -82,6 +82,11 @@ public:
     // is rethrown here once the running tasks have finished.
     void parallel_for(int64_t n_tasks, TaskRef fn);
 
+    // Runs fn(w, w) once on every worker w (the caller is worker 0) and
+    // returns when all have: sets up per-thread state before a hot path
+    // (e.g. the kernels' scratch). Not reentrant, like parallel_for.
+    void on_each_worker(TaskRef fn);
+
 private:
     struct Impl;
     std::unique_ptr<Impl> impl_;

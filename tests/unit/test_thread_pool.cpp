@@ -134,6 +134,37 @@ TEST(ThreadPool, ByDefaultStepsKeepTheShortSpin) {
     EXPECT_TRUE(asleep_in_step) << "by default the worker stayed awake through a 2 ms pause in a step";
 }
 
+// Per-thread set-up: every worker runs its own task, on its own thread, even
+// when the others are asleep and would otherwise take it over.
+TEST(ThreadPool, OnEachWorkerRunsOnceOnEveryThread) {
+    for (int32_t threads : {1, 2, 4}) {
+        moe::ThreadPool pool(threads);
+        for (int round = 0; round < 3; ++round) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past the spin: workers asleep
+            std::vector<std::thread::id> ran_on(static_cast<size_t>(threads));
+            std::vector<std::atomic<int>> runs(static_cast<size_t>(threads));
+            pool.on_each_worker([&](int64_t task, int32_t worker) {
+                ASSERT_EQ(task, worker);
+                ran_on[size_t(worker)] = std::this_thread::get_id();
+                runs[size_t(worker)].fetch_add(1);
+            });
+            EXPECT_EQ(ran_on[0], std::this_thread::get_id());
+            for (int32_t w = 0; w < threads; ++w) {
+                EXPECT_EQ(runs[size_t(w)].load(), 1) << threads << " threads, worker " << w;
+                for (int32_t v = 0; v < w; ++v) EXPECT_NE(ran_on[size_t(v)], ran_on[size_t(w)]);
+            }
+        }
+        // A throwing worker reaches the caller, and the pool stays usable.
+        EXPECT_THROW(pool.on_each_worker([](int64_t, int32_t worker) {
+            if (worker == 0) throw std::runtime_error("set-up failed");
+        }),
+                     std::runtime_error);
+        std::atomic<int> tasks{0};
+        pool.parallel_for(100, [&](int64_t, int32_t) { tasks.fetch_add(1); });
+        EXPECT_EQ(tasks.load(), 100);
+    }
+}
+
 TEST(ThreadPool, DefaultSizeIsAtLeastOne) {
     moe::ThreadPool pool(0);
     EXPECT_GE(pool.size(), 1);

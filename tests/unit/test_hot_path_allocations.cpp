@@ -1,0 +1,167 @@
+// No allocation in the per-token hot path: once a context has run its first
+// steps, decode steps allocate nothing on any thread (the caller, the compute
+// workers, the I/O threads), in every I/O mode, also while the expert cache
+// misses, evicts and reads ahead. This binary replaces malloc and friends
+// with counting versions that forward to glibc's; sanitizer runtimes own
+// malloc themselves, so there the test is skipped.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "runtime/context.hpp"
+#include "support/paths.hpp"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MOESTREAM_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define MOESTREAM_TEST_SANITIZED 1
+#endif
+#endif
+
+namespace {
+
+std::atomic<bool> g_counting{false};
+std::atomic<uint64_t> g_allocations{0};
+std::atomic<void *> g_first_caller{nullptr};
+std::atomic<size_t> g_first_size{0};
+
+inline void note_allocation(size_t size, void *caller) {
+    if (!g_counting.load(std::memory_order_relaxed)) return;
+    if (g_allocations.fetch_add(1, std::memory_order_relaxed) == 0) {
+        g_first_caller.store(caller, std::memory_order_relaxed);
+        g_first_size.store(size, std::memory_order_relaxed);
+    }
+}
+
+}  // namespace
+
+#ifndef MOESTREAM_TEST_SANITIZED
+extern "C" {
+void *__libc_malloc(size_t);
+void *__libc_calloc(size_t, size_t);
+void *__libc_realloc(void *, size_t);
+void *__libc_memalign(size_t, size_t);
+
+void *malloc(size_t size) {
+    note_allocation(size, __builtin_return_address(0));
+    return __libc_malloc(size);
+}
+void *calloc(size_t n, size_t size) {
+    note_allocation(n * size, __builtin_return_address(0));
+    return __libc_calloc(n, size);
+}
+void *realloc(void *p, size_t size) {
+    note_allocation(size, __builtin_return_address(0));
+    return __libc_realloc(p, size);
+}
+void *aligned_alloc(size_t alignment, size_t size) {
+    note_allocation(size, __builtin_return_address(0));
+    return __libc_memalign(alignment, size);
+}
+void *memalign(size_t alignment, size_t size) {
+    note_allocation(size, __builtin_return_address(0));
+    return __libc_memalign(alignment, size);
+}
+int posix_memalign(void **out, size_t alignment, size_t size) {
+    note_allocation(size, __builtin_return_address(0));
+    void *p = __libc_memalign(alignment, size);
+    if (!p) return ENOMEM;
+    *out = p;
+    return 0;
+}
+}  // extern "C"
+#endif
+
+namespace {
+
+using namespace moe;
+
+std::string cli() { return test::binary_dir() + "/moestream"; }
+
+struct Env {
+    std::string name;
+    Env(const char *n, const std::string &v) : name(n) { ::setenv(n, v.c_str(), 1); }
+    ~Env() { ::unsetenv(name.c_str()); }
+};
+
+std::string describe_first_allocation() {
+    void *caller = g_first_caller.load();
+    Dl_info info{};
+    std::string where = "?";
+    if (caller && ::dladdr(caller, &info) && info.dli_sname) where = info.dli_sname;
+    return std::to_string(g_first_size.load()) + " bytes, called from " + where;
+}
+
+class HotPathAllocations : public ::testing::Test {
+protected:
+    void SetUp() override {
+#ifdef MOESTREAM_TEST_SANITIZED
+        GTEST_SKIP() << "the sanitizer runtime owns malloc";
+#endif
+        if (!std::filesystem::exists(cli())) GTEST_SKIP() << "CLI not built";
+        dir_ = test::scratch_dir();
+        model_ = dir_ + "/model.gguf";
+        ASSERT_EQ(test::run(cli() + " generate --preset tiny --quant q4_k_m --layers 4 --experts 16 --top-k 4 --seed 3 -o " +
+                            model_ + " > /dev/null 2>&1"),
+                  0);
+    }
+    void TearDown() override {
+        if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    }
+
+    // Opens a context, runs a prompt and a few decode steps untimed and
+    // uncounted (buffers are sized on first use), then counts every
+    // allocation of `decode` more steps.
+    uint64_t allocations_in_decode(ContextParams p, int decode) {
+        p.model_path = model_;
+        p.n_threads = 2;
+        p.n_ctx = 128;
+        p.profile_disabled = true;
+        Context ctx(p);
+        std::vector<float> logits(size_t(ctx.n_vocab()));
+        const int32_t prompt[6] = {1, 7, 3, 9, 4, 2};
+        ctx.step(prompt, 6, logits.data());
+        std::vector<int32_t> tokens(size_t(decode + 8));
+        for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 37 + 11) % size_t(ctx.n_vocab()));
+        for (int i = 0; i < 8; ++i) ctx.step(&tokens[size_t(i)], 1, logits.data());
+        moestream_stats stats{};
+        g_allocations = 0;
+        g_first_caller = nullptr;
+        g_counting = true;
+        for (int i = 8; i < decode + 8; ++i) ctx.step(&tokens[size_t(i)], 1, logits.data());
+        g_counting = false;
+        ctx.fill_stats(stats);
+        misses_ = stats.cache_misses;
+        return g_allocations.load();
+    }
+
+    std::string dir_, model_;
+    uint64_t misses_ = 0;
+};
+
+TEST_F(HotPathAllocations, MappedDecodeAllocatesNothing) {
+    ContextParams p;
+    p.io_mode = MOESTREAM_IO_MMAP;
+    EXPECT_EQ(allocations_in_decode(p, 24), 0u) << describe_first_allocation();
+}
+
+TEST_F(HotPathAllocations, StreamedDecodeThroughMissesAndReadAheadAllocatesNothing) {
+    // A cache of a few experts: every step misses, evicts and reads ahead.
+    Env slots("MOESTREAM_CACHE_SLOTS", "12");
+    for (int32_t mode : {MOESTREAM_IO_DIRECT, MOESTREAM_IO_PREAD}) {
+        ContextParams p;
+        p.io_mode = mode;
+        p.prefetch = MOESTREAM_PREFETCH_BOTH;
+        EXPECT_EQ(allocations_in_decode(p, 24), 0u) << "io mode " << mode << ": " << describe_first_allocation();
+        EXPECT_GT(misses_, 0u) << "io mode " << mode << ": the cache was meant to miss";
+    }
+}
+
+}  // namespace
