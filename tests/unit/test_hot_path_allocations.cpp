@@ -1,5 +1,5 @@
 // No allocation in the per-token hot path: once a context has run its first
-// steps, decode steps allocate nothing on any thread (the caller, the compute
+// steps, decode steps and sampling allocate nothing on any thread (the caller, the compute
 // workers, the I/O threads), in every I/O mode, also while the expert cache
 // misses, evicts and reads ahead. This binary replaces malloc and friends
 // with counting versions that forward to glibc's; sanitizer runtimes own
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/context.hpp"
+#include "runtime/sampler.hpp"
 #include "support/paths.hpp"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -125,17 +126,25 @@ protected:
         p.n_ctx = 128;
         p.profile_disabled = true;
         Context ctx(p);
+        Sampler sampler(SamplerParams{});  // temperature, top-k, top-p and min-p all on
         std::vector<float> logits(size_t(ctx.n_vocab()));
         const int32_t prompt[6] = {1, 7, 3, 9, 4, 2};
         ctx.step(prompt, 6, logits.data());
+        // Fed tokens vary the routing from step to step; the sampler draws as in generation.
         std::vector<int32_t> tokens(size_t(decode + 8));
         for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 37 + 11) % size_t(ctx.n_vocab()));
-        for (int i = 0; i < 8; ++i) ctx.step(&tokens[size_t(i)], 1, logits.data());
+        for (int i = 0; i < 8; ++i) {
+            ctx.step(&tokens[size_t(i)], 1, logits.data());
+            sampled_ += sampler.sample(logits);
+        }
         moestream_stats stats{};
         g_allocations = 0;
         g_first_caller = nullptr;
         g_counting = true;
-        for (int i = 8; i < decode + 8; ++i) ctx.step(&tokens[size_t(i)], 1, logits.data());
+        for (int i = 8; i < decode + 8; ++i) {
+            ctx.step(&tokens[size_t(i)], 1, logits.data());
+            sampled_ += sampler.sample(logits);
+        }
         g_counting = false;
         ctx.fill_stats(stats);
         misses_ = stats.cache_misses;
@@ -144,6 +153,7 @@ protected:
 
     std::string dir_, model_;
     uint64_t misses_ = 0;
+    int64_t sampled_ = 0;  // keeps the draws observable
 };
 
 TEST_F(HotPathAllocations, MappedDecodeAllocatesNothing) {
