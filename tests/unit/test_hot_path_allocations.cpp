@@ -17,14 +17,8 @@
 #include "runtime/context.hpp"
 #include "runtime/sampler.hpp"
 #include "support/paths.hpp"
+#include "support/scoped_env.hpp"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define MOESTREAM_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define MOESTREAM_TEST_SANITIZED 1
-#endif
-#endif
 
 namespace {
 
@@ -86,11 +80,6 @@ using namespace moe;
 
 std::string cli() { return test::binary_dir() + "/moestream"; }
 
-struct Env {
-    std::string name;
-    Env(const char *n, const std::string &v) : name(n) { ::setenv(n, v.c_str(), 1); }
-    ~Env() { ::unsetenv(name.c_str()); }
-};
 
 std::string describe_first_allocation() {
     void *caller = g_first_caller.load();
@@ -164,7 +153,7 @@ TEST_F(HotPathAllocations, MappedDecodeAllocatesNothing) {
 
 TEST_F(HotPathAllocations, StreamedDecodeThroughMissesAndReadAheadAllocatesNothing) {
     // A cache of a few experts: every step misses, evicts and reads ahead.
-    Env slots("MOESTREAM_CACHE_SLOTS", "12");
+    test::ScopedEnv slots("MOESTREAM_CACHE_SLOTS", "12");
     for (int32_t mode : {MOESTREAM_IO_DIRECT, MOESTREAM_IO_PREAD}) {
         ContextParams p;
         p.io_mode = mode;

@@ -17,16 +17,8 @@
 
 #include "runtime/context.hpp"
 #include "support/paths.hpp"
+#include "support/scoped_env.hpp"
 
-// Sanitizer runtimes map shadow memory and keep freed blocks in quarantine, so
-// an instrumented process's RSS says nothing about the engine's budget.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define MOESTREAM_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define MOESTREAM_TEST_SANITIZED 1
-#endif
-#endif
 
 namespace {
 

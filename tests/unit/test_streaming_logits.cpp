@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "runtime/context.hpp"
 #include "support/paths.hpp"
+#include "support/scoped_env.hpp"
 
 namespace {
 
@@ -18,12 +19,6 @@ using namespace moe;
 
 std::string cli() { return test::binary_dir() + "/moestream"; }
 
-// Scoped environment variable.
-struct Env {
-    std::string name;
-    Env(const char *n, const std::string &v) : name(n) { ::setenv(n, v.c_str(), 1); }
-    ~Env() { ::unsetenv(name.c_str()); }
-};
 
 struct LogitsRun {
     std::vector<float> logits;  // last-token logits after every decode step
@@ -105,7 +100,7 @@ TEST_F(StreamingLogits, BitIdenticalAcrossModesBudgetsPoliciesAndPrefetch) {
                         if (std::string(slots) == "1000" && policy != MOESTREAM_CACHE_LRU) continue;
                         const bool looks_ahead = prefetch == MOESTREAM_PREFETCH_LOOKAHEAD || prefetch == MOESTREAM_PREFETCH_BOTH;
                         if (depth > 1 && !looks_ahead) continue;
-                        Env cap("MOESTREAM_CACHE_SLOTS", slots);
+                        test::ScopedEnv cap("MOESTREAM_CACHE_SLOTS", slots);
                         ContextParams p = params();
                         p.io_mode = mode;
                         p.cache_policy = policy;
@@ -137,7 +132,7 @@ TEST_F(StreamingLogits, MmapSourceReleasingExpertsMatchesDirectReads) {
     // experts all the time; the default share keeps every expert.
     for (const char *slots : {"8", ""})
         for (int32_t prefetch : {MOESTREAM_PREFETCH_OFF, MOESTREAM_PREFETCH_LOOKAHEAD, MOESTREAM_PREFETCH_BOTH}) {
-            Env cap("MOESTREAM_CACHE_SLOTS", slots);
+            test::ScopedEnv cap("MOESTREAM_CACHE_SLOTS", slots);
             ContextParams p = params();
             p.io_mode = MOESTREAM_IO_MMAP;
             p.prefetch = prefetch;
@@ -219,12 +214,12 @@ TEST_F(StreamingLogits, NumaPlacementIsCheckedAndTheEnvironmentBeatsIt) {
     p.numa_placement = 7;
     expect_invalid_open(p, "numa_placement 7");
     {
-        Env numa("MOESTREAM_NUMA", "everywhere");
+        test::ScopedEnv numa("MOESTREAM_NUMA", "everywhere");
         p.numa_placement = MOESTREAM_NUMA_LOCAL;
         expect_invalid_open(p, "MOESTREAM_NUMA");
     }
     if (numa_supported()) {
-        Env numa("MOESTREAM_NUMA", "interleave");
+        test::ScopedEnv numa("MOESTREAM_NUMA", "interleave");
         Context ctx(p);
         EXPECT_EQ(ctx.params().numa_placement, MOESTREAM_NUMA_INTERLEAVE);
         EXPECT_NE(ctx.io_mode_reason().find("interleaved over"), std::string::npos) << ctx.io_mode_reason();
@@ -232,7 +227,7 @@ TEST_F(StreamingLogits, NumaPlacementIsCheckedAndTheEnvironmentBeatsIt) {
 }
 
 TEST_F(StreamingLogits, EnvironmentOverridesTheMode) {
-    Env mode("MOESTREAM_IO_MODE", "pread");
+    test::ScopedEnv mode("MOESTREAM_IO_MODE", "pread");
     ContextParams p = params();
     p.io_mode = MOESTREAM_IO_MMAP;
     const LogitsRun r = run_model(p, tokens());
