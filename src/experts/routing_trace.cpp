@@ -1,7 +1,10 @@
 #include "experts/routing_trace.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "common/error.hpp"
@@ -50,8 +53,8 @@ void check_header(const TraceHeader &h, const std::string &what) {
 RoutingTraceWriter::RoutingTraceWriter(const std::string &path, const TraceHeader &header)
     : path_(path), header_(header) {
     check_header(header, path);
-    file_ = std::fopen(path.c_str(), "wb");
-    if (!file_) fail_errno(errno, "%s: cannot create routing trace", path.c_str());
+    file_ = std::fopen(temp_path().c_str(), "wb");
+    if (!file_) fail_errno(errno, "%s: cannot create routing trace", temp_path().c_str());
     uint8_t h[kHeaderBytes];
     encode_header(h, header_, kRowsUnknown);
     buffer_.assign(h, h + kHeaderBytes);
@@ -92,10 +95,26 @@ void RoutingTraceWriter::flush() {
 
 void RoutingTraceWriter::close() {
     if (!file_) return;
-    std::FILE *f = file_;
+    try {
+        finish();
+    } catch (...) {
+        if (file_) std::fclose(file_);
+        file_ = nullptr;
+        ::unlink(temp_path().c_str());  // a trace that could not be finished is not kept
+        throw;
+    }
+    if (::rename(temp_path().c_str(), path_.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(temp_path().c_str());
+        fail_errno(err, "%s: cannot rename routing trace %s", path_.c_str(), temp_path().c_str());
+    }
+}
+
+void RoutingTraceWriter::finish() {
     flush();
     uint8_t h[kHeaderBytes];
     encode_header(h, header_, rows_);
+    std::FILE *f = file_;
     const bool ok = std::fseek(f, 0, SEEK_SET) == 0 && std::fwrite(h, 1, kHeaderBytes, f) == kHeaderBytes;
     const int err = errno;
     file_ = nullptr;

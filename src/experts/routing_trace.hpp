@@ -39,6 +39,9 @@ struct RoutingTrace {
 
 // Streams rows to a file. Rows may arrive in any order (a batched step
 // visits layer-major); the reader sorts them. Not thread-safe.
+// The rows go to PATH.tmp, renamed to PATH when the trace is finished, so
+// PATH never holds a partial trace and an earlier file there stays until
+// then; a trace that cannot be finished is removed.
 class RoutingTraceWriter {
 public:
     RoutingTraceWriter(const std::string &path, const TraceHeader &header);
@@ -48,11 +51,14 @@ public:
 
     // One token's experts in one layer (at most k; order kept).
     void record(uint64_t token, uint32_t layer, std::span<const int32_t> experts);
-    // Flushes, writes the row count into the header and closes. Throws on I/O errors.
+    // Flushes, writes the row count into the header, closes and renames the
+    // file to PATH. Throws on I/O errors (after removing PATH.tmp).
     void close();
 
 private:
     void flush();
+    void finish();  // everything close() does before the rename
+    std::string temp_path() const { return path_ + ".tmp"; }
     std::string path_;
     TraceHeader header_;
     std::FILE *file_ = nullptr;

@@ -178,6 +178,34 @@ TEST(TraceFile, RoundTripsAndAcceptsRowsInAnyOrder) {
     EXPECT_EQ(u.ids, t.ids);
 }
 
+TEST(TraceFile, AppearsAtItsPathOnlyWhenFinished) {
+    const std::string dir = moe::test::scratch_dir();
+    const std::string path = dir + "/done.trace";
+    moe::TraceHeader h{1, 4, 2, 1};
+    const int32_t row[2] = {0, 1};
+    RoutingTrace earlier;
+    earlier.header = h;
+    earlier.n_tokens = 1;
+    earlier.ids = {2, 3};
+    moe::write_routing_trace(path, earlier);
+    {
+        moe::RoutingTraceWriter w(path, h);
+        w.record(0, 0, row);
+        // While recording, the earlier trace stays whole at the path.
+        EXPECT_EQ(moe::read_routing_trace(path).ids, earlier.ids);
+        EXPECT_EQ(::access((path + ".tmp").c_str(), F_OK), 0);
+        w.close();
+    }
+    EXPECT_EQ(moe::read_routing_trace(path).ids, (std::vector<uint16_t>{0, 1}));
+    EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0);
+    {
+        moe::RoutingTraceWriter w(path, h);
+        w.record(0, 0, row);
+    }  // closed by the destructor: finished all the same
+    EXPECT_EQ(moe::read_routing_trace(path).n_tokens, 1u);
+    EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0);
+}
+
 TEST(TraceFile, RejectsCorruptFiles) {
     const std::string dir = moe::test::scratch_dir();
     {
