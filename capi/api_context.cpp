@@ -37,6 +37,7 @@ moe::ContextParams to_context_params(const moestream_params &p) {
         c.profile_path = p.profile_path;
         c.profile_disabled = p.profile_path[0] == '\0';
     }
+    c.log = moe::Log(p.log_fn, p.log_user_data, p.log_level);
     return c;
 }
 

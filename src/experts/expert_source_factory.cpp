@@ -181,6 +181,7 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
                                         uint32_t(max_expert)))
             *profile = std::move(*p);
         cfg.profile_save_path = profile_path;
+        cfg.log = params.log;
     }
     cfg.profile = profile->counts.empty() ? nullptr : profile.get();
 

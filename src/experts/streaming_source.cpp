@@ -147,8 +147,9 @@ StreamingExpertSource::~StreamingExpertSource() {
     }
     try {
         save_profile();
-    } catch (...) {
-        // The profile is only a hint for the next run.
+    } catch (const std::exception &e) {
+        // The profile is only a hint for the next run: closing goes on, but the caller hears of it.
+        cfg_.log.write(MOESTREAM_LOG_WARN, "usage profile not saved: %s", e.what());
     }
 }
 

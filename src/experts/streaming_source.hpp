@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log.hpp"
 #include "experts/cache_policy.hpp"
 #include "experts/expert_source.hpp"
 #include "experts/packed_file.hpp"
@@ -61,6 +62,7 @@ struct StreamingSourceConfig {
     // Usage profile written when the source is destroyed ("" = none): the
     // routing counts of this run added to `profile`'s.
     std::string profile_save_path;
+    Log log;  // a profile that cannot be saved on destruction is reported here
 };
 
 class StreamingExpertSource final : public ExpertSource {

@@ -116,6 +116,13 @@ Context::~Context() {
             // Closing must not throw; outstanding reads are abandoned with the source.
         }
     }
+    if (routing_trace_) {
+        try {
+            routing_trace_->close();
+        } catch (const std::exception &e) {
+            params_.log.write(MOESTREAM_LOG_WARN, "routing trace not written: %s", e.what());
+        }
+    }
 }
 
 void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out) {

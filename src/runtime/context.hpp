@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "common/log.hpp"
 #include "experts/expert_source.hpp"
 #include "experts/routing_trace.hpp"
 #include "model/model.hpp"
@@ -38,6 +39,7 @@ struct ContextParams {
     int32_t max_batch = 64;      // tokens per internal forward chunk
     std::string routing_trace_path;  // "" = no routing trace
     int32_t numa_placement = MOESTREAM_NUMA_LOCAL;  // the expert cache's and the dense copy's memory
+    Log log;  // the caller's callback: what closing cannot return as a status is reported here
 };
 
 inline NumaPlacement numa_placement_of(int32_t v) {
