@@ -418,7 +418,17 @@ typedef void (*moestream_progress_fn)(uint64_t done, uint64_t total, void *user_
 /* A random-weight model with the shape of a real architecture, for demos,
  * benchmarks and tests. Weights are valid quant blocks whose scales keep
  * activations finite; routers have clear top-k margins. Zero / NULL fields
- * take the preset's value. */
+ * take the preset's value. Each shape field is at most its
+ * MOESTREAM_GENERATE_MAX_* below (beyond any real model; larger values are
+ * MOESTREAM_ERR_INVALID_ARGUMENT); n_head_kv and n_expert_used share the
+ * n_head and n_expert limits. */
+#define MOESTREAM_GENERATE_MAX_LAYERS MOESTREAM_MAX_LAYERS
+#define MOESTREAM_GENERATE_MAX_EMBD 65536
+#define MOESTREAM_GENERATE_MAX_HEADS 1024
+#define MOESTREAM_GENERATE_MAX_HEAD_DIM 1024
+#define MOESTREAM_GENERATE_MAX_EXPERTS 4096
+#define MOESTREAM_GENERATE_MAX_FF_EXPERT 65536
+#define MOESTREAM_GENERATE_MAX_VOCAB 1048576
 typedef struct moestream_generate_params {
     size_t struct_size;          /* = sizeof(moestream_generate_params) */
     const char *architecture;    /* "qwen3moe" (NULL = "qwen3moe") */

@@ -125,10 +125,20 @@ void GgufWriter::add_tensor(const std::string &name, GgmlType type, std::vector<
         fail(Status::invalid_argument, "tensor %s: row of %lld is not a multiple of %s blocks (%u)", name.c_str(),
              static_cast<long long>(ne[0]), tr.name, tr.block_elems);
     Tensor t{name, type, std::move(ne), 0, 0};
+    // A shape whose byte count wraps around 64 bits would give a file size
+    // (and offsets) far smaller than the data.
+    auto overflow = [&] { fail(Status::invalid_argument, "tensor %s: size overflows 64 bits", t.name.c_str()); };
     uint64_t rows = 1;
-    for (size_t i = 1; i < t.ne.size(); ++i) rows *= static_cast<uint64_t>(t.ne[i]);
-    t.nbytes = row_bytes(type, static_cast<uint64_t>(t.ne[0])) * rows;
-    t.offset = tensors_.empty() ? 0 : pad_to(tensors_.back().offset + tensors_.back().nbytes, alignment_);
+    for (size_t i = 1; i < t.ne.size(); ++i) {
+        if (t.ne[i] < 0 || __builtin_mul_overflow(rows, static_cast<uint64_t>(t.ne[i]), &rows)) overflow();
+    }
+    if (t.ne[0] < 0 || __builtin_mul_overflow(row_bytes(type, static_cast<uint64_t>(t.ne[0])), rows, &t.nbytes))
+        overflow();
+    uint64_t end = 0;  // of the tensor before
+    if (!tensors_.empty() && (__builtin_add_overflow(tensors_.back().offset, tensors_.back().nbytes, &end) ||
+                              end > UINT64_MAX - alignment_))
+        overflow();
+    t.offset = pad_to(end, alignment_);
     tensors_.push_back(std::move(t));
 }
 

@@ -331,18 +331,20 @@ GeneratorConfig resolve_generator_config(const GeneratorConfig &r) {
     c.n_ff_expert = take(r.n_ff_expert, p->n_ff_expert);
     c.n_vocab = take(r.n_vocab, p->n_vocab);
     quant_mix(c.quant);  // validates
-    auto positive = [](int32_t v, const char *what) {
-        if (v <= 0) fail(Status::invalid_argument, "generator: %s must be positive (got %d)", what, v);
+    // Beyond these no real model goes, and the size arithmetic stays far from
+    // 64-bit overflow (the largest tensor is n_embd x n_ff_expert x n_expert).
+    auto in_range = [](int32_t v, int32_t max, const char *what) {
+        if (v <= 0 || v > max) fail(Status::invalid_argument, "generator: %s is %d (from 1 to %d)", what, v, max);
     };
-    positive(c.n_layer, "n_layer");
-    positive(c.n_embd, "n_embd");
-    positive(c.n_head, "n_head");
-    positive(c.n_head_kv, "n_head_kv");
-    positive(c.head_dim, "head_dim");
-    positive(c.n_expert, "n_expert");
-    positive(c.n_expert_used, "n_expert_used");
-    positive(c.n_ff_expert, "n_ff_expert");
-    if (c.n_layer > MOESTREAM_MAX_LAYERS) fail(Status::invalid_argument, "generator: n_layer %d > %d", c.n_layer, MOESTREAM_MAX_LAYERS);
+    in_range(c.n_layer, kGeneratorMax.n_layer, "n_layer");
+    in_range(c.n_embd, kGeneratorMax.n_embd, "n_embd");
+    in_range(c.n_head, kGeneratorMax.n_head, "n_head");
+    in_range(c.n_head_kv, kGeneratorMax.n_head, "n_head_kv");
+    in_range(c.head_dim, kGeneratorMax.head_dim, "head_dim");
+    in_range(c.n_expert, kGeneratorMax.n_expert, "n_expert");
+    in_range(c.n_expert_used, kGeneratorMax.n_expert, "n_expert_used");
+    in_range(c.n_ff_expert, kGeneratorMax.n_ff_expert, "n_ff_expert");
+    in_range(c.n_vocab, kGeneratorMax.n_vocab, "n_vocab");
     if (c.n_head % c.n_head_kv) fail(Status::invalid_argument, "generator: n_head %d not a multiple of n_head_kv %d", c.n_head, c.n_head_kv);
     if (c.n_expert_used > c.n_expert) fail(Status::invalid_argument, "generator: n_expert_used %d > n_expert %d", c.n_expert_used, c.n_expert);
     if (c.head_dim % 2) fail(Status::invalid_argument, "generator: head_dim %d must be even (RoPE)", c.head_dim);

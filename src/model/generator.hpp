@@ -7,6 +7,8 @@
 #include <functional>
 #include <string>
 
+#include "moestream.h"
+
 namespace moe {
 
 struct GeneratorConfig {
@@ -17,6 +19,15 @@ struct GeneratorConfig {
     int32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0, n_vocab = 0;
     uint64_t seed = 0;
 };
+
+// The largest value of each shape field (moestream.h documents them).
+struct GeneratorLimits {
+    int32_t n_layer, n_embd, n_head, head_dim, n_expert, n_ff_expert, n_vocab;
+};
+inline constexpr GeneratorLimits kGeneratorMax = {
+    MOESTREAM_GENERATE_MAX_LAYERS, MOESTREAM_GENERATE_MAX_EMBD,    MOESTREAM_GENERATE_MAX_HEADS,
+    MOESTREAM_GENERATE_MAX_HEAD_DIM, MOESTREAM_GENERATE_MAX_EXPERTS, MOESTREAM_GENERATE_MAX_FF_EXPERT,
+    MOESTREAM_GENERATE_MAX_VOCAB};
 
 // Fills every zero field from the preset and validates the result; throws
 // invalid_argument / unsupported naming the bad field.

@@ -177,3 +177,14 @@ def test_overrides_and_errors(cli_path, tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "preset" in bad.stderr
     assert not (tmp_path / "x.gguf").exists() and not (tmp_path / "x.gguf.tmp").exists()
+
+
+@pytest.mark.parametrize("shape", [{"n_vocab": 10_000_000}, {"n_expert": 2**30, "n_ff_expert": 2**30},
+                                   {"n_embd": 2**17}, {"head_dim": 2048}, {"n_head": 2048, "n_head_kv": 2048}])
+def test_the_library_bounds_every_shape(binding, shape):
+    # Past the documented maxima a size would take minutes to work out (a
+    # 10M-token vocabulary) or wrap around 64 bits (2^30 experts of 2^30 rows).
+    with pytest.raises(binding.Error) as e:
+        binding.generate_model_size(preset="tiny", **shape)
+    assert e.value.status == binding.Status.INVALID_ARGUMENT
+    assert next(iter(shape)) in str(e.value)
