@@ -1,6 +1,9 @@
 // moestream command-line tool: dispatches to the commands in commands.cpp.
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 
 #include "commands.hpp"
 
@@ -12,9 +15,7 @@ void print_usage() {
     std::fprintf(stderr, "\n'moestream <command> --help' describes a command's options.\n");
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
+int dispatch(int argc, char **argv) {
     if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
         print_usage();
         return argc < 2 ? 2 : 0;
@@ -27,3 +28,30 @@ int main(int argc, char **argv) {
     print_usage();
     return 2;
 }
+
+// A command that cannot allocate or meets another unexpected failure ends
+// with a message and status 1, not std::terminate (and its outputs' temporary
+// files are removed on the way out).
+int run_guarded(int argc, char **argv) {
+    try {
+        return dispatch(argc, argv);
+    } catch (const std::bad_alloc &) {
+        std::fprintf(stderr, "moestream: out of memory\n");
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "moestream: %s\n", e.what());
+    }
+    return 1;
+}
+
+// Output that never reached its destination (a full disk, a closed pipe) is a
+// failure even when the command itself succeeded.
+int check_stdout(int status) {
+    errno = 0;
+    if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
+    std::fprintf(stderr, "moestream: cannot write output: %s\n", errno ? std::strerror(errno) : "write error");
+    return status ? status : 1;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) { return check_stdout(run_guarded(argc, argv)); }
