@@ -121,6 +121,7 @@ void measure(const BenchConfig &c, BenchResult &r) {
     p.cache_policy = c.cache_policy;
     p.n_threads = c.n_threads;
     p.profile_path = c.profile_path.c_str();  // "" = off
+    log_library_messages(p);
     const auto t_open = Clock::now();
     moestream_context *ctx = nullptr;
     int st = moestream_open(&p, &ctx);

@@ -1,10 +1,6 @@
 #include "cli_tokens.hpp"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-#include <stdexcept>
+#include <cstdio>
 
 #include "model_options.hpp"
 
@@ -44,13 +40,15 @@ bool token_piece(moestream_context *ctx, int32_t token, std::string &out, const 
     return false;
 }
 
-std::string read_text_file(const std::string &path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open '" + path + "': " + std::strerror(errno));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw std::runtime_error("cannot read '" + path + "'");
-    return ss.str();
+bool tokens_in_vocabulary(moestream_context *ctx, const std::vector<int32_t> &tokens, const char *cmd) {
+    const int32_t n_vocab = moestream_n_vocab(ctx);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        if (tokens[i] >= 0 && tokens[i] < n_vocab) continue;
+        std::fprintf(stderr, "moestream %s: token id %d at position %zu is not in the vocabulary (0..%d)\n", cmd,
+                     tokens[i], i, n_vocab - 1);
+        return false;
+    }
+    return true;
 }
 
 }  // namespace cli

@@ -15,7 +15,8 @@ bool tokenize_text(moestream_context *ctx, const std::string &text, bool add_spe
                    std::vector<int32_t> &out, const char *cmd);
 // The bytes of one token; on failure prints the error and returns false.
 bool token_piece(moestream_context *ctx, int32_t token, std::string &out, const char *cmd);
-// Whole file as bytes; throws std::runtime_error naming the file.
-std::string read_text_file(const std::string &path);
+// Whether every id is in the model's vocabulary; prints the first that is
+// not, with its position, as "moestream <cmd>: ..." and returns false.
+bool tokens_in_vocabulary(moestream_context *ctx, const std::vector<int32_t> &tokens, const char *cmd);
 
 }  // namespace cli

@@ -1,6 +1,8 @@
 #include "cli_util.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
@@ -8,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <stdexcept>
 
 namespace cli {
 
@@ -70,6 +74,11 @@ bool parse_args(const Args &args, std::initializer_list<const char *> value_opti
     return true;
 }
 
+int usage_error(const char *cmd, const std::string &what) {
+    std::fprintf(stderr, "moestream %s: %s\n'moestream %s --help' lists the options.\n", cmd, what.c_str(), cmd);
+    return 2;
+}
+
 bool parse_double(const std::string &text, double &out) {
     if (text.empty()) return false;
     char *end = nullptr;
@@ -88,6 +97,18 @@ bool parse_int(const std::string &text, int64_t &out) {
     if (errno || *end) return false;
     out = v;
     return true;
+}
+
+bool parse_int_in(const std::string &text, int64_t lo, int64_t hi, int64_t &out) {
+    int64_t v = 0;
+    if (!parse_int(text, v) || v < lo || v > hi) return false;
+    out = v;
+    return true;
+}
+
+std::string int_range_error(const std::string &option, const std::string &text, int64_t lo, int64_t hi) {
+    return option + " takes an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got '" + text +
+           "'";
 }
 
 bool parse_size(const std::string &text, uint64_t &out) {
@@ -167,6 +188,98 @@ std::string json_string(const std::string &text) {
         }
     }
     return out + "\"";
+}
+
+std::string read_input_file(const std::string &path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw std::runtime_error("cannot open '" + path + "': " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        ::close(fd);
+        throw std::runtime_error(path + ": is a directory");
+    }
+    std::string data;
+    if (S_ISREG(st.st_mode)) data.reserve(size_t(st.st_size));
+    char chunk[1 << 16];
+    for (;;) {
+        const ssize_t n = ::read(fd, chunk, sizeof chunk);
+        if (n == 0) break;
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            const int err = errno;
+            ::close(fd);
+            throw std::runtime_error("cannot read '" + path + "': " + std::strerror(err));
+        }
+        data.append(chunk, size_t(n));
+    }
+    ::close(fd);
+    return data;
+}
+
+std::string output_conflict(const std::string &output, const std::vector<std::string> &inputs) {
+    struct stat out {};
+    if (::stat(output.c_str(), &out) != 0) return "";  // a new file destroys nothing
+    if (S_ISDIR(out.st_mode)) return output + ": is a directory";
+    for (const std::string &input : inputs) {
+        struct stat in {};
+        if (::stat(input.c_str(), &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+            return "refusing to write " + output + ": it is the input " + input;
+    }
+    return "";
+}
+
+PendingOutput::~PendingOutput() {
+    if (!temp_.empty() && !direct_) ::unlink(temp_.c_str());
+}
+
+bool PendingOutput::create(std::string &error) {
+    if (struct stat st {}; ::stat(target_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        direct_ = true;
+        temp_ = target_;
+        return true;
+    }
+    const std::filesystem::path target(target_);
+    const std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
+    std::string temp = dir + "/." + target.filename().string() + ".tmp.XXXXXX";
+    const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
+    if (fd < 0) {
+        error = "cannot create a file beside " + target_ + ": " + std::strerror(errno);
+        return false;
+    }
+    // mkostemp makes the file private; the output gets the mode a plain create would give it.
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    ::fchmod(fd, 0666 & ~mask);
+    ::close(fd);
+    temp_ = temp;
+    return true;
+}
+
+bool PendingOutput::commit(std::string &error) {
+    if (direct_) return true;
+    if (::rename(temp_.c_str(), target_.c_str()) != 0) {
+        error = "cannot write " + target_ + ": " + std::strerror(errno);
+        return false;
+    }
+    temp_.clear();
+    return true;
+}
+
+namespace {
+
+// The library logs an error only beside the status a call returns, and the
+// command reports that status with its own name, so only warnings (what it
+// cannot return, such as a usage profile not saved at close) are printed.
+void print_library_message(int level, const char *message, void *) {
+    if (level == MOESTREAM_LOG_WARN) std::fprintf(stderr, "moestream: warning: %s\n", message);
+}
+
+}  // namespace
+
+void log_library_messages(moestream_params &params) {
+    params.log_fn = print_library_message;
+    params.log_user_data = nullptr;
+    params.log_level = MOESTREAM_LOG_WARN;
 }
 
 std::string user_cache_dir() {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "moestream.h"
 
 namespace cli {
 
@@ -32,12 +33,21 @@ bool parse_args(const Args &args, std::initializer_list<const char *> value_opti
                 std::initializer_list<const char *> flag_options, ParsedArgs &out, std::string &error,
                 std::initializer_list<std::pair<const char *, const char *>> aliases = {});
 
+// Prints "moestream <cmd>: <what>" and where the options are described;
+// returns 2, the status of a usage error.
+int usage_error(const char *cmd, const std::string &what);
+
 // "8GiB", "512MiB", "1.5G", "4096", "100k": binary units (k/K/KiB = 1024, ...).
 // Returns false when the text is not a size.
 bool parse_size(const std::string &text, uint64_t &out);
 // "25%" of `total`, or an absolute size as parse_size.
 bool parse_share_or_size(const std::string &text, uint64_t total, uint64_t &out);
 bool parse_int(const std::string &text, int64_t &out);
+// An integer in [lo, hi]: parsed as 64 bits and range-checked, so a value too
+// large for the field it fills is refused rather than wrapped.
+bool parse_int_in(const std::string &text, int64_t lo, int64_t hi, int64_t &out);
+// The message of a usage error for an integer option outside [lo, hi].
+std::string int_range_error(const std::string &option, const std::string &text, int64_t lo, int64_t hi);
 bool parse_double(const std::string &text, double &out);
 // Comma-separated list.
 std::vector<std::string> split_list(const std::string &text, char separator = ',');
@@ -46,6 +56,44 @@ std::vector<std::string> split_list(const std::string &text, char separator = ',
 std::string format_bytes(uint64_t bytes);
 // Quoted JSON string with escapes.
 std::string json_string(const std::string &text);
+
+// The whole of an input file; throws std::runtime_error naming the file when
+// it cannot be read (a directory included: it would read as empty).
+std::string read_input_file(const std::string &path);
+
+// Why `output` must not be written, or "" when it may: it names the same file
+// (device and inode) as one of `inputs`, which writing would destroy, or a
+// directory. Checked before anything is opened for writing.
+std::string output_conflict(const std::string &output, const std::vector<std::string> &inputs);
+
+// An output written under a temporary name beside its target and renamed over
+// it by commit(), so a run that fails (or throws) first leaves neither a
+// partial file nor a truncated earlier one: the destructor removes an
+// uncommitted temporary. A target that exists and is not a regular file (a
+// pipe, /dev/stdout) cannot be replaced and is written directly.
+class PendingOutput {
+public:
+    explicit PendingOutput(std::string target) : target_(std::move(target)) {}
+    ~PendingOutput();
+    PendingOutput(const PendingOutput &) = delete;
+    PendingOutput &operator=(const PendingOutput &) = delete;
+
+    // Creates the empty temporary; false with `error` set.
+    bool create(std::string &error);
+    // Where to write until commit().
+    const std::string &path() const { return temp_; }
+    const std::string &target() const { return target_; }
+    // Renames the temporary over the target; false with `error` set.
+    bool commit(std::string &error);
+
+private:
+    std::string target_;
+    std::string temp_;
+    bool direct_ = false;
+};
+
+// Passes the library's warnings to stderr ("moestream: warning: ...").
+void log_library_messages(moestream_params &params);
 
 // Directory for cached artefacts: $XDG_CACHE_HOME/moestream or ~/.cache/moestream
 // (created if missing; "" when no home is known).

@@ -5,6 +5,7 @@
 // memory-bandwidth roofline (--membw probes the bandwidth in the same run).
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,8 @@
 
 namespace cli {
 namespace {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 const char *kUsage =
     "usage: moestream bench -m MODEL [--memory-budget SIZE|N%] [-n 64] [--prompt 16]\n"
@@ -66,26 +69,6 @@ bool parse_io_mode(const std::string &s, int32_t &out, bool &resident) {
     else if (s == "mmap") out = MOESTREAM_IO_MMAP;
     else if (s == "direct") out = MOESTREAM_IO_DIRECT;
     else if (s == "pread") out = MOESTREAM_IO_PREAD;
-    else return false;
-    return true;
-}
-
-bool parse_prefetch(const std::string &s, int32_t &out) {
-    if (s == "auto") out = MOESTREAM_PREFETCH_AUTO;
-    else if (s == "off") out = MOESTREAM_PREFETCH_OFF;
-    else if (s == "previous" || s == "previous-token") out = MOESTREAM_PREFETCH_PREVIOUS_TOKEN;
-    else if (s == "lookahead") out = MOESTREAM_PREFETCH_LOOKAHEAD;
-    else if (s == "both") out = MOESTREAM_PREFETCH_BOTH;
-    else return false;
-    return true;
-}
-
-bool parse_policy(const std::string &s, int32_t &out) {
-    if (s == "auto") out = MOESTREAM_CACHE_AUTO;
-    else if (s == "lru") out = MOESTREAM_CACHE_LRU;
-    else if (s == "lfu" || s == "lfu-decay") out = MOESTREAM_CACHE_LFU_DECAY;
-    else if (s == "pinned" || s == "pinned-hot") out = MOESTREAM_CACHE_PINNED_HOT;
-    else if (s == "reuse" || s == "reuse-aware") out = MOESTREAM_CACHE_REUSE_AWARE;
     else return false;
     return true;
 }
@@ -234,7 +217,7 @@ int cmd_bench(const Args &args) {
     int32_t probe_threads = 0;
     if (auto s = a.get("--threads")) {
         int64_t t = 0;
-        if (!parse_int(*s, t) || t < 0) return usage_error("bad --threads");
+        if (!parse_int_in(*s, 0, kInt32Max, t)) return usage_error(int_range_error("--threads", *s, 0, kInt32Max));
         probe_threads = int32_t(t);
     }
     if (probe_threads == 0) probe_threads = int32_t(std::max(1u, std::thread::hardware_concurrency()));
@@ -278,18 +261,19 @@ int cmd_bench(const Args &args) {
     base.cold = !a.flags.count("--warm");
     int64_t v = 0;
     double d = 0;
-    if (auto s = a.get("-n")) {
-        if (!parse_int(*s, v) || v < 1) return usage_error("-n needs a positive count");
-        base.n_tokens = int32_t(v);
-    }
-    if (auto s = a.get("--prompt")) {
-        if (!parse_int(*s, v) || v < 1) return usage_error("--prompt needs a positive count");
-        base.prompt = int32_t(v);
-    }
-    if (auto s = a.get("--threads")) {
-        if (!parse_int(*s, v) || v < 0) return usage_error("bad --threads");
-        base.n_threads = int32_t(v);
-    }
+    const struct {
+        const char *name;
+        int32_t *field;
+        int64_t lo, hi;
+    } counts[] = {{"-n", &base.n_tokens, 1, kInt32Max},
+                  {"--prompt", &base.prompt, 1, kInt32Max},
+                  {"--threads", &base.n_threads, 0, kInt32Max},
+                  {"--lookahead", &base.lookahead_layers, 1, 4}};
+    for (const auto &c : counts)
+        if (auto s = a.get(c.name)) {
+            if (!parse_int_in(*s, c.lo, c.hi, v)) return usage_error(int_range_error(c.name, *s, c.lo, c.hi));
+            *c.field = int32_t(v);
+        }
     if (auto s = a.get("--seed")) {
         if (!parse_int(*s, v)) return usage_error("bad --seed");
         base.seed = uint64_t(v);
@@ -302,23 +286,16 @@ int cmd_bench(const Args &args) {
         if (*s != "random" && *s != "greedy") return usage_error("--feed takes random or greedy");
         base.random_feed = *s == "random";
     }
-    if (auto s = a.get("--prefetch"); s && !parse_prefetch(*s, base.prefetch)) return usage_error("bad --prefetch");
-    if (auto s = a.get("--policy"); s && !parse_policy(*s, base.cache_policy)) return usage_error("bad --policy");
     if (auto s = a.get("--profile")) {
         if (s->empty()) return usage_error("--profile needs a file name");
         base.profile_path = *s;
     }
-    if (auto s = a.get("--lookahead")) {
-        int64_t layers = 0;
-        if (!parse_int(*s, layers) || layers < 1 || layers > 4) return usage_error("--lookahead takes 1..4 layers");
-        base.lookahead_layers = int32_t(layers);
-    }
-    if (auto s = a.get("--numa")) {
-        try {
-            base.numa_placement = parse_numa_placement(*s);
-        } catch (const std::exception &e) {
-            return usage_error(e.what());
-        }
+    try {
+        if (auto s = a.get("--prefetch")) base.prefetch = parse_prefetch(*s);
+        if (auto s = a.get("--policy")) base.cache_policy = parse_cache_policy(*s);
+        if (auto s = a.get("--numa")) base.numa_placement = parse_numa_placement(*s);
+    } catch (const std::exception &e) {
+        return usage_error(e.what());
     }
 
     std::vector<uint64_t> budgets;
@@ -328,6 +305,7 @@ int cmd_bench(const Args &args) {
             if (!parse_share_or_size(b, info.file_bytes, bytes)) return usage_error("bad --sweep entry '" + b + "'");
             budgets.push_back(bytes);
         }
+        if (budgets.empty()) return usage_error("--sweep lists no budget");
     } else {
         uint64_t bytes = 0;
         if (auto mb = a.get("--memory-budget"); mb && !parse_share_or_size(*mb, info.file_bytes, bytes))
@@ -344,6 +322,7 @@ int cmd_bench(const Args &args) {
         modes.emplace_back(mode, resident);
         any_resident = any_resident || resident;
     }
+    if (modes.empty()) return usage_error("--io-mode lists no mode");
     // Weight bytes a decode token touches, from the tensor table.
     std::vector<GgufTensorSize> tensor_sizes;
     std::string gguf_why;

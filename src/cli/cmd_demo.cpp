@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <limits>
+#include <utility>
 #include <string>
 
 #include "bench_core.hpp"
@@ -44,6 +46,30 @@ bool file_exists(const std::string &path) {
     return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+struct DemoRun {
+    int32_t n_tokens = 24, prompt = 8;
+    double max_seconds = 45;
+};
+
+// -n, --prompt and --max-seconds; prints a usage error naming a bad one.
+bool read_run_options(const ParsedArgs &a, DemoRun &run) {
+    constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+    int64_t v = 0;
+    for (const auto &[name, field] : {std::pair{"-n", &run.n_tokens}, std::pair{"--prompt", &run.prompt}})
+        if (auto s = a.get(name)) {
+            if (!parse_int_in(*s, 1, kInt32Max, v)) {
+                std::fprintf(stderr, "moestream demo: %s\n", int_range_error(name, *s, 1, kInt32Max).c_str());
+                return false;
+            }
+            *field = int32_t(v);
+        }
+    if (auto s = a.get("--max-seconds"); s && (!parse_double(*s, run.max_seconds) || run.max_seconds <= 0)) {
+        std::fprintf(stderr, "moestream demo: --max-seconds needs a positive number, got '%s'\n", s->c_str());
+        return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 int cmd_demo(const Args &args) {
@@ -58,6 +84,8 @@ int cmd_demo(const Args &args) {
         std::printf("%s", kUsage);
         return 0;
     }
+    DemoRun run;
+    if (!read_run_options(a, run)) return 2;
     std::string model = a.get_or("--model", "");
     if (model.empty()) {
         const std::string dir = user_cache_dir();
@@ -101,15 +129,10 @@ int cmd_demo(const Args &args) {
     BenchConfig base;
     base.model = model;
     base.budget = budget;
-    base.n_tokens = 24;
-    base.prompt = 8;
-    base.max_seconds = 45;
     base.live = true;
-    int64_t v = 0;
-    double d = 0;
-    if (auto s = a.get("-n"); s && parse_int(*s, v) && v > 0) base.n_tokens = int32_t(v);
-    if (auto s = a.get("--prompt"); s && parse_int(*s, v) && v > 0) base.prompt = int32_t(v);
-    if (auto s = a.get("--max-seconds"); s && parse_double(*s, d) && d > 0) base.max_seconds = d;
+    base.n_tokens = run.n_tokens;
+    base.prompt = run.prompt;
+    base.max_seconds = run.max_seconds;
 
     std::printf("\nModel  %s\n       %s, %d layers, %d experts (top-%d), %s of which experts %s\n", model.c_str(),
                 info.architecture, info.n_layer, info.n_expert, info.n_expert_used, format_bytes(info.file_bytes).c_str(),

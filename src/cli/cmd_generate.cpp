@@ -12,12 +12,20 @@
 namespace cli {
 namespace {
 
+// The library's MOESTREAM_GENERATE_MAX_<name> as text.
+#define LIMIT_TEXT(value) #value
+#define LIMIT_VALUE(value) LIMIT_TEXT(value)
+#define LIMIT(name) LIMIT_VALUE(MOESTREAM_GENERATE_MAX_##name)
+
 const char *kUsage =
     "usage: moestream generate [--arch qwen3moe] [--preset qwen3-30b-a3b|demo|small|tiny]\n"
     "                          [--quant q4_k_m|q8_0|f32] [--layers N] [--embd N] [--heads N]\n"
     "                          [--kv-heads N] [--head-dim N] [--experts N] [--top-k N]\n"
     "                          [--ff-expert N] [--vocab N] [--seed N] [--size-only] -o PATH\n"
-    "Writes a GGUF with random weights (valid quant blocks, finite activations).\n";
+    "Writes a GGUF with random weights (valid quant blocks, finite activations).\n"
+    "Shape limits: --layers " LIMIT(LAYERS) ", --embd " LIMIT(EMBD) ", --heads and --kv-heads " LIMIT(HEADS)
+    ", --head-dim " LIMIT(HEAD_DIM) ",\n--experts and --top-k " LIMIT(EXPERTS) ", --ff-expert " LIMIT(FF_EXPERT)
+    ", --vocab " LIMIT(VOCAB) ".\n";
 
 struct Progress {
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
@@ -63,14 +71,21 @@ int cmd_generate(const Args &args) {
     struct IntOpt {
         const char *name;
         int32_t *field;
-    } ints[] = {{"--layers", &p.n_layer},     {"--embd", &p.n_embd},        {"--heads", &p.n_head},
-                {"--kv-heads", &p.n_head_kv}, {"--head-dim", &p.head_dim},  {"--experts", &p.n_expert},
-                {"--top-k", &p.n_expert_used}, {"--ff-expert", &p.n_ff_expert}, {"--vocab", &p.n_vocab}};
+        int32_t max;
+    } ints[] = {{"--layers", &p.n_layer, MOESTREAM_GENERATE_MAX_LAYERS},
+                {"--embd", &p.n_embd, MOESTREAM_GENERATE_MAX_EMBD},
+                {"--heads", &p.n_head, MOESTREAM_GENERATE_MAX_HEADS},
+                {"--kv-heads", &p.n_head_kv, MOESTREAM_GENERATE_MAX_HEADS},
+                {"--head-dim", &p.head_dim, MOESTREAM_GENERATE_MAX_HEAD_DIM},
+                {"--experts", &p.n_expert, MOESTREAM_GENERATE_MAX_EXPERTS},
+                {"--top-k", &p.n_expert_used, MOESTREAM_GENERATE_MAX_EXPERTS},
+                {"--ff-expert", &p.n_ff_expert, MOESTREAM_GENERATE_MAX_FF_EXPERT},
+                {"--vocab", &p.n_vocab, MOESTREAM_GENERATE_MAX_VOCAB}};
     for (const IntOpt &o : ints) {
         if (auto v = a.get(o.name)) {
             int64_t x = 0;
-            if (!parse_int(*v, x) || x <= 0 || x > (1 << 30)) {
-                std::fprintf(stderr, "moestream generate: %s needs a positive integer, got '%s'\n", o.name, v->c_str());
+            if (!parse_int_in(*v, 1, o.max, x)) {
+                std::fprintf(stderr, "moestream generate: %s\n", int_range_error(o.name, *v, 1, o.max).c_str());
                 return 2;
             }
             *o.field = static_cast<int32_t>(x);
@@ -85,9 +100,9 @@ int cmd_generate(const Args &args) {
         p.seed = static_cast<uint64_t>(x);
     }
     uint64_t size = 0;
-    if (moestream_generate_model_size(&p, &size) != MOESTREAM_OK) {
+    if (const int st = moestream_generate_model_size(&p, &size); st != MOESTREAM_OK) {
         std::fprintf(stderr, "moestream generate: %s\n", moestream_last_error());
-        return 1;
+        return st == MOESTREAM_ERR_INVALID_ARGUMENT ? 2 : 1;  // the options do not make a model
     }
     if (a.flags.count("--size-only")) {
         std::printf("%llu\n", static_cast<unsigned long long>(size));

@@ -1,26 +1,48 @@
 // moestream logits: runs token ids through the model and writes the last
 // token's logits as raw little-endian float32 (n_vocab values per record).
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <vector>
 
+#include "cli_util.hpp"
 #include "model_options.hpp"
 
 namespace cli {
 namespace {
 
-void usage() {
-    std::fprintf(stderr,
-                 "usage: moestream logits -m MODEL --tokens 1,2,3 --out FILE [options]\n"
-                 "  --tokens LIST        token ids, comma separated\n"
-                 "  --out FILE           where to write the logits (raw float32)\n"
-                 "  --batch N            feed the tokens N per step (default: all in one step)\n"
-                 "  --all                write the last-token logits of every step, not only the final one\n"
-                 "  --exact              f32 activations and f32 KV cache\n"
-                 "  --threads N, --ctx N, --io-mode auto|mmap|direct|pread, --memory-budget SIZE,\n"
-                 "  --prefetch auto|off|previous|lookahead|both, --lookahead N, --numa local|interleave,\n"
-                 "  --cache-policy auto|lru|lfu-decay|pinned-hot|reuse-aware\n");
+void print_help() {
+    std::printf("usage: moestream logits -m MODEL --tokens 1,2,3 --out FILE [--batch N] [--all] [model options]\n"
+                "  --tokens LIST            token ids, comma separated\n"
+                "  -o, --out FILE           where to write the logits (raw float32); replaced only when the run\n"
+                "                           succeeds\n"
+                "  --batch N                feed the tokens N per step (default: all in one step)\n"
+                "  --all                    write the last-token logits of every step, not only the final one\n%s",
+                kModelOptionsHelp);
+}
+
+// Runs the tokens `batch` per step and writes the logits to `out`; prints
+// what failed and returns false.
+bool write_logits(moestream_context *ctx, const std::vector<int32_t> &tokens, int32_t batch, bool all, FILE *out,
+                  const std::string &out_name) {
+    std::vector<float> logits(static_cast<size_t>(moestream_n_vocab(ctx)));
+    const int32_t n = int32_t(tokens.size());
+    for (int32_t done = 0; done < n;) {
+        const int32_t count = std::min(batch, n - done);
+        const int st = moestream_step(ctx, tokens.data() + done, count, logits.data());
+        if (st != MOESTREAM_OK) {
+            report_error("logits", "moestream_step", st);
+            return false;
+        }
+        done += count;
+        if ((all || done == n) && std::fwrite(logits.data(), sizeof(float), logits.size(), out) != logits.size()) {
+            std::perror(out_name.c_str());
+            return false;
+        }
+    }
+    return true;
 }
 
 }  // namespace
@@ -34,7 +56,7 @@ int cmd_logits(const Args &args) {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string &a = args[i];
             if (a == "--help" || a == "-h") {
-                usage();
+                print_help();
                 return 0;
             }
             if (parse_model_option(args, i, opt)) continue;
@@ -45,48 +67,38 @@ int cmd_logits(const Args &args) {
         }
         if (opt.model_path.empty() || tokens.empty() || out_path.empty())
             throw std::runtime_error("-m, --tokens and --out are required");
-        if (opt.batch < 0) throw std::runtime_error("--batch must be positive");
     } catch (const std::exception &e) {
-        std::fprintf(stderr, "moestream logits: %s\n", e.what());
-        usage();
-        return 2;
+        return usage_error("logits", e.what());
     }
-
-    moestream_context *ctx = open_model(opt);
-    if (!ctx) return 1;
-    const int32_t n_vocab = moestream_n_vocab(ctx);
-    std::vector<float> logits(static_cast<size_t>(n_vocab));
-    FILE *out = std::fopen(out_path.c_str(), "wb");
-    if (!out) {
-        std::perror(out_path.c_str());
-        moestream_close(ctx);
+    if (const std::string why = output_conflict(out_path, {opt.model_path, opt.model_path + ".moepack"});
+        !why.empty()) {
+        std::fprintf(stderr, "moestream logits: %s\n", why.c_str());
         return 1;
     }
-    const int32_t n = int32_t(tokens.size());
-    const int32_t batch = opt.batch > 0 ? opt.batch : n;
-    int rc = 0;
-    for (int32_t done = 0; done < n && rc == 0;) {
-        const int32_t count = std::min(batch, n - done);
-        const int st = moestream_step(ctx, tokens.data() + done, count, logits.data());
-        if (st != MOESTREAM_OK) {
-            report_error("logits", "moestream_step", st);
-            rc = 1;
-            break;
-        }
-        done += count;
-        if (all || done == n) {
-            if (std::fwrite(logits.data(), sizeof(float), logits.size(), out) != logits.size()) {
-                std::perror(out_path.c_str());
-                rc = 1;
-            }
-        }
+    PendingOutput output(out_path);
+    std::string error;
+    FILE *out = output.create(error) ? std::fopen(output.path().c_str(), "wb") : nullptr;
+    if (!out) {
+        std::fprintf(stderr, "moestream logits: %s\n", error.empty() ? std::strerror(errno) : error.c_str());
+        return 1;
     }
-    if (std::fclose(out) != 0 && rc == 0) {
-        std::perror(out_path.c_str());
-        rc = 1;
+    moestream_context *ctx = open_model(opt, "logits");
+    if (!ctx) {
+        std::fclose(out);
+        return 1;
     }
+    const int32_t batch = opt.batch > 0 ? opt.batch : int32_t(tokens.size());
+    bool ok = write_logits(ctx, tokens, batch, all, out, out_path);
     moestream_close(ctx);
-    return rc;
+    if (std::fclose(out) != 0 && ok) {
+        std::perror(out_path.c_str());
+        ok = false;
+    }
+    if (ok && !output.commit(error)) {
+        std::fprintf(stderr, "moestream logits: %s\n", error.c_str());
+        ok = false;
+    }
+    return ok ? 0 : 1;
 }
 
 }  // namespace cli

@@ -1,16 +1,38 @@
 // moestream perplexity: a text file tokenized with the model's tokenizer (-f)
-// or token ids from a file (--tokens), split into chunks of --ctx tokens; within each chunk every token after the first is predicted from the
-// ones before it (one token per step) and scored.
-#include <cmath>
+// or token ids from a file (--tokens), split into chunks of --ctx tokens; within
+// each chunk every token after the first is predicted from the ones before it
+// (one token per step) and scored.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 #include <vector>
 
 #include "cli_tokens.hpp"
+#include "cli_util.hpp"
 #include "model_options.hpp"
 
 namespace cli {
+namespace {
+
+void print_help() {
+    std::printf("usage: moestream perplexity -m MODEL (-f TEXT_FILE | --tokens FILE) [--ctx N] [model options]\n"
+                "  -f, --file FILE          text, tokenized with the model's tokenizer\n"
+                "  --tokens FILE            token ids instead (comma or whitespace separated)\n"
+                "  --ctx N                  chunk length in tokens (at least 2)\n%s",
+                kModelOptionsHelp);
+}
+
+// Natural-log probability the logits give `token`.
+double log_probability(const std::vector<float> &logits, int32_t token) {
+    double max = logits[0];
+    for (float v : logits) max = std::max(max, double(v));
+    double sum = 0.0;
+    for (float v : logits) sum += std::exp(double(v) - max);
+    return double(logits[size_t(token)]) - max - std::log(sum);
+}
+
+}  // namespace
 
 int cmd_perplexity(const Args &args) {
     ModelOptions opt;
@@ -19,7 +41,7 @@ int cmd_perplexity(const Args &args) {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string &a = args[i];
             if (a == "--help" || a == "-h") {
-                std::fprintf(stderr, "usage: moestream perplexity -m MODEL (-f TEXT_FILE | --tokens FILE) [--ctx N] [model options]\n");
+                print_help();
                 return 0;
             }
             if (parse_model_option(args, i, opt)) continue;
@@ -29,20 +51,21 @@ int cmd_perplexity(const Args &args) {
         }
         if (opt.model_path.empty() || token_file.empty() == text_file.empty())
             throw std::runtime_error("-m and one of -f / --tokens are required");
+        // A chunk of one token predicts nothing: every chunk would score zero tokens.
+        if (opt.params.n_ctx == 1) throw std::runtime_error("--ctx must be at least 2 (a chunk predicts its tokens after the first)");
     } catch (const std::exception &e) {
-        std::fprintf(stderr, "moestream perplexity: %s\n", e.what());
-        return 2;
+        return usage_error("perplexity", e.what());
     }
     std::vector<int32_t> tokens;
     std::string text;
     try {
         if (!token_file.empty()) tokens = read_token_file(token_file);
-        else text = read_text_file(text_file);
-    } catch (const std::exception &e) {
+        else text = read_input_file(text_file);
+    } catch (const std::runtime_error &e) {
         std::fprintf(stderr, "moestream perplexity: %s\n", e.what());
         return 1;
     }
-    moestream_context *ctx = open_model(opt);
+    moestream_context *ctx = open_model(opt, "perplexity");
     if (!ctx) return 1;
     if (!text_file.empty() && !tokenize_text(ctx, text, true, false, tokens, "perplexity")) {
         moestream_close(ctx);
@@ -53,7 +76,18 @@ int cmd_perplexity(const Args &args) {
         moestream_close(ctx);
         return 1;
     }
+    // The last token of a chunk is only scored, never stepped, so the library
+    // would not see it: every id is checked here.
+    if (!tokens_in_vocabulary(ctx, tokens, "perplexity")) {
+        moestream_close(ctx);
+        return 1;
+    }
     const size_t n_ctx = size_t(moestream_n_ctx(ctx));
+    if (n_ctx < 2) {
+        std::fprintf(stderr, "moestream perplexity: the context holds %zu token; at least 2 are needed\n", n_ctx);
+        moestream_close(ctx);
+        return 1;
+    }
     std::vector<float> logits(size_t(moestream_n_vocab(ctx)));
     double nll = 0.0;
     size_t scored = 0;
@@ -67,14 +101,10 @@ int cmd_perplexity(const Args &args) {
                 moestream_close(ctx);
                 return 1;
             }
-            double max = logits[0];
-            for (float v : logits) max = std::max(max, double(v));
-            double sum = 0.0;
-            for (float v : logits) sum += std::exp(double(v) - max);
-            nll -= double(logits[size_t(tokens[i + 1])]) - max - std::log(sum);
+            nll -= log_probability(logits, tokens[i + 1]);
             ++scored;
         }
-        std::fprintf(stderr, "[%zu tokens] ppl %.4f\n", scored, std::exp(nll / double(scored)));
+        if (scored) std::fprintf(stderr, "[%zu tokens] ppl %.4f\n", scored, std::exp(nll / double(scored)));
     }
     std::printf("perplexity %.6f over %zu tokens\n", std::exp(nll / double(scored)), scored);
     moestream_close(ctx);

@@ -4,10 +4,12 @@
 // generation speed.
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
 #include "cli_tokens.hpp"
+#include "cli_util.hpp"
 #include "model_options.hpp"
 
 namespace cli {
@@ -18,6 +20,14 @@ int32_t argmax(const std::vector<float> &v) {
     for (size_t i = 1; i < v.size(); ++i)
         if (v[i] > v[best]) best = i;
     return int32_t(best);
+}
+
+void print_help() {
+    std::printf("usage: moestream run -m MODEL (-p TEXT | --tokens 1,2,3) [-n 32] [model options]\n"
+                "  -p, --prompt TEXT        prompt text; prints the generated text, stops at end of sequence\n"
+                "  --tokens LIST            prompt token ids instead; prints the generated ids\n"
+                "  -n, --n-predict N        tokens to generate (default 32)\n%s",
+                kModelOptionsHelp);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -36,23 +46,21 @@ int cmd_run(const Args &args) {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string &a = args[i];
             if (a == "--help" || a == "-h") {
-                std::fprintf(stderr, "usage: moestream run -m MODEL (-p TEXT | --tokens 1,2,3) [-n 32] [model options]\n");
+                print_help();
                 return 0;
             }
             if (parse_model_option(args, i, opt)) continue;
             if (a == "--tokens") prompt = parse_token_list(option_value(args, i));
             else if (a == "-p" || a == "--prompt") prompt_text = option_value(args, i), text_mode = true;
-            else if (a == "-n" || a == "--n-predict") n_gen = int_option(option_value(args, i), "token count");
+            else if (a == "-n" || a == "--n-predict") n_gen = int_option(option_value(args, i), a.c_str(), 0, std::numeric_limits<int32_t>::max());
             else throw std::runtime_error("unknown option '" + a + "'");
         }
         if (opt.model_path.empty() || prompt.empty() == !text_mode)
             throw std::runtime_error("-m and one of -p / --tokens are required");
-        if (n_gen < 0) throw std::runtime_error("-n must not be negative");
     } catch (const std::exception &e) {
-        std::fprintf(stderr, "moestream run: %s\n", e.what());
-        return 2;
+        return usage_error("run", e.what());
     }
-    moestream_context *ctx = open_model(opt);
+    moestream_context *ctx = open_model(opt, "run");
     if (!ctx) return 1;
     if (text_mode && !tokenize_text(ctx, prompt_text, true, true, prompt, "run")) {
         moestream_close(ctx);

@@ -6,26 +6,39 @@
 #include <vector>
 
 #include "cli_tokens.hpp"
+#include "cli_util.hpp"
 #include "model_options.hpp"
 
 namespace cli {
+namespace {
+
+void print_help() {
+    std::printf("usage: moestream tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--no-parse-special] [--pieces]\n"
+                "                          [model options]\n"
+                "  -p, --prompt TEXT        the text\n"
+                "  -f, --file FILE          a file's text instead\n"
+                "  --no-bos                 no beginning-of-sequence token\n"
+                "  --no-parse-special       special-token text stays plain text\n"
+                "  --pieces                 one token per line with its text\n%s",
+                kModelOptionsHelp);
+}
+
+}  // namespace
 
 int cmd_tokenize(const Args &args) {
     ModelOptions opt;
-    std::string text;
+    std::string text, text_file;
     bool have_text = false, add_special = true, parse_special = true, pieces = false;
     try {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string &a = args[i];
             if (a == "--help" || a == "-h") {
-                std::fprintf(stderr,
-                             "usage: moestream tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--no-parse-special] "
-                             "[--pieces]\n");
+                print_help();
                 return 0;
             }
             if (parse_model_option(args, i, opt)) continue;
-            if (a == "-p" || a == "--prompt") text = option_value(args, i), have_text = true;
-            else if (a == "-f" || a == "--file") text = read_text_file(option_value(args, i)), have_text = true;
+            if (a == "-p" || a == "--prompt") text = option_value(args, i), text_file.clear(), have_text = true;
+            else if (a == "-f" || a == "--file") text_file = option_value(args, i), have_text = true;
             else if (a == "--no-bos") add_special = false;
             else if (a == "--no-parse-special") parse_special = false;
             else if (a == "--pieces") pieces = true;
@@ -33,10 +46,15 @@ int cmd_tokenize(const Args &args) {
         }
         if (opt.model_path.empty() || !have_text) throw std::runtime_error("-m and -p (or -f) are required");
     } catch (const std::exception &e) {
-        std::fprintf(stderr, "moestream tokenize: %s\n", e.what());
-        return 2;
+        return usage_error("tokenize", e.what());
     }
-    moestream_context *ctx = open_model(opt);
+    try {
+        if (!text_file.empty()) text = read_input_file(text_file);
+    } catch (const std::runtime_error &e) {
+        std::fprintf(stderr, "moestream tokenize: %s\n", e.what());
+        return 1;
+    }
+    moestream_context *ctx = open_model(opt, "tokenize");
     if (!ctx) return 1;
     std::vector<int32_t> ids;
     if (!tokenize_text(ctx, text, add_special, parse_special, ids, "tokenize")) {

@@ -130,6 +130,7 @@ int replay(const Args &args) {
         if (!parse_share_or_size(b, info.expert_bytes, bytes)) return usage_error("bad --budget '" + b + "'");
         budgets.emplace_back(b, bytes);
     }
+    if (budgets.empty()) return usage_error("--budget lists no budget");
     std::vector<int32_t> policies;
     for (const std::string &name : split_list(a.get_or("--policy", "all"))) {
         if (name == "all")
@@ -142,6 +143,7 @@ int replay(const Args &args) {
         else if (name == "auto" || name == "default") policies.push_back(MOESTREAM_CACHE_AUTO);
         else return usage_error("unknown policy '" + name + "'");
     }
+    if (policies.empty()) return usage_error("--policy lists no policy");
     policies.push_back(MOESTREAM_REPLAY_BELADY);  // the reference every run is compared with
     double warmup = -1;
     if (auto s = a.get("--warmup"))

@@ -2,8 +2,12 @@
 // every token in every layer (moestream_params.routing_trace_path).
 // Decode steps take the argmax (--feed greedy, the default) or random
 // token ids (--feed random: routing as varied as the model makes it).
+// The trace goes to a temporary file renamed over -o only when the run
+// succeeds, so a failed run keeps an earlier trace.
 #include <algorithm>
 #include <cstdio>
+#include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -13,6 +17,68 @@
 #include "moestream.h"
 
 namespace cli {
+namespace {
+
+struct RecordOptions {
+    std::string model, out, feed = "greedy";
+    int64_t n_tokens = 64, n_prompt = 16, seed = 1, threads = 0;
+    uint64_t budget = 0;
+};
+
+// Fills `o` from the parsed options; on a bad value prints a usage error naming the option.
+bool read_options(const ParsedArgs &a, RecordOptions &o) {
+    constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+    const struct {
+        const char *name;
+        int64_t *field;
+        int64_t lo, hi;
+    } ints[] = {{"--tokens", &o.n_tokens, 0, kInt32Max},
+                {"--prompt", &o.n_prompt, 1, kInt32Max},
+                {"--seed", &o.seed, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()},
+                {"--threads", &o.threads, 0, kInt32Max}};
+    for (const auto &opt : ints)
+        if (auto s = a.get(opt.name); s && !parse_int_in(*s, opt.lo, opt.hi, *opt.field)) {
+            std::fprintf(stderr, "moestream trace record: %s\n", int_range_error(opt.name, *s, opt.lo, opt.hi).c_str());
+            return false;
+        }
+    if (auto s = a.get("--memory-budget"); s && !parse_size(*s, o.budget)) {
+        std::fprintf(stderr, "moestream trace record: bad --memory-budget '%s'\n", s->c_str());
+        return false;
+    }
+    o.feed = a.get_or("--feed", "greedy");
+    if (o.feed != "greedy" && o.feed != "random") {
+        std::fprintf(stderr, "moestream trace record: --feed takes greedy or random\n");
+        return false;
+    }
+    return true;
+}
+
+// Runs the prompt and the decode steps; prints what failed and returns false.
+bool record(moestream_context *ctx, const RecordOptions &o) {
+    const int32_t n_vocab = moestream_n_vocab(ctx);
+    const int64_t n_ctx = moestream_n_ctx(ctx);
+    if (o.n_prompt > n_ctx) {
+        std::fprintf(stderr, "moestream trace record: --prompt %lld is longer than the context (%lld tokens)\n",
+                     static_cast<long long>(o.n_prompt), static_cast<long long>(n_ctx));
+        return false;
+    }
+    std::vector<float> logits(static_cast<size_t>(n_vocab));
+    std::mt19937_64 rng(static_cast<uint64_t>(o.seed));
+    std::vector<int32_t> prompt(static_cast<size_t>(o.n_prompt));
+    for (int32_t &t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab));
+    int st = moestream_step(ctx, prompt.data(), static_cast<int32_t>(prompt.size()), logits.data());
+    const int64_t room = n_ctx - o.n_prompt;
+    for (int64_t i = 0; st == MOESTREAM_OK && i < std::min(o.n_tokens, room); ++i) {
+        int32_t next = o.feed == "random"
+                           ? static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab))
+                           : static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        st = moestream_step(ctx, &next, 1, logits.data());
+    }
+    if (st != MOESTREAM_OK) std::fprintf(stderr, "moestream trace record: %s\n", moestream_last_error());
+    return st == MOESTREAM_OK;
+}
+
+}  // namespace
 
 int trace_record(const Args &args) {
     ParsedArgs a;
@@ -22,62 +88,52 @@ int trace_record(const Args &args) {
         std::fprintf(stderr, "moestream trace record: %s\n", error.c_str());
         return 2;
     }
-    auto model = a.get("-m");
-    auto out = a.get("-o");
-    if (!model || !out) {
+    RecordOptions o;
+    if (!a.get("-m") || !a.get("-o")) {
         std::fprintf(stderr, "moestream trace record: -m MODEL and -o TRACE are required\n");
         return 2;
     }
-    int64_t n_tokens = 64, n_prompt = 16, seed = 1, threads = 0;
-    uint64_t budget = 0;
-    if ((a.get("--tokens") && (!parse_int(*a.get("--tokens"), n_tokens) || n_tokens < 0)) ||
-        (a.get("--prompt") && (!parse_int(*a.get("--prompt"), n_prompt) || n_prompt < 1)) ||
-        (a.get("--seed") && !parse_int(*a.get("--seed"), seed)) ||
-        (a.get("--threads") && (!parse_int(*a.get("--threads"), threads) || threads < 0)) ||
-        (a.get("--memory-budget") && !parse_size(*a.get("--memory-budget"), budget))) {
-        std::fprintf(stderr, "moestream trace record: bad option value\n");
-        return 2;
+    o.model = *a.get("-m");
+    o.out = *a.get("-o");
+    if (!read_options(a, o)) return 2;
+    if (const std::string why = output_conflict(o.out, {o.model, o.model + ".moepack"}); !why.empty()) {
+        std::fprintf(stderr, "moestream trace record: %s\n", why.c_str());
+        return 1;
     }
-    const std::string feed = a.get_or("--feed", "greedy");
-    if (feed != "greedy" && feed != "random") {
-        std::fprintf(stderr, "moestream trace record: --feed takes greedy or random\n");
-        return 2;
+    PendingOutput trace(o.out);
+    if (!trace.create(error)) {
+        std::fprintf(stderr, "moestream trace record: %s\n", error.c_str());
+        return 1;
     }
     moestream_params p;
     moestream_params_init(&p);
-    p.model_path = model->c_str();
-    p.memory_budget = budget;
-    p.n_threads = static_cast<int32_t>(threads);
-    p.routing_trace_path = out->c_str();
+    p.model_path = o.model.c_str();
+    p.memory_budget = o.budget;
+    p.n_threads = static_cast<int32_t>(o.threads);
+    p.routing_trace_path = trace.path().c_str();
     p.profile_path = "";
-    moestream_context *ctx = nullptr;
-    if (int st = moestream_open(&p, &ctx); st != MOESTREAM_OK) {
+    log_library_messages(p);
+    moestream_context *raw = nullptr;
+    if (moestream_open(&p, &raw) != MOESTREAM_OK) {
         std::fprintf(stderr, "moestream trace record: %s\n", moestream_last_error());
         return 1;
     }
-    const int32_t n_vocab = moestream_n_vocab(ctx);
-    std::vector<float> logits(static_cast<size_t>(n_vocab));
-    std::mt19937_64 rng(static_cast<uint64_t>(seed));
-    std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
-    for (int32_t &t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab));
-    int st = moestream_step(ctx, prompt.data(), static_cast<int32_t>(prompt.size()), logits.data());
-    const int64_t room = moestream_n_ctx(ctx) - n_prompt;
-    for (int64_t i = 0; st == MOESTREAM_OK && i < std::min(n_tokens, room); ++i) {
-        int32_t next = feed == "random"
-                           ? static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab))
-                           : static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-        st = moestream_step(ctx, &next, 1, logits.data());
-    }
-    if (st != MOESTREAM_OK) std::fprintf(stderr, "moestream trace record: %s\n", moestream_last_error());
-    moestream_close(ctx);  // finishes the trace file
-    if (st != MOESTREAM_OK) return 1;
+    // Closed before the temporary trace is removed, also when record() throws.
+    std::unique_ptr<moestream_context, void (*)(moestream_context *)> ctx(raw, moestream_close);
+    const bool recorded = record(ctx.get(), o);
+    ctx.reset();  // finishes the trace file
+    if (!recorded) return 1;
     moestream_trace_info info;
     moestream_trace_info_init(&info);
-    if (moestream_trace_info_get(out->c_str(), &info) != MOESTREAM_OK) {
+    if (moestream_trace_info_get(trace.path().c_str(), &info) != MOESTREAM_OK) {
         std::fprintf(stderr, "moestream trace record: %s\n", moestream_last_error());
         return 1;
     }
-    std::printf("wrote %s: %lld tokens x %d layers (top-%d of %d); reuse %.3f, top-20%% share %.3f\n", out->c_str(),
+    if (!trace.commit(error)) {
+        std::fprintf(stderr, "moestream trace record: %s\n", error.c_str());
+        return 1;
+    }
+    std::printf("wrote %s: %lld tokens x %d layers (top-%d of %d); reuse %.3f, top-20%% share %.3f\n", o.out.c_str(),
                 static_cast<long long>(info.n_tokens), info.n_layer, info.n_expert_used, info.n_expert, info.reuse,
                 info.top20_share_median);
     return 0;

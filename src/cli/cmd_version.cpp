@@ -5,7 +5,13 @@
 
 namespace cli {
 
-int cmd_version(const Args &) {
+int cmd_version(const Args &args) {
+    const char *usage = "usage: moestream version\nPrints the library version and the compute kernels in use.\n";
+    if (!args.empty()) {
+        const bool help = args[0] == "--help" || args[0] == "-h";
+        std::fputs(usage, help ? stdout : stderr);
+        return help ? 0 : 2;
+    }
     std::printf("moestream %s (header %s), kernels: %s\n", moestream_version_string(), MOESTREAM_VERSION_STRING,
                 moestream_kernel_isa());
     return 0;

@@ -4,13 +4,13 @@
 
 #include <cctype>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <limits>
 #include <stdexcept>
 
 namespace cli {
 namespace {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 uint64_t size_option(const std::string &s) {
     uint64_t v = 0;
@@ -25,16 +25,42 @@ int32_t parse_io_mode(const std::string &s) {
     throw std::runtime_error("unknown io mode '" + s + "' (auto, mmap, direct, pread)");
 }
 
+int32_t int32_option(const Args &args, size_t &i, int64_t lo, int64_t hi) {
+    const std::string &option = args[i];
+    return int32_t(int_option(option_value(args, i), option.c_str(), lo, hi));
+}
+
+}  // namespace
+
+const char *const kModelOptionsHelp =
+    "model options:\n"
+    "  -m, --model MODEL        the GGUF model (required)\n"
+    "  -t, --threads N          compute threads (default: one per physical core)\n"
+    "  -c, --ctx N              context length (default: the model's, at most 4096)\n"
+    "  --io-mode M              auto, mmap, direct or pread\n"
+    "  --memory-budget SIZE     bytes for the whole engine (512MiB, 8GiB, ...; default 80% of available)\n"
+    "  --prefetch M             auto, off, previous (previous-token), lookahead or both\n"
+    "  --lookahead N            layers the router lookahead predicts ahead, 1..4\n"
+    "  --numa P                 local or interleave\n"
+    "  --cache-policy P         auto, lru, lfu-decay, pinned-hot or reuse-aware\n"
+    "  --exact                  f32 activations and f32 KV cache (slow, for checking)\n";
+
+int32_t parse_numa_placement(const std::string &s) {
+    if (s == "local") return MOESTREAM_NUMA_LOCAL;
+    if (s == "interleave") return MOESTREAM_NUMA_INTERLEAVE;
+    throw std::runtime_error("unknown NUMA placement '" + s + "' (local, interleave)");
+}
+
 int32_t parse_prefetch(const std::string &s) {
     if (s == "auto") return MOESTREAM_PREFETCH_AUTO;
     if (s == "off") return MOESTREAM_PREFETCH_OFF;
-    if (s == "previous") return MOESTREAM_PREFETCH_PREVIOUS_TOKEN;
+    if (s == "previous" || s == "previous-token") return MOESTREAM_PREFETCH_PREVIOUS_TOKEN;
     if (s == "lookahead") return MOESTREAM_PREFETCH_LOOKAHEAD;
     if (s == "both") return MOESTREAM_PREFETCH_BOTH;
     throw std::runtime_error("unknown prefetch mode '" + s + "' (auto, off, previous, lookahead, both)");
 }
 
-int32_t parse_cache_policy_option(const std::string &s) {
+int32_t parse_cache_policy(const std::string &s) {
     if (s == "auto") return MOESTREAM_CACHE_AUTO;
     if (s == "lru") return MOESTREAM_CACHE_LRU;
     if (s == "lfu" || s == "lfu-decay") return MOESTREAM_CACHE_LFU_DECAY;
@@ -43,22 +69,14 @@ int32_t parse_cache_policy_option(const std::string &s) {
     throw std::runtime_error("unknown cache policy '" + s + "' (auto, lru, lfu-decay, pinned-hot, reuse-aware)");
 }
 
-}  // namespace
-
-int32_t parse_numa_placement(const std::string &s) {
-    if (s == "local") return MOESTREAM_NUMA_LOCAL;
-    if (s == "interleave") return MOESTREAM_NUMA_INTERLEAVE;
-    throw std::runtime_error("unknown NUMA placement '" + s + "' (local, interleave)");
-}
-
 std::string option_value(const Args &args, size_t &i) {
     if (i + 1 >= args.size()) throw std::runtime_error("option " + args[i] + " needs a value");
     return args[++i];
 }
 
-int64_t int_option(const std::string &s, const char *what) {
+int64_t int_option(const std::string &s, const char *option, int64_t lo, int64_t hi) {
     int64_t v = 0;
-    if (!parse_int(s, v)) throw std::runtime_error(std::string("bad ") + what + " '" + s + "'");
+    if (!parse_int_in(s, lo, hi, v)) throw std::runtime_error(int_range_error(option, s, lo, hi));
     return v;
 }
 
@@ -66,17 +84,16 @@ bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt) {
     const std::string &a = args[i];
     if (opt.params.struct_size == 0) moestream_params_init(&opt.params);
     if (a == "-m" || a == "--model") opt.model_path = option_value(args, i);
-    else if (a == "--threads" || a == "-t") opt.params.n_threads = int32_t(int_option(option_value(args, i), "thread count"));
-    else if (a == "--ctx" || a == "-c") opt.params.n_ctx = int32_t(int_option(option_value(args, i), "context length"));
+    else if (a == "--threads" || a == "-t") opt.params.n_threads = int32_option(args, i, 0, kInt32Max);
+    else if (a == "--ctx" || a == "-c") opt.params.n_ctx = int32_option(args, i, 0, kInt32Max);
     else if (a == "--io-mode") opt.params.io_mode = parse_io_mode(option_value(args, i));
     else if (a == "--prefetch") opt.params.prefetch = parse_prefetch(option_value(args, i));
-    else if (a == "--lookahead")
-        opt.params.lookahead_layers = int32_t(int_option(option_value(args, i), "lookahead depth"));
+    else if (a == "--lookahead") opt.params.lookahead_layers = int32_option(args, i, 1, 4);
     else if (a == "--numa") opt.params.numa_placement = parse_numa_placement(option_value(args, i));
-    else if (a == "--cache-policy") opt.params.cache_policy = parse_cache_policy_option(option_value(args, i));
+    else if (a == "--cache-policy") opt.params.cache_policy = parse_cache_policy(option_value(args, i));
     else if (a == "--memory-budget") opt.params.memory_budget = size_option(option_value(args, i));
     else if (a == "--exact") opt.params.exact = 1;
-    else if (a == "--batch") opt.batch = int32_t(int_option(option_value(args, i), "batch size"));
+    else if (a == "--batch") opt.batch = int32_option(args, i, 0, kInt32Max);
     else return false;
     return true;
 }
@@ -85,7 +102,10 @@ std::vector<int32_t> parse_token_list(const std::string &s) {
     std::vector<int32_t> out;
     std::string cur;
     auto flush = [&] {
-        if (!cur.empty()) out.push_back(int32_t(int_option(cur, "token id")));
+        int64_t id = 0;
+        if (!cur.empty() && !parse_int_in(cur, std::numeric_limits<int32_t>::min(), kInt32Max, id))
+            throw std::runtime_error("bad token id '" + cur + "' (token ids are 32-bit integers)");
+        if (!cur.empty()) out.push_back(int32_t(id));
         cur.clear();
     };
     for (char c : s) {
@@ -97,20 +117,22 @@ std::vector<int32_t> parse_token_list(const std::string &s) {
 }
 
 std::vector<int32_t> read_token_file(const std::string &path) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot open token file '" + path + "': " + std::strerror(errno));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return parse_token_list(ss.str());
+    const std::string text = read_input_file(path);
+    try {
+        return parse_token_list(text);
+    } catch (const std::runtime_error &e) {
+        throw std::runtime_error(path + ": " + e.what());
+    }
 }
 
-moestream_context *open_model(ModelOptions &opt) {
+moestream_context *open_model(ModelOptions &opt, const char *cmd) {
     if (opt.params.struct_size == 0) moestream_params_init(&opt.params);
     opt.params.model_path = opt.model_path.c_str();
+    log_library_messages(opt.params);
     moestream_context *ctx = nullptr;
     const int st = moestream_open(&opt.params, &ctx);
     if (st != MOESTREAM_OK) {
-        report_error("open", "moestream_open", st);
+        report_error(cmd, "moestream_open", st);
         return nullptr;
     }
     return ctx;

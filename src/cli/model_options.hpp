@@ -1,6 +1,7 @@
-// Options shared by the commands that open a model (logits, perplexity, run):
-// -m MODEL, --threads N, --ctx N, --io-mode M, --memory-budget SIZE, --exact,
-// --prefetch M, --lookahead N, --numa P, --batch N. Each command parses its own extra options.
+// Options shared by the commands that open a model (logits, perplexity, run,
+// tokenize): -m MODEL, --threads N, --ctx N, --io-mode M, --memory-budget SIZE,
+// --exact, --prefetch M, --lookahead N, --numa P, --cache-policy P, --batch N.
+// Each command parses its own extra options.
 #pragma once
 
 #include <cstdint>
@@ -18,20 +19,29 @@ struct ModelOptions {
     int32_t batch = 0;  // tokens per moestream_step call; 0 = all at once
 };
 
+// The model options as help text lines, shared by every command's --help.
+extern const char *const kModelOptionsHelp;
+
 // Tries to consume args[i] (and its value) as a model option; returns false if
-// it is not one. Throws std::runtime_error on a bad value.
+// it is not one. Throws std::runtime_error naming the option on a bad value.
 bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt);
-// "local" or "interleave" (moestream_numa_placement); throws on anything else.
-int32_t parse_numa_placement(const std::string &s);
+// Each parser takes the names --help lists and throws std::runtime_error
+// naming the accepted values on anything else.
+int32_t parse_numa_placement(const std::string &s);  // local, interleave
+int32_t parse_prefetch(const std::string &s);        // auto, off, previous[-token], lookahead, both
+int32_t parse_cache_policy(const std::string &s);    // auto, lru, lfu-decay, pinned-hot, reuse-aware
 // Reads the value after args[i] (advancing i); throws when missing.
 std::string option_value(const Args &args, size_t &i);
-// An integer option value; throws naming `what` when it is not one.
-int64_t int_option(const std::string &s, const char *what);
-// "1,2,3" or whitespace/comma separated ids.
+// An integer option value in [lo, hi]; throws naming `option` when it is not one.
+int64_t int_option(const std::string &s, const char *option, int64_t lo, int64_t hi);
+// "1,2,3" or whitespace/comma separated ids (32-bit; whether they are in the
+// vocabulary is checked once a model is open).
 std::vector<int32_t> parse_token_list(const std::string &s);
+// Throws std::runtime_error naming the file when it cannot be read.
 std::vector<int32_t> read_token_file(const std::string &path);
-// Opens the model or prints the library's error and returns NULL.
-moestream_context *open_model(ModelOptions &opt);
+// Opens the model with the library's warnings going to stderr, or prints the
+// library's error as "moestream <cmd>: ..." and returns NULL.
+moestream_context *open_model(ModelOptions &opt, const char *cmd);
 // Prints "moestream <cmd>: <call> failed: <status>: <last error>".
 void report_error(const char *cmd, const char *call, int status);
 

@@ -1,7 +1,123 @@
-"""Output the CLI cannot write is a failure."""
+"""Files the CLI writes: never one of its inputs, replaced only by a run that
+succeeds, and output that cannot be written is a failure."""
+import hashlib
+import resource
 import subprocess
 
 import pytest
+
+
+def cli(cli_path, *args, **kwargs):
+    return subprocess.run([str(cli_path), *map(str, args)], capture_output=True, text=True, timeout=300, **kwargs)
+
+
+def digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def leftovers(directory, *keep):
+    """Files in `directory` other than `keep` (temporaries a run left behind)."""
+    return sorted(p.name for p in directory.iterdir() if p.name not in keep)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(cli_path, tmp_path_factory):
+    path = tmp_path_factory.mktemp("outputs") / "tiny.gguf"
+    subprocess.run([str(cli_path), "generate", "--preset", "tiny", "-o", str(path)], check=True, capture_output=True)
+    return path
+
+
+@pytest.fixture
+def model(tiny_model, tmp_path):
+    """A private copy: a test that fails by destroying it spoils no other test."""
+    path = tmp_path / "m.gguf"
+    path.write_bytes(tiny_model.read_bytes())
+    return path
+
+
+def assert_refused(r, model, before):
+    assert r.returncode == 1, r.stderr
+    assert "it is the input" in r.stderr, r.stderr
+    assert digest(model) == before
+
+
+def test_pack_refuses_to_replace_its_model(cli_path, model):
+    before = digest(model)
+    assert_refused(cli(cli_path, "pack", model, "-o", model), model, before)
+    # The same file by another spelling, and the library's temporary (OUT.tmp) landing on the model.
+    (model.parent / "sub").mkdir()
+    assert_refused(cli(cli_path, "pack", model, "-o", model.parent / "sub" / ".." / model.name), model, before)
+    renamed = model.parent / "m.gguf.moepack.tmp"
+    model.rename(renamed)
+    assert_refused(cli(cli_path, "pack", renamed, "-o", model.parent / "m.gguf.moepack"), renamed, before)
+
+
+def test_logits_and_trace_record_refuse_to_overwrite_the_model(cli_path, model):
+    before = digest(model)
+    assert_refused(cli(cli_path, "logits", "-m", model, "--tokens", "1,2", "--out", model), model, before)
+    assert_refused(cli(cli_path, "trace", "record", "-m", model, "--prompt", "2", "--tokens", "1", "-o", model), model,
+                   before)
+    link = model.parent / "link.gguf"
+    link.symlink_to(model)
+    assert_refused(cli(cli_path, "logits", "-m", model, "--tokens", "1", "--out", link), model, before)
+    assert leftovers(model.parent, "m.gguf", "link.gguf") == []
+
+
+def test_a_failed_logits_run_keeps_the_earlier_file(cli_path, model):
+    out = model.parent / "l.bin"
+    good = cli(cli_path, "logits", "-m", model, "--tokens", "1,2,3", "--out", out, "--threads", "1")
+    assert good.returncode == 0, good.stderr
+    before = out.read_bytes()
+    assert len(before) > 0
+    # The second step fails (an id outside the vocabulary) after the first wrote its record.
+    bad = cli(cli_path, "logits", "-m", model, "--tokens", "1,2,99999999", "--batch", "2", "--all", "--out", out)
+    assert bad.returncode == 1, bad.stderr
+    assert out.read_bytes() == before
+    fresh = model.parent / "fresh.bin"
+    bad = cli(cli_path, "logits", "-m", model, "--tokens", "1,99999999", "--batch", "1", "--out", fresh)
+    assert bad.returncode == 1 and not fresh.exists()
+    assert leftovers(model.parent, "m.gguf", "l.bin") == []
+
+
+def test_logits_still_write_to_a_pipe(cli_path, model):
+    # A pipe cannot be replaced by a rename: it is written directly.
+    r = subprocess.run([str(cli_path), "logits", "-m", str(model), "--tokens", "1,2", "--out", "/dev/stdout"],
+                       capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout) > 0 and len(r.stdout) % 4 == 0
+
+
+def test_a_failed_trace_record_leaves_no_trace_and_keeps_the_earlier_one(cli_path, model):
+    trace = model.parent / "r.trace"
+    good = cli(cli_path, "trace", "record", "-m", model, "--prompt", "3", "--tokens", "2", "-o", trace)
+    assert good.returncode == 0, good.stderr
+    before = trace.read_bytes()
+    # Longer than the context: refused once the model is open, after the trace file was set up.
+    bad = cli(cli_path, "trace", "record", "-m", model, "--prompt", "100000", "-o", trace)
+    assert bad.returncode == 1 and "--prompt 100000" in bad.stderr, bad.stderr
+    assert trace.read_bytes() == before
+    fresh = model.parent / "fresh.trace"
+    bad = cli(cli_path, "trace", "record", "-m", model, "--prompt", "100000", "-o", fresh)
+    assert bad.returncode == 1 and not fresh.exists()
+    # Too large for any count: a usage error naming the option, before anything is written.
+    huge = cli(cli_path, "trace", "record", "-m", model, "--prompt", "1000000000000000", "-o", fresh)
+    assert huge.returncode == 2 and "--prompt" in huge.stderr, huge.stderr
+    assert not fresh.exists()
+    assert leftovers(model.parent, "m.gguf", "r.trace") == []
+
+
+def test_running_out_of_memory_is_an_error_not_an_abort(cli_path, model, tmp_path):
+    # Tokenizing 256 MiB needs a 1 GiB id buffer on top of the text: more than the address space allowed.
+    text = tmp_path / "big.txt"
+    with open(text, "wb") as f:
+        f.truncate(256 << 20)
+
+    def limit_address_space():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    r = cli(cli_path, "tokenize", "-m", model, "-f", text, "--threads", "1", preexec_fn=limit_address_space)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "out of memory" in r.stderr
 
 
 @pytest.mark.parametrize("args", [["version"], ["generate", "--preset", "tiny", "--size-only"], ["trace", "--help"]])

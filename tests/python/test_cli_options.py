@@ -1,0 +1,156 @@
+"""Option values and input files the CLI must refuse, with the exit status
+README.md promises: 2 for a usage error, 1 for a failure at run time."""
+import subprocess
+
+import pytest
+
+
+def cli(cli_path, *args):
+    return subprocess.run([str(cli_path), *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def model(cli_path, tmp_path_factory):
+    path = tmp_path_factory.mktemp("options") / "tiny.gguf"
+    subprocess.run([str(cli_path), "generate", "--preset", "tiny", "-o", str(path)], check=True, capture_output=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def trace(cli_path, tmp_path_factory):
+    path = tmp_path_factory.mktemp("options") / "s.trace"
+    subprocess.run([str(cli_path), "trace", "synth", "--layers", "2", "--experts", "8", "--top-k", "2", "-n", "20",
+                    "-o", str(path)], check=True, capture_output=True)
+    return path
+
+
+def vocabulary(cli_path, model):
+    return int(next(line.split()[-1] for line in cli(cli_path, "inspect", model).stdout.splitlines()
+                    if line.startswith("vocab")))
+
+
+@pytest.mark.parametrize("ids,position", [("1 2 99999999", 2), ("5,3,-1", 2), ("1 2 3 {vocab}", 3)])
+def test_perplexity_checks_every_token_id(cli_path, model, tmp_path, ids, position):
+    # The last id of a chunk is only scored, never stepped: it too must be in the vocabulary.
+    ids = ids.format(vocab=vocabulary(cli_path, model))
+    bad_id = [t for t in ids.replace(",", " ").split()][position]
+    tokens = tmp_path / "ids.txt"
+    tokens.write_text(ids)
+    r = cli(cli_path, "perplexity", "-m", model, "--tokens", tokens)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert f"token id {bad_id} at position {position}" in r.stderr
+    assert "perplexity" not in r.stdout
+
+
+@pytest.mark.parametrize("args,option", [
+    (["run", "--tokens", "1", "--ctx", "4294967298"], "--ctx"),
+    (["run", "--tokens", "1", "--threads", "4294967297"], "--threads"),
+    (["run", "--tokens", "1", "-n", "4294967297"], "-n"),
+    (["logits", "--tokens", "1", "--out", "x.bin", "--batch", "4294967297"], "--batch"),
+    (["run", "--tokens", "1", "--lookahead", "-7"], "--lookahead"),
+    (["run", "--tokens", "1", "--lookahead", "5"], "--lookahead"),
+    (["bench", "-n", "3000000000"], "-n"),
+    (["bench", "--prompt", "4294967297"], "--prompt"),
+    (["bench", "--threads", "4294967297"], "--threads"),
+    (["trace", "record", "-o", "x.trace", "--threads", "4294967297"], "--threads"),
+    (["trace", "record", "-o", "x.trace", "--tokens", "x"], "--tokens"),
+])
+def test_integers_too_large_for_their_field_are_usage_errors(cli_path, model, tmp_path, args, option):
+    command = args[:2] if args[0] == "trace" else args[:1]
+    r = subprocess.run([str(cli_path), *command, "-m", str(model), *args[len(command):]], capture_output=True,
+                       text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert option + " " in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_token_ids_wider_than_32_bits_are_refused(cli_path, model):
+    r = cli(cli_path, "run", "-m", model, "--tokens", "4294967297")
+    assert r.returncode == 2 and "4294967297" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("command", [["tokenize", "-f"], ["perplexity", "-f"], ["perplexity", "--tokens"]])
+def test_a_directory_or_missing_input_file_is_a_runtime_error(cli_path, model, tmp_path, command):
+    r = cli(cli_path, *command, tmp_path, "-m", model)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert f"{tmp_path}: is a directory" in r.stderr
+    r = cli(cli_path, *command, tmp_path / "absent.txt", "-m", model)
+    assert r.returncode == 1 and "absent.txt" in r.stderr, (r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("args,option", [
+    (["--vocab", "10000000"], "--vocab"),
+    (["--experts", str(2**30), "--ff-expert", str(2**30)], "--experts"),
+    (["--ff-expert", str(2**30)], "--ff-expert"),
+    (["--layers", "4294967297"], "--layers"),
+])
+def test_generate_bounds_every_shape(cli_path, args, option):
+    r = cli(cli_path, "generate", *args, "--size-only")
+    assert r.returncode == 2 and option in r.stderr, (r.returncode, r.stderr)
+    assert r.stdout == ""
+
+
+def test_generate_sizes_the_largest_shapes_without_wrapping(cli_path):
+    # Within the limits the size arithmetic cannot wrap: the biggest expert
+    # tensors alone (f32, 3 per layer) are 3 x 256 x 65536 x 65536 x 4096 x 4 bytes.
+    r = cli(cli_path, "generate", "--quant", "f32", "--layers", "256", "--embd", "65536", "--experts", "4096",
+            "--ff-expert", "65536", "--vocab", "1048576", "--size-only")
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout) > 3 * 256 * 65536 * 65536 * 4096 * 4
+
+
+def test_library_warnings_reach_stderr(cli_path, model, tmp_path):
+    # The usage profile is written at close; a path in a missing directory cannot be.
+    r = cli(cli_path, "bench", "-m", model, "-n", "2", "--prompt", "2", "--io-mode", "pread", "--warm",
+            "--profile", tmp_path / "absent" / "p.prof")
+    assert r.returncode == 0, r.stderr
+    assert "moestream: warning: usage profile not saved" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["perplexity", "--tokens", "{ids}", "--ctx", "1"],
+    ["bench", "--sweep", ","],
+    ["bench", "--io-mode", ","],
+])
+def test_arguments_that_select_nothing_are_usage_errors(cli_path, model, tmp_path, args):
+    ids = tmp_path / "ids.txt"
+    ids.write_text("1 2 3")
+    r = cli(cli_path, args[0], "-m", model, *[a.format(ids=ids) for a in args[1:]])
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "perplexity -nan" not in r.stdout
+
+
+@pytest.mark.parametrize("option", ["--budget", "--policy"])
+def test_trace_replay_needs_a_budget_and_a_policy(cli_path, trace, option):
+    r = cli(cli_path, "trace", "replay", trace, option, ",")
+    assert r.returncode == 2 and option in r.stderr, (r.returncode, r.stderr)
+    assert r.stdout == ""
+
+
+def test_open_failures_name_the_command(cli_path, tmp_path):
+    r = cli(cli_path, "run", "-m", tmp_path / "absent.gguf", "--tokens", "1")
+    assert r.returncode == 1
+    assert "moestream run: moestream_open failed" in r.stderr and "moestream open" not in r.stderr
+
+
+def test_run_and_bench_take_the_same_prefetch_names(cli_path, model):
+    r = cli(cli_path, "run", "-m", model, "--tokens", "1", "-n", "1", "--prefetch", "previous-token")
+    assert r.returncode == 0, r.stderr
+    for command in (["run", "--tokens", "1"], ["bench"]):
+        r = cli(cli_path, command[0], "-m", model, *command[1:], "--prefetch", "sideways")
+        assert r.returncode == 2 and "prefetch mode 'sideways'" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "tokenize", "perplexity", "logits"])
+def test_help_lists_the_model_options_on_stdout(cli_path, command):
+    r = cli(cli_path, command, "--help")
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout.startswith(f"usage: moestream {command}")
+    for option in ("--memory-budget", "--io-mode", "--threads", "--ctx", "--lookahead", "--cache-policy"):
+        assert option in r.stdout, option
+
+
+def test_version_help_prints_its_usage(cli_path):
+    r = cli(cli_path, "version", "--help")
+    assert r.returncode == 0 and r.stdout.startswith("usage: moestream version")
+    assert cli(cli_path, "version", "--bogus").returncode == 2
