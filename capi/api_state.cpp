@@ -1,5 +1,6 @@
 // State save and load (docs/state-format.md), with or without a sampler.
 #include <optional>
+#include <string>
 
 #include "context_handle.hpp"
 #include "firewall.hpp"
@@ -24,7 +25,8 @@ int save(const char *function, moestream_context *ctx, const moestream_sampler *
         if (ctx->log.enabled(MOESTREAM_LOG_DEBUG))
             ctx->log.write(MOESTREAM_LOG_DEBUG, "saving state (%d tokens%s) to %s", use.context->n_past(),
                            sampler ? ", sampler" : "", path);
-        use.context->save_state(path, use.sampler_or_null());
+        const std::string warning = use.context->save_state(path, use.sampler_or_null());
+        if (!warning.empty()) ctx->log.write(MOESTREAM_LOG_WARN, "%s: %s", function, warning.c_str());
     });
 }
 

@@ -248,7 +248,9 @@ MOESTREAM_API int moestream_reset(moestream_context *ctx);
 
 /* Writes everything the context needs to continue exactly (tokens, positions,
  * KV cache) atomically: a failure leaves any previous file at path intact.
- * File format: docs/state-format.md. */
+ * Once the new file has replaced it the call succeeds; if the directory then
+ * cannot be synced, a MOESTREAM_LOG_WARN message says so (the new file may
+ * not survive a power loss). File format: docs/state-format.md. */
 MOESTREAM_API int moestream_state_save(moestream_context *ctx, const char *path);
 /* Restores a saved state; on any error the context is left as it was. A
  * sampler section in the file is ignored. */

@@ -77,7 +77,8 @@ public:
     // sampler unchanged; a failed save leaves any previous file at path intact.
     // Loading into a sampler needs a file with a sampler section
     // (state_mismatch otherwise); without one, a sampler section is ignored.
-    void save_state(const std::string &path, const Sampler *sampler = nullptr);
+    // save_state returns write_state_file's warning ("" when none).
+    std::string save_state(const std::string &path, const Sampler *sampler = nullptr);
     void load_state(const std::string &path, Sampler *sampler = nullptr);
     state::StateShape state_shape() const;
 

@@ -44,7 +44,7 @@ state::StateShape Context::state_shape() const {
     return s;
 }
 
-void Context::save_state(const std::string &path, const Sampler *sampler) {
+std::string Context::save_state(const std::string &path, const Sampler *sampler) {
     // Reads in flight must not land while the state is captured.
     source_.source->drain();
     const state::StateShape shape = state_shape();
@@ -66,7 +66,7 @@ void Context::save_state(const std::string &path, const Sampler *sampler) {
         sampler_bytes = encode_sampler_section(sampler->snapshot());
         contents.sections.push_back({state::SectionType::sampler, 0, {sampler_bytes}});
     }
-    state::write_state_file(path, shape, contents);
+    return state::write_state_file(path, shape, contents);
 }
 
 void Context::load_state(const std::string &path, Sampler *sampler) {

@@ -175,11 +175,15 @@ private:
     std::string path_;
 };
 
-void fsync_directory(const std::string &dir, const FileOps &ops) {
-    Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (fd.get() < 0) fail_errno(errno, "cannot open directory %s to sync it", dir.c_str());
-    if (ops.fsync(fd.get()) != 0 && errno != EINVAL && errno != ENOTSUP)
-        fail_errno(errno, "cannot sync directory %s", dir.c_str());
+// After the rename the new file is in place and readable, so a directory
+// that will not sync does not undo the save: the caller hears of it as a
+// warning (the rename may not survive a power loss), not as a failed save.
+std::string sync_directory(int dir_fd, const std::string &dir, const FileOps &ops) {
+    if (ops.fsync(dir_fd) == 0 || errno == EINVAL || errno == ENOTSUP) return {};
+    const int err = errno;
+    return format("state saved, but directory %s could not be synced (%s, errno %d): the save may not survive a "
+                  "power loss",
+                  dir.c_str(), std::strerror(err), err);
 }
 
 std::string describe_type(uint32_t type_id) {
@@ -254,6 +258,7 @@ const FileOps &FileOps::posix() {
         [](int fd, const void *buf, size_t n) -> long { return ::write(fd, buf, n); },
         [](int fd) { return ::fsync(fd); },
         [](const char *from, const char *to) { return std::rename(from, to); },
+        [](const char *dir) { return ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); },
     };
     return ops;
 }
@@ -266,14 +271,19 @@ std::vector<uint8_t> encode_state(const StateShape &shape, const StateContents &
     return out;
 }
 
-void write_state_file(const std::string &path, const StateShape &shape, const StateContents &contents,
-                      const FileOps &ops) {
+std::string write_state_file(const std::string &path, const StateShape &shape, const StateContents &contents,
+                             const FileOps &ops) {
     if (path.empty()) fail(Status::invalid_argument, "state file path is empty");
     const std::filesystem::path target(path);
     const std::string name = target.filename().string();
     if (name.empty() || name == "." || name == "..")
         fail(Status::invalid_argument, "state file path %s does not name a file", path.c_str());
     const std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
+
+    // Opened first: a directory that cannot be opened fails the save while
+    // nothing has been written, let alone renamed over the previous file.
+    Fd dir_fd(ops.open_directory(dir.c_str()));
+    if (dir_fd.get() < 0) fail_errno(errno, "cannot open directory %s to save %s", dir.c_str(), path.c_str());
 
     uint8_t header[kHeaderSize];
     encode_full_header(header, shape, contents);
@@ -292,7 +302,7 @@ void write_state_file(const std::string &path, const StateShape &shape, const St
     if (ops.rename(tmp.c_str(), path.c_str()) != 0)
         fail_errno(errno, "cannot rename %s to %s", tmp.c_str(), path.c_str());
     guard.release();
-    fsync_directory(dir, ops);
+    return sync_directory(dir_fd.get(), dir, ops);
 }
 
 bool peek_header(std::span<const uint8_t> image, RawHeader &out) {

@@ -76,17 +76,20 @@ struct StateContents {
 // sets errno on failure.
 struct FileOps {
     std::function<long(int fd, const void *buf, size_t n)> write;
-    std::function<int(int fd)> fsync;
+    std::function<int(int fd)> fsync;  // the temporary file's, then the directory's
     std::function<int(const char *from, const char *to)> rename;
+    std::function<int(const char *dir)> open_directory;  // read-only, for its fsync
     static const FileOps &posix();
 };
 
-// Writes the state file atomically: a temporary file beside `path`, fsync,
-// rename over `path`, fsync of the directory. On failure throws
-// moe::Error(io) naming the path and errno; the temporary file is removed and
-// any previous file at `path` is left as it was.
-void write_state_file(const std::string &path, const StateShape &shape,
-                      const StateContents &contents, const FileOps &ops = FileOps::posix());
+// Writes the state file atomically: open the directory, a temporary file
+// beside `path`, fsync, rename over `path`, fsync of the directory. On failure
+// throws moe::Error(io) naming the path and errno; the temporary file is
+// removed and any previous file at `path` is left as it was. Nothing can fail
+// after the rename: a directory fsync that fails then comes back as a
+// warning (the returned text; "" when none) for the caller to log.
+std::string write_state_file(const std::string &path, const StateShape &shape,
+                             const StateContents &contents, const FileOps &ops = FileOps::posix());
 
 // Serialises into memory (for tests and fuzz seeds): exactly the bytes
 // write_state_file would write.

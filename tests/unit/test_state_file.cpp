@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -327,8 +328,11 @@ struct FaultyOps {
     int write_errno = ENOSPC;
     bool short_writes = false;       // accept at most 3 bytes per call
     bool fail_fsync = false;
+    bool fail_directory_fsync = false;  // only the directory's, after the rename
     bool fail_rename = false;
+    int open_directory_errno = 0;       // non-zero: opening the directory fails with it
     size_t written = 0;
+    int renames = 0;
 
     FileOps ops() {
         FileOps o = FileOps::posix();
@@ -344,18 +348,28 @@ struct FaultyOps {
             return w;
         };
         o.fsync = [this](int fd) {
-            if (fail_fsync) {
+            struct stat st {};
+            const bool directory = ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+            if (fail_fsync || (fail_directory_fsync && directory)) {
                 errno = EIO;
                 return -1;
             }
             return ::fsync(fd);
         };
         o.rename = [this](const char *a, const char *b) {
+            ++renames;
             if (fail_rename) {
                 errno = EXDEV;
                 return -1;
             }
             return std::rename(a, b);
+        };
+        o.open_directory = [this](const char *dir) {
+            if (open_directory_errno) {
+                errno = open_directory_errno;
+                return -1;
+            }
+            return FileOps::posix().open_directory(dir);
         };
         return o;
     }
@@ -397,6 +411,47 @@ TEST(StateFile, FailedSyncOrRenameKeepsThePreviousFile) {
         EXPECT_EQ(read_bytes(path), old_bytes);
         EXPECT_EQ(count_temp_files(dir), 0u);
     }
+}
+
+// A directory the process may write but not read (mode 0300 for a user
+// other than root) cannot be opened for its fsync. That must fail the save
+// before the previous file is replaced, not after.
+TEST(StateFile, UnopenableDirectoryFailsBeforeAnythingIsRenamed) {
+    const std::string dir = moe::test::scratch_dir();
+    const std::string path = dir + "/s.state";
+    Sample old_state(5, 1), new_state(9, 2);
+    write_state_file(path, old_state.shape, old_state.contents);
+    const std::vector<uint8_t> old_bytes = read_bytes(path);
+    FaultyOps faults;
+    faults.open_directory_errno = EACCES;
+    std::string msg;
+    EXPECT_EQ(status_of([&] { write_state_file(path, new_state.shape, new_state.contents, faults.ops()); }, &msg),
+              Status::io);
+    EXPECT_NE(msg.find(dir), std::string::npos) << msg;
+    EXPECT_NE(msg.find("errno 13"), std::string::npos) << msg;
+    EXPECT_EQ(faults.renames, 0);
+    EXPECT_EQ(read_bytes(path), old_bytes);
+    EXPECT_EQ(count_temp_files(dir), 0u);
+}
+
+// Once the rename has put the new file in place, the save has happened: a
+// directory fsync that fails afterwards is a warning, not a failed save
+// (which would claim the previous file is still there).
+TEST(StateFile, FailedDirectorySyncAfterTheRenameIsAWarning) {
+    const std::string dir = moe::test::scratch_dir();
+    const std::string path = dir + "/s.state";
+    Sample old_state(5, 1), new_state(9, 2);
+    EXPECT_EQ(write_state_file(path, old_state.shape, old_state.contents), "");
+    FaultyOps faults;
+    faults.fail_directory_fsync = true;
+    std::string warning;
+    EXPECT_EQ(status_of([&] { warning = write_state_file(path, new_state.shape, new_state.contents, faults.ops()); }),
+              Status::ok);
+    EXPECT_NE(warning.find("could not be synced"), std::string::npos) << warning;
+    EXPECT_NE(warning.find(dir), std::string::npos) << warning;
+    EXPECT_NE(warning.find("errno 5"), std::string::npos) << warning;
+    expect_matches(read_state_file(path, new_state.shape), new_state);
+    EXPECT_EQ(count_temp_files(dir), 0u);
 }
 
 TEST(StateFile, ShortWritesAreResumed) {
