@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -231,7 +232,98 @@ void check_shape_field(const std::string &label, const char *field, uint64_t fil
              field, static_cast<unsigned long long>(file_value), static_cast<unsigned long long>(ours));
 }
 
+// Fingerprint and shape: whether the file belongs to this model and context.
+void check_identity(const RawHeader &raw, const StateShape &expected, const std::string &label) {
+    const char *lbl = label.c_str();
+    if (raw.shape.fingerprint != expected.fingerprint)
+        fail(Status::state_mismatch,
+             "%s: saved from another model (fingerprint %016llx, this model is %016llx)", lbl,
+             static_cast<unsigned long long>(raw.shape.fingerprint),
+             static_cast<unsigned long long>(expected.fingerprint));
+    const StateShape &s = raw.shape;
+    check_shape_field(label, "n_layer", s.n_layer, expected.n_layer);
+    check_shape_field(label, "n_head_kv", s.n_head_kv, expected.n_head_kv);
+    check_shape_field(label, "head_dim_k", s.head_dim_k, expected.head_dim_k);
+    check_shape_field(label, "head_dim_v", s.head_dim_v, expected.head_dim_v);
+    check_shape_field(label, "n_ctx", s.n_ctx, expected.n_ctx);
+    if (s.kv_type != expected.kv_type)
+        fail(Status::state_mismatch, "%s: saved with a %s KV cache but this context uses %s", lbl,
+             describe_type(static_cast<uint32_t>(s.kv_type)).c_str(),
+             describe_type(static_cast<uint32_t>(expected.kv_type)).c_str());
+    check_shape_field(label, "n_vocab", s.n_vocab, expected.n_vocab);
+    check_shape_field(label, "kv_layout", s.kv_layout, expected.kv_layout);
+}
+
+// Checks 1-4 (docs/state-format.md), which need only the header and the
+// file's size: a reader runs them before reading the payload, so a file that
+// is not a state of this context (a model, a huge file) is refused without
+// reading it into memory. `header` is the file's first bytes, up to
+// kHeaderSize of them.
+RawHeader check_header(std::span<const uint8_t> header, uint64_t file_size, const StateShape &expected,
+                       const std::string &label) {
+    const char *lbl = label.c_str();
+    // 1. magic
+    if (header.size() < kHeaderSize)
+        fail(Status::bad_format, "%s: %zu bytes is too short for a state file header (%zu bytes)", lbl,
+             header.size(), kHeaderSize);
+    if (std::memcmp(header.data(), kMagic, 8) != 0)
+        fail(Status::bad_format, "%s: not a moestream state file (bad magic)", lbl);
+    RawHeader raw;
+    peek_header(header, raw);
+    // 2. version
+    if (raw.version != kFormatVersion)
+        fail(Status::unsupported, "%s: state format version %u; this build reads version %u", lbl,
+             raw.version, kFormatVersion);
+    // 3. header size
+    if (raw.header_size != kHeaderSize)
+        fail(Status::bad_format, "%s: header size %u, expected %zu", lbl, raw.header_size, kHeaderSize);
+    // 4. payload size
+    const uint64_t payload_available = file_size - kHeaderSize;
+    if (raw.payload_size != payload_available)
+        fail(Status::bad_format, "%s: header declares %llu payload bytes but the file has %llu (%s)", lbl,
+             static_cast<unsigned long long>(raw.payload_size),
+             static_cast<unsigned long long>(payload_available),
+             raw.payload_size > payload_available ? "truncated" : "trailing bytes");
+    const uint64_t limit = max_payload_size(expected);
+    if (raw.payload_size > limit) {
+        // A real state of another model or context shape says so, as it would
+        // after the checksum; anything else is not a state this context can hold.
+        check_identity(raw, expected, label);
+        fail(Status::bad_format,
+             "%s: header declares %llu payload bytes, more than the %llu bytes of the largest state this context "
+             "can hold (n_ctx %u)",
+             lbl, static_cast<unsigned long long>(raw.payload_size), static_cast<unsigned long long>(limit),
+             expected.n_ctx);
+    }
+    return raw;
+}
+
+// Reads up to n bytes; fewer only at the end of the file.
+size_t read_up_to(int fd, uint8_t *p, size_t n, const std::string &path) {
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = ::read(fd, p + got, n - got);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            fail_errno(errno, "cannot read state file %s", path.c_str());
+        }
+        if (r == 0) break;
+        got += static_cast<size_t>(r);
+    }
+    return got;
+}
+
 }  // namespace
+
+uint64_t max_payload_size(const StateShape &shape) {
+    auto section = [](uint64_t n) { return kSectionHeaderSize + n + pad8(n); };
+    const uint64_t n_ctx = shape.n_ctx;
+    uint64_t total = kOptionalSectionAllowance + 2 * section(n_ctx * sizeof(int32_t));
+    for (size_t l = 0; l < shape.k_row_bytes.size(); ++l) total += section(n_ctx * shape.k_row_bytes[l]);
+    for (size_t l = 0; l < shape.v_row_bytes.size(); ++l)
+        if (shape.v_row_bytes[l] != 0) total += section(n_ctx * shape.v_row_bytes[l]);
+    return total;
+}
 
 uint64_t model_fingerprint(const gguf::GgufFile &file) {
     XXH3_state_t *st = XXH3_createState();
@@ -347,56 +439,20 @@ LoadedState parse_state(std::vector<uint8_t> image, const StateShape &expected, 
         fail(Status::internal, "%s: expected shape has %zu/%zu row sizes for %u layers", lbl,
              expected.k_row_bytes.size(), expected.v_row_bytes.size(), expected.n_layer);
 
-    // 1. magic and header size
-    if (image.size() < kHeaderSize)
-        fail(Status::bad_format, "%s: %zu bytes is too short for a state file header (%zu bytes)", lbl,
-             image.size(), kHeaderSize);
-    if (std::memcmp(image.data(), kMagic, 8) != 0)
-        fail(Status::bad_format, "%s: not a moestream state file (bad magic)", lbl);
-    RawHeader raw;
-    peek_header(image, raw);
-    // 2. version
-    if (raw.version != kFormatVersion)
-        fail(Status::unsupported, "%s: state format version %u; this build reads version %u", lbl,
-             raw.version, kFormatVersion);
-    if (raw.header_size != kHeaderSize)
-        fail(Status::bad_format, "%s: header size %u, expected %zu", lbl, raw.header_size, kHeaderSize);
-    // 3. size
-    const uint64_t payload_available = image.size() - kHeaderSize;
-    if (raw.payload_size != payload_available)
-        fail(Status::bad_format, "%s: header declares %llu payload bytes but the file has %llu (%s)", lbl,
-             static_cast<unsigned long long>(raw.payload_size),
-             static_cast<unsigned long long>(payload_available),
-             raw.payload_size > payload_available ? "truncated" : "trailing bytes");
-    // 4. checksum
+    const RawHeader raw = check_header(std::span(image).first(std::min(image.size(), kHeaderSize)),
+                                       image.size(), expected, label);
+    // 5. checksum
     const uint64_t sum = compute_checksum(image);
     if (sum != raw.checksum)
         fail(Status::bad_format, "%s: checksum mismatch (file says %016llx, contents hash to %016llx): corrupt",
              lbl, static_cast<unsigned long long>(raw.checksum), static_cast<unsigned long long>(sum));
-    // 5. fingerprint
-    if (raw.shape.fingerprint != expected.fingerprint)
-        fail(Status::state_mismatch,
-             "%s: saved from another model (fingerprint %016llx, this model is %016llx)", lbl,
-             static_cast<unsigned long long>(raw.shape.fingerprint),
-             static_cast<unsigned long long>(expected.fingerprint));
-    // 6. shape
-    const StateShape &s = raw.shape;
-    check_shape_field(label, "n_layer", s.n_layer, expected.n_layer);
-    check_shape_field(label, "n_head_kv", s.n_head_kv, expected.n_head_kv);
-    check_shape_field(label, "head_dim_k", s.head_dim_k, expected.head_dim_k);
-    check_shape_field(label, "head_dim_v", s.head_dim_v, expected.head_dim_v);
-    check_shape_field(label, "n_ctx", s.n_ctx, expected.n_ctx);
-    if (s.kv_type != expected.kv_type)
-        fail(Status::state_mismatch, "%s: saved with a %s KV cache but this context uses %s", lbl,
-             describe_type(static_cast<uint32_t>(s.kv_type)).c_str(),
-             describe_type(static_cast<uint32_t>(expected.kv_type)).c_str());
-    check_shape_field(label, "n_vocab", s.n_vocab, expected.n_vocab);
-    check_shape_field(label, "kv_layout", s.kv_layout, expected.kv_layout);
+    // 6, 7. fingerprint and shape
+    check_identity(raw, expected, label);
     if (raw.n_past > expected.n_ctx)
         fail(Status::bad_format, "%s: holds %u tokens, more than its n_ctx %u", lbl, raw.n_past,
              expected.n_ctx);
 
-    // 7. sections
+    // 8. sections
     LoadedState out;
     out.n_past = raw.n_past;
     out.k.resize(expected.n_layer);
@@ -501,18 +557,13 @@ LoadedState read_state_file(const std::string &path, const StateShape &expected)
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) fail_errno(errno, "cannot stat state file %s", path.c_str());
     if (!S_ISREG(st.st_mode)) fail(Status::io, "state file %s is not a regular file", path.c_str());
-    std::vector<uint8_t> image(static_cast<size_t>(st.st_size));
-    size_t got = 0;
-    while (got < image.size()) {
-        const ssize_t r = ::read(fd.get(), image.data() + got, image.size() - got);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            fail_errno(errno, "cannot read state file %s", path.c_str());
-        }
-        if (r == 0) break;  // shrank while reading: parse what we have (it will not verify)
-        got += static_cast<size_t>(r);
-    }
-    image.resize(got);
+    const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+    std::vector<uint8_t> image(static_cast<size_t>(std::min<uint64_t>(file_size, kHeaderSize)));
+    image.resize(read_up_to(fd.get(), image.data(), image.size(), path));
+    check_header(image, file_size, expected, path);  // before the payload costs any memory
+    image.resize(static_cast<size_t>(file_size));
+    const size_t got = kHeaderSize + read_up_to(fd.get(), image.data() + kHeaderSize, image.size() - kHeaderSize, path);
+    image.resize(got);  // shorter if the file shrank while being read: it will not verify
     return parse_state(std::move(image), expected, path);
 }
 

@@ -107,15 +107,26 @@ struct LoadedState {
     bool has_sampler = false;                 // whether the file has a sampler section
 };
 
-// Checks, in order: magic, version, size, checksum, fingerprint, shape,
-// sections (docs/state-format.md, "Validation on load"). Throws
-// moe::Error(bad_format) for corrupt or truncated images, (state_mismatch)
-// for another model or shape, (unsupported) for another format version; the
-// message starts with `label`. `expected` must be self-consistent (row byte
-// vectors of size n_layer).
+// The largest payload a state of `shape` can have: every required section
+// sized for n_ctx tokens, plus kOptionalSectionAllowance for the sampler
+// section and optional extensions. A reader refuses a larger payload before
+// reading it.
+inline constexpr uint64_t kOptionalSectionAllowance = 1 << 20;
+uint64_t max_payload_size(const StateShape &shape);
+
+// Checks, in order: magic, version, header size, payload size (against the
+// image and against max_payload_size(expected)), checksum, fingerprint,
+// shape, sections (docs/state-format.md, "Validation on load"). Throws
+// moe::Error(bad_format) for corrupt, truncated or oversized images,
+// (state_mismatch) for another model or shape, (unsupported) for another
+// format version; the message starts with `label`. `expected` must be
+// self-consistent (row byte vectors of size n_layer).
 LoadedState parse_state(std::vector<uint8_t> image, const StateShape &expected,
                         const std::string &label);
-// Reads `path` whole and parses it; I/O errors throw moe::Error(io).
+// Reads the header and checks it against the file's size and `expected`
+// first, then reads the rest and parses it, so a file that is no state of
+// this context costs no more memory than its header. I/O errors throw
+// moe::Error(io).
 LoadedState read_state_file(const std::string &path, const StateShape &expected);
 
 // The fields of a header without any check beyond its size (for tools and the

@@ -180,6 +180,106 @@ TEST(StateFile, TrailingBytesAreBadFormat) {
     EXPECT_NE(msg.find("trailing"), std::string::npos) << msg;
 }
 
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;  // the sanitizers reserve terabytes of address space
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// Runs fn in a child process whose address space is capped 256 MiB above what
+// it maps now, so that a fn that allocates as much as a huge file fails
+// (std::bad_alloc) instead of quietly succeeding. Returns fn's exit code;
+// 100 when fn ran out of memory.
+int run_with_capped_memory(const std::function<int()> &fn) {
+    const pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        if (!kSanitized) {
+            long pages = 0;
+            if (FILE *f = std::fopen("/proc/self/statm", "r")) {
+                if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+                std::fclose(f);
+            }
+            const rlim_t cap = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + (rlim_t(256) << 20);
+            struct rlimit lim {cap, cap};
+            if (pages <= 0 || setrlimit(RLIMIT_AS, &lim) != 0) _exit(99);
+        }
+        try {
+            _exit(fn());
+        } catch (const std::bad_alloc &) {
+            _exit(100);
+        } catch (...) {
+            _exit(98);
+        }
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+}
+
+// A sparse file of `size` bytes starting with `head`.
+void write_sparse(const std::string &path, const std::vector<uint8_t> &head, uint64_t size) {
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char *>(head.data()),
+                                                static_cast<std::streamsize>(head.size()));
+    fs::resize_file(path, size);
+}
+
+}  // namespace
+
+// A model (or anything large) passed as a state file is refused from its
+// header: the payload is never read, so memory stays at the header's 80
+// bytes however large the file is.
+TEST(StateFile, HugeFilesAreRefusedFromTheirHeaderAlone) {
+    const std::string dir = moe::test::scratch_dir();
+    const uint64_t size = uint64_t(2) << 30;
+    const Sample s;
+    auto read_status = [&](const std::string &path, Status want, const std::vector<std::string> &needles) {
+        return run_with_capped_memory([&] {
+            std::string msg;
+            if (status_of([&] { read_state_file(path, s.shape); }, &msg) != want) return 1;
+            for (const std::string &n : needles)
+                if (msg.find(n) == std::string::npos) return 2;
+            return 0;
+        });
+    };
+
+    std::vector<uint8_t> gguf = {'G', 'G', 'U', 'F', 3, 0, 0, 0};
+    gguf.resize(4096, 0xab);
+    write_sparse(dir + "/model.gguf", gguf, size);
+    EXPECT_EQ(read_status(dir + "/model.gguf", Status::bad_format, {"bad magic"}), 0);
+
+    // A well-formed header whose payload fills the file but is far larger
+    // than any state of this context: refused naming both sizes.
+    std::vector<uint8_t> header = s.encode();
+    header.resize(kHeaderSize);
+    const uint64_t payload = size - kHeaderSize;
+    std::memcpy(header.data() + 64, &payload, 8);
+    write_sparse(dir + "/huge.state", header, size);
+    const std::string limit = std::to_string(max_payload_size(s.shape));
+    EXPECT_EQ(read_status(dir + "/huge.state", Status::bad_format, {std::to_string(payload), limit, "largest state"}),
+              0);
+
+    // The same from a context with a larger n_ctx is that context's state:
+    // a mismatch naming the field, as it would be had it been read.
+    const uint32_t n_ctx = 1u << 24;
+    std::memcpy(header.data() + 40, &n_ctx, 4);
+    write_sparse(dir + "/longer.state", header, size);
+    EXPECT_EQ(read_status(dir + "/longer.state", Status::state_mismatch, {"n_ctx"}), 0);
+}
+
+// The bound on the payload keeps a real state of a longer context what it
+// was: a state mismatch naming n_ctx, not a malformed file.
+TEST(StateFile, StateOfALongerContextIsStillAMismatch) {
+    const Sample longer(100, 1, 1024), ours(5, 1, 1024);
+    const std::vector<uint8_t> image = longer.encode();
+    ASSERT_GT(image.size() - kHeaderSize, max_payload_size(ours.shape));
+    std::string msg;
+    EXPECT_EQ(parse_status(image, ours.shape, &msg), Status::state_mismatch);
+    EXPECT_NE(msg.find("n_ctx"), std::string::npos) << msg;
+}
+
 TEST(StateFile, EveryBitFlipIsDetected) {
     Sample s;
     const std::vector<uint8_t> full = s.encode();
