@@ -13,6 +13,22 @@ namespace {
 using moe::capi::ContextUse;
 using moe::capi::guarded;
 
+// The sizes of the earlier layouts of the structs that have grown. Each
+// layout ended where the next appended field now begins, so its sizeof is
+// that field's offset; the fields past it keep their defaults (params) or are
+// not written (stats).
+constexpr std::initializer_list<size_t> kEarlierParamsSizes = {
+    offsetof(moestream_params, routing_trace_path),  // up to log_level
+    offsetof(moestream_params, lookahead_layers),    // up to routing_trace_path
+    offsetof(moestream_params, numa_placement),      // up to lookahead_layers (0.1), 4 bytes of tail padding
+};
+constexpr std::initializer_list<size_t> kEarlierStatsSizes = {
+    offsetof(moestream_stats, io_busy_ns),    // up to layer_misses
+    offsetof(moestream_stats, attention_ns),  // up to io_queue_depth, 4 bytes of tail padding
+};
+static_assert(sizeof(void *) != 8 || offsetof(moestream_params, numa_placement) == 104,
+              "0.1's moestream_params was 104 bytes on 64-bit targets");
+
 moe::ContextParams to_context_params(const moestream_params &p) {
     moe::ContextParams c;
     if (!p.model_path) moe::fail(moe::Status::invalid_argument, "params.model_path is NULL");
@@ -86,10 +102,8 @@ MOESTREAM_API int moestream_open(const moestream_params *params, moestream_conte
     const int status = guarded("moestream_open", [&] {
         moe::capi::require(out, "out");
         moe::capi::require(params, "params");
-        // Layouts of earlier versions end before routing_trace_path,
-        // lookahead_layers or numa_placement; those fields then keep their defaults.
-        moe::capi::require_struct_size(params->struct_size, offsetof(moestream_params, routing_trace_path),
-                                       sizeof(moestream_params), "moestream_params");
+        moe::capi::require_struct_size(params->struct_size, sizeof(moestream_params), kEarlierParamsSizes,
+                                       "moestream_params");
         log = moe::Log(params->log_fn, params->log_user_data, params->log_level);
         auto handle = std::make_unique<moestream_context>();
         handle->log = log;
@@ -156,8 +170,7 @@ MOESTREAM_API int moestream_stats_get(const moestream_context *ctx, moestream_st
         // Callers built before the io_* fields, or before attention_ns/moe_ns,
         // were appended pass a shorter size and get only the fields they know.
         const size_t given = out->struct_size;
-        moe::capi::require_struct_size(given, offsetof(moestream_stats, io_busy_ns), sizeof(moestream_stats),
-                                       "moestream_stats");
+        moe::capi::require_struct_size(given, sizeof(moestream_stats), kEarlierStatsSizes, "moestream_stats");
         ContextUse use(ctx);
         moestream_stats s;
         std::memset(&s, 0, sizeof s);
@@ -177,8 +190,7 @@ MOESTREAM_API int moestream_stats_reset(moestream_context *ctx) {
 MOESTREAM_API int moestream_model_info_get(const moestream_context *ctx, moestream_model_info *out) {
     return guarded("moestream_model_info_get", [&] {
         moe::capi::require(out, "out");
-        moe::capi::require_struct_size(out->struct_size, sizeof(moestream_model_info), sizeof(moestream_model_info),
-                                       "moestream_model_info");
+        moe::capi::require_struct_size(out->struct_size, sizeof(moestream_model_info), "moestream_model_info");
         ContextUse use(ctx);
         const moe::Model &m = use->model();
         moestream_stats s;

@@ -6,8 +6,7 @@ namespace {
 
 moe::GeneratorConfig to_config(const moestream_generate_params *p) {
     moe::capi::require(p, "params");
-    moe::capi::require_struct_size(p->struct_size, sizeof(moestream_generate_params), sizeof(moestream_generate_params),
-                                   "moestream_generate_params");
+    moe::capi::require_struct_size(p->struct_size, sizeof(moestream_generate_params), "moestream_generate_params");
     moe::GeneratorConfig c;
     if (p->architecture) c.arch = p->architecture;
     if (p->preset) c.preset = p->preset;

@@ -52,8 +52,7 @@ MOESTREAM_API int moestream_inspect(const char *model_path, uint64_t memory_budg
     return moe::capi::guarded("moestream_inspect", [&] {
         moe::capi::require(model_path, "model_path");
         moe::capi::require(out, "out");
-        moe::capi::require_struct_size(out->struct_size, sizeof(moestream_model_info), sizeof(moestream_model_info),
-                                       "moestream_model_info");
+        moe::capi::require_struct_size(out->struct_size, sizeof(moestream_model_info), "moestream_model_info");
         const auto file = moe::gguf::GgufFile::open(model_path);
         const moe::HParams hp = moe::HParams::from_gguf(*file);
         const moe::ModelBytes bytes = moe::account_bytes(*file);

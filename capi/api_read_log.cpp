@@ -46,7 +46,7 @@ MOESTREAM_API void moestream_read_replay_init(moestream_read_replay *replay) {
 MOESTREAM_API int moestream_read_log_replay(moestream_context *ctx, moestream_read_replay *replay) {
     return guarded("moestream_read_log_replay", [&] {
         moe::capi::require(replay, "replay");
-        moe::capi::require_struct_size(replay->struct_size, sizeof *replay, sizeof *replay, "moestream_read_replay");
+        moe::capi::require_struct_size(replay->struct_size, sizeof *replay, "moestream_read_replay");
         if (replay->queue_depth < 0 || replay->queue_depth > 4096)
             moe::fail(moe::Status::invalid_argument, "replay.queue_depth %d is outside 0..4096", replay->queue_depth);
         ContextUse use(ctx);

@@ -38,7 +38,7 @@ MOESTREAM_API int moestream_sampler_new(const moestream_sampler_params *params, 
         moe::capi::require(out, "out");
         moe::capi::require(params, "params");
         moe::capi::require_struct_size(params->struct_size, sizeof(moestream_sampler_params),
-                                       sizeof(moestream_sampler_params), "moestream_sampler_params");
+                                       "moestream_sampler_params");
         *out = new moestream_sampler(from_c(*params));
     });
 }
@@ -60,8 +60,7 @@ MOESTREAM_API int moestream_sample(moestream_sampler *sampler, const float *logi
 MOESTREAM_API int moestream_sampler_params_get(const moestream_sampler *sampler, moestream_sampler_params *out) {
     return moe::capi::guarded(__func__, [&] {
         moe::capi::require(out, "out");
-        moe::capi::require_struct_size(out->struct_size, sizeof(moestream_sampler_params),
-                                       sizeof(moestream_sampler_params), "moestream_sampler_params");
+        moe::capi::require_struct_size(out->struct_size, sizeof(moestream_sampler_params), "moestream_sampler_params");
         moe::capi::SamplerUse use(sampler);
         const moe::SamplerParams &p = use->params();
         out->temperature = p.temperature;

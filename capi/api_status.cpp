@@ -21,15 +21,19 @@ void clear_last_error() { t_last_error.clear(); }
 
 const char *last_error_text() noexcept { return t_last_error.c_str(); }
 
-void require_struct_size(size_t given, size_t minimum, size_t current, const char *what) {
-    if (given >= minimum && given <= current) return;
-    if (minimum == current)
+void require_struct_size(size_t given, size_t current, std::initializer_list<size_t> earlier, const char *what) {
+    if (given == current) return;
+    for (size_t size : earlier)
+        if (given == size) return;
+    if (earlier.size() == 0)
         moe::fail(moe::Status::invalid_argument,
                   "%s.struct_size is %zu; expected %zu (initialise it with its _init function)", what, given, current);
+    std::string sizes;
+    for (size_t size : earlier) sizes += (sizes.empty() ? "" : ", ") + std::to_string(size);
     moe::fail(moe::Status::invalid_argument,
-              "%s.struct_size is %zu; expected %zu, or an earlier version's size down to %zu (initialise it with "
-              "its _init function)",
-              what, given, current, minimum);
+              "%s.struct_size is %zu; expected %zu, or an earlier version's size (%s) (initialise it with its _init "
+              "function)",
+              what, given, current, sizes.c_str());
 }
 
 }  // namespace moe::capi

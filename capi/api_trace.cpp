@@ -29,7 +29,7 @@ MOESTREAM_API int moestream_trace_synth(const moestream_trace_synth_params *p, c
     return moe::capi::guarded(__func__, [&] {
         moe::capi::require(p, "params");
         moe::capi::require(path, "path");
-        moe::capi::require_struct_size(p->struct_size, sizeof *p, sizeof *p, "moestream_trace_synth_params");
+        moe::capi::require_struct_size(p->struct_size, sizeof *p, "moestream_trace_synth_params");
         moe::SynthConfig c;
         if (p->heat_path) {
             moe::load_heat_file(p->heat_path, c);
@@ -63,7 +63,7 @@ MOESTREAM_API int moestream_trace_info_get(const char *path, moestream_trace_inf
     return moe::capi::guarded(__func__, [&] {
         moe::capi::require(path, "path");
         moe::capi::require(out, "out");
-        moe::capi::require_struct_size(out->struct_size, sizeof *out, sizeof *out, "moestream_trace_info");
+        moe::capi::require_struct_size(out->struct_size, sizeof *out, "moestream_trace_info");
         const moe::RoutingTrace t = moe::read_routing_trace(path);
         const moe::TraceStats s = moe::measure_trace(t);
         out->n_layer = static_cast<int32_t>(t.header.n_layer);
@@ -109,8 +109,8 @@ MOESTREAM_API int moestream_trace_replay(const moestream_replay_params *p, moest
         moe::capi::require(p, "params");
         moe::capi::require(out, "out");
         moe::capi::require(p->trace_path, "params->trace_path");
-        moe::capi::require_struct_size(p->struct_size, sizeof *p, sizeof *p, "moestream_replay_params");
-        moe::capi::require_struct_size(out->struct_size, sizeof *out, sizeof *out, "moestream_replay_result");
+        moe::capi::require_struct_size(p->struct_size, sizeof *p, "moestream_replay_params");
+        moe::capi::require_struct_size(out->struct_size, sizeof *out, "moestream_replay_result");
         if (p->warmup_share > 1 || std::isnan(p->warmup_share))
             moe::fail(moe::Status::invalid_argument, "warmup_share %g is above 1", p->warmup_share);
         const moe::RoutingTrace t = moe::read_routing_trace(p->trace_path);

@@ -2,6 +2,7 @@
 // and no unwinding of any kind, crosses into C or Python.
 #pragma once
 
+#include <initializer_list>
 #include <new>
 #include <string>
 
@@ -43,7 +44,13 @@ T *require(T *p, const char *what) {
     return p;
 }
 
-// Checks a caller-provided struct_size against the smallest layout we accept.
-void require_struct_size(size_t given, size_t minimum, size_t current, const char *what);
+// Checks a caller-provided struct_size: exactly `current` (the size this
+// header declares) or exactly one of `earlier`, the sizes of the struct's
+// earlier released layouts. A size in between would have the library read or
+// write part of a field.
+void require_struct_size(size_t given, size_t current, std::initializer_list<size_t> earlier, const char *what);
+inline void require_struct_size(size_t given, size_t current, const char *what) {
+    require_struct_size(given, current, {}, what);
+}
 
 }  // namespace moe::capi

@@ -216,9 +216,10 @@ typedef struct moestream_context moestream_context;
  * it), except the token embeddings, of which a token reads one row (they
  * stay mapped unless they are also the output head); in the mmap mode
  * through the mapping. Either way they count against the budget and are not
- * mlock'ed. params->struct_size is sizeof(moestream_params) or the size of an
- * earlier version's layout (0.1: from 88 bytes on); fields past it take their
- * defaults. On failure *out is NULL. For testing how a program
+ * mlock'ed. params->struct_size is sizeof(moestream_params) or exactly the
+ * size of an earlier version's layout (on 64-bit targets 104 for 0.1, 96 and
+ * 88 before it); fields past it take their defaults, and any other size is
+ * MOESTREAM_ERR_INVALID_ARGUMENT. On failure *out is NULL. For testing how a program
  * copes with failing storage, the environment variable
  * MOESTREAM_FAULT_INJECT makes the expert reads of the context opened fail,
  * come back short or corrupted (docs/errors.md, "Fault injection"). */
@@ -305,8 +306,10 @@ typedef struct moestream_stats {
 } moestream_stats;
 
 MOESTREAM_API void moestream_stats_init(moestream_stats *stats);
-/* Accepts a struct_size from older layouts, without the io_* fields on or
- * without attention_ns/moe_ns (fields past the given size are not written). */
+/* struct_size is sizeof(moestream_stats) or exactly the size of an older
+ * layout: offsetof(io_busy_ns) (without the io_* fields on) or
+ * offsetof(attention_ns) (without attention_ns/moe_ns); fields past it are
+ * not written. Any other size is MOESTREAM_ERR_INVALID_ARGUMENT. */
 MOESTREAM_API int moestream_stats_get(const moestream_context *ctx, moestream_stats *out);
 MOESTREAM_API int moestream_stats_reset(moestream_context *ctx);
 

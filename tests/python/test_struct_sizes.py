@@ -1,0 +1,128 @@
+"""struct_size is accepted only when it is exactly the size of a layout the
+library knows: the struct this header declares or, for the structs that have
+grown (moestream_params, moestream_stats), one of their earlier layouts. Any
+other size would have the library read or write part of a field, so it is
+INVALID_ARGUMENT naming struct_size, for every struct that carries one."""
+import ctypes
+
+import pytest
+
+from capi_support import open_ctx, opened
+from moestream import _ffi
+from moestream._errors import Status
+
+# The released layouts of moestream_params: up to log_level, up to
+# routing_trace_path, 0.1's (up to lookahead_layers, with tail padding), today's.
+PARAMS_SIZES = (88, 96, 104, ctypes.sizeof(_ffi.Params))
+STATS_SIZES = (_ffi.Stats.io_busy_ns.offset, _ffi.Stats.attention_ns.offset, ctypes.sizeof(_ffi.Stats))
+
+
+def wrong_sizes(known):
+    """Sizes near each known one, and 0, that no layout has."""
+    near = {s + d for s in known for d in (-8, -4, -1, 1, 3, 4, 8)} | {0, 8}
+    return sorted(near - set(known))
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    pytest.importorskip("numpy")
+    from tools.make_model import ModelSpec, make_model
+    path = tmp_path_factory.mktemp("sizes") / "m.gguf"
+    make_model(path, ModelSpec(arch="qwen3moe", n_embd=64, n_layer=2, n_head=2, n_head_kv=1, n_expert=4,
+                               n_expert_used=2, n_ff_expert=32, n_vocab=64, n_ctx=64, seed=1))
+    return path
+
+
+@pytest.fixture
+def ctx(lib, model_path):
+    with opened(lib, model_path) as handle:
+        yield handle
+
+
+def refused(lib, status):
+    assert status == Status.INVALID_ARGUMENT, (status, lib.last_error())
+    assert "struct_size" in lib.last_error()
+
+
+def test_params_sizes(lib, model_path):
+    assert PARAMS_SIZES[-1] == 112
+    for size in PARAMS_SIZES:
+        status, out = open_ctx(lib, model_path, struct_size=size)
+        assert status == Status.OK, (size, lib.last_error())
+        lib.moestream_close(out)
+    for size in wrong_sizes(PARAMS_SIZES):
+        status, out = open_ctx(lib, model_path, struct_size=size)
+        refused(lib, status)
+        assert not out
+
+
+def test_stats_sizes(lib, ctx):
+    get = lib.raw("moestream_stats_get")
+    for size in STATS_SIZES:
+        stats = _ffi.Stats()
+        stats.struct_size = size
+        assert get(ctx, ctypes.byref(stats)) == Status.OK, (size, lib.last_error())
+    for size in wrong_sizes(STATS_SIZES):
+        stats = _ffi.Stats()
+        stats.io_busy_ns = stats.attention_ns = 7
+        stats.struct_size = size
+        refused(lib, get(ctx, ctypes.byref(stats)))
+        assert stats.io_busy_ns == 7 and stats.attention_ns == 7  # not a byte written
+
+
+def single_size_calls(lib, ctx, model_path, tmp_path):
+    """(struct type, call taking an instance) for every other sized struct."""
+    sampler = _ffi.SamplerPtr()
+    sp = _ffi.SamplerParams()
+    lib.moestream_sampler_params_init(ctypes.byref(sp))
+    lib.moestream_sampler_new(ctypes.byref(sp), ctypes.byref(sampler))
+    path = str(model_path).encode()
+    trace = str(tmp_path / "t.trace").encode()
+
+    def replay_params(p):
+        p.trace_path = trace
+        result = _ffi.ReplayResult()
+        lib.moestream_replay_result_init(ctypes.byref(result))
+        return lib.raw("moestream_trace_replay")(ctypes.byref(p), ctypes.byref(result))
+
+    def replay_result(r):
+        p = _ffi.ReplayParams()
+        lib.moestream_replay_params_init(ctypes.byref(p))
+        p.trace_path = trace
+        return lib.raw("moestream_trace_replay")(ctypes.byref(p), ctypes.byref(r))
+
+    calls = [
+        (_ffi.ModelInfo, lambda s: lib.raw("moestream_model_info_get")(ctx, ctypes.byref(s))),
+        (_ffi.ModelInfo, lambda s: lib.raw("moestream_inspect")(path, 0, ctypes.byref(s))),
+        (_ffi.SamplerParams,
+         lambda s: lib.raw("moestream_sampler_new")(ctypes.byref(s), ctypes.byref(_ffi.SamplerPtr()))),
+        (_ffi.SamplerParams, lambda s: lib.raw("moestream_sampler_params_get")(sampler, ctypes.byref(s))),
+        (_ffi.ReadReplay, lambda s: lib.raw("moestream_read_log_replay")(ctx, ctypes.byref(s))),
+        (_ffi.GenerateParams, lambda s: lib.raw("moestream_generate_model_size")(ctypes.byref(s),
+                                                                               ctypes.byref(ctypes.c_uint64()))),
+        (_ffi.TraceSynthParams, lambda s: lib.raw("moestream_trace_synth")(ctypes.byref(s), trace)),
+        (_ffi.TraceInfo, lambda s: lib.raw("moestream_trace_info_get")(trace, ctypes.byref(s))),
+        (_ffi.ReplayParams, replay_params),
+        (_ffi.ReplayResult, replay_result),
+    ]
+    return calls, sampler
+
+
+INIT = {_ffi.ModelInfo: "moestream_model_info_init", _ffi.SamplerParams: "moestream_sampler_params_init",
+        _ffi.ReadReplay: "moestream_read_replay_init", _ffi.GenerateParams: "moestream_generate_params_init",
+        _ffi.TraceSynthParams: "moestream_trace_synth_params_init", _ffi.TraceInfo: "moestream_trace_info_init",
+        _ffi.ReplayParams: "moestream_replay_params_init", _ffi.ReplayResult: "moestream_replay_result_init"}
+
+
+def test_every_other_struct_takes_only_its_own_size(lib, ctx, model_path, tmp_path):
+    calls, sampler = single_size_calls(lib, ctx, model_path, tmp_path)
+    try:
+        for struct, call in calls:
+            for size in wrong_sizes((ctypes.sizeof(struct),)):
+                s = struct()
+                getattr(lib, INIT[struct])(ctypes.byref(s))
+                s.struct_size = size
+                refused(lib, call(s))
+    finally:
+        lib.moestream_sampler_free(sampler)
+    assert not (tmp_path / "t.trace").exists()
