@@ -119,7 +119,19 @@ MOESTREAM_API int moestream_open(const moestream_params *params, moestream_conte
 MOESTREAM_API void moestream_close(moestream_context *ctx) {
     // Destruction cannot fail visibly; the firewall keeps any exception inside.
     guarded("moestream_close", [&] {
-        if (ctx && ctx->ctx) log_closing(*ctx->ctx, ctx->log);
+        if (!ctx) return;
+        // A call that claimed the context (on another thread, or below us on
+        // this one when closing from its log callback) still uses it: freeing
+        // it now would pull the memory out from under that call. Taking the
+        // claim ourselves shuts such calls out for good; failing to take it,
+        // the context stays open and the caller learns why.
+        bool expected = false;
+        if (!ctx->busy.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+            ctx->log.write(MOESTREAM_LOG_ERROR,
+                           "moestream_close: the context is in use by another thread; it stays open");
+            moe::fail(moe::Status::busy, "the context is in use by another thread; it stays open");
+        }
+        if (ctx->ctx) log_closing(*ctx->ctx, ctx->log);
         delete ctx;
     });
 }

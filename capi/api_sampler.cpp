@@ -43,7 +43,15 @@ MOESTREAM_API int moestream_sampler_new(const moestream_sampler_params *params, 
     });
 }
 
-MOESTREAM_API void moestream_sampler_free(moestream_sampler *sampler) { delete sampler; }
+MOESTREAM_API void moestream_sampler_free(moestream_sampler *sampler) {
+    moe::capi::guarded(__func__, [&] {
+        if (!sampler) return;
+        // As moestream_close: a call inside the sampler keeps it allocated.
+        if (sampler->in_use.test_and_set(std::memory_order_acquire))
+            moe::fail(moe::Status::busy, "the sampler is in use by another thread; it stays allocated");
+        delete sampler;
+    });
+}
 
 MOESTREAM_API int moestream_sample(moestream_sampler *sampler, const float *logits, int32_t n_vocab,
                                    int32_t *token_out) {

@@ -17,6 +17,14 @@
  *   time; different contexts are independent. Calling into one context from two
  *   threads at once is detected where cheap and returns MOESTREAM_ERR_BUSY.
  * - Destructors (moestream_close, moestream_sampler_free) accept NULL.
+ *   Closing a handle while another thread is inside a call on it is
+ *   undefined behaviour. Where the call has claimed the handle (the calls
+ *   that can return MOESTREAM_ERR_BUSY), the destructor detects it: it frees
+ *   nothing and sets moestream_last_error (moestream_close also logs it at
+ *   MOESTREAM_LOG_ERROR); destroy the handle again once that call has
+ *   returned. Calls that do not claim it (the size and token queries, the
+ *   tokenizer) are not detected. The Python binding refuses such a close
+ *   during any call (Error with status BUSY).
  * - The library never prints on its own; pass a log callback to see messages.
  */
 #ifndef MOESTREAM_H
@@ -224,7 +232,9 @@ typedef struct moestream_context moestream_context;
  * MOESTREAM_FAULT_INJECT makes the expert reads of the context opened fail,
  * come back short or corrupted (docs/errors.md, "Fault injection"). */
 MOESTREAM_API int moestream_open(const moestream_params *params, moestream_context **out);
-/* Drains I/O, writes the usage profile (unless disabled) and frees. NULL-safe. */
+/* Drains I/O, writes the usage profile (unless disabled) and frees. NULL-safe.
+ * While another thread is inside a call on ctx it cannot free safely: see
+ * the conventions at the top (the context may stay open). */
 MOESTREAM_API void moestream_close(moestream_context *ctx);
 
 MOESTREAM_API int moestream_model_info_get(const moestream_context *ctx, moestream_model_info *out);
@@ -383,6 +393,8 @@ MOESTREAM_API void moestream_sampler_params_init(moestream_sampler_params *param
 /* Invalid values (temperature < 0 or not finite, top_k < 0, top_p outside
  * (0, 1], min_p outside [0, 1]) give MOESTREAM_ERR_INVALID_ARGUMENT. */
 MOESTREAM_API int moestream_sampler_new(const moestream_sampler_params *params, moestream_sampler **out);
+/* NULL-safe. While another thread is inside a call on the sampler, frees
+ * nothing (see the conventions at the top). */
 MOESTREAM_API void moestream_sampler_free(moestream_sampler *sampler);
 /* Picks a token from n_vocab logits. Greedy picks the largest logit (lowest id
  * on ties). Otherwise p = softmax(logits / temperature), then min-p, top-k and

@@ -17,7 +17,8 @@ class Context(OwnedHandle):
 
     One thread at a time may use a Context (a concurrent call raises Error with
     status BUSY where the library detects it); different Contexts are
-    independent. ``step`` releases the GIL while the model runs.
+    independent. ``step`` releases the GIL while the model runs. ``close()``
+    while a call is running raises Error with status BUSY (OwnedHandle).
     """
 
     _FREE = "moestream_close"
@@ -59,7 +60,8 @@ class Context(OwnedHandle):
     # --- lifetime ---------------------------------------------------------
 
     def close(self):
-        """Frees the context (drains I/O, writes the usage profile). Idempotent."""
+        """Frees the context (drains I/O, writes the usage profile). Idempotent.
+        Error with status BUSY while a call on the context is running."""
         super().close()
         self._log_callback = None
 
@@ -72,55 +74,64 @@ class Context(OwnedHandle):
         without numpy), or None when ``logits=False``. On error nothing of this
         call is kept.
         """
-        handle = self._h()
         keep, ptr, n = cv.int32_buffer(tokens)
         out, out_ptr = (cv.new_logits(self.n_vocab) if logits else (None, None))
-        self._lib.moestream_step(handle, ptr, n, out_ptr)
+        with self._claim() as handle:
+            self._lib.moestream_step(handle, ptr, n, out_ptr)
         del keep
         return cv.finish_logits(out) if logits else None
 
     def reset(self):
         """Forgets all tokens; the expert cache stays warm."""
-        self._lib.moestream_reset(self._h())
+        with self._claim() as handle:
+            self._lib.moestream_reset(handle)
 
     def save_state(self, path, sampler=None):
         """Saves tokens and KV cache atomically; with a Sampler, also its
         parameters and generator state (docs/state-format.md)."""
-        if sampler is None:
-            self._lib.moestream_state_save(self._h(), _path_bytes(path))
-        else:
-            self._lib.moestream_state_save_with_sampler(self._h(), sampler._h(), _path_bytes(path))
+        with self._claim() as handle:
+            if sampler is None:
+                self._lib.moestream_state_save(handle, _path_bytes(path))
+            else:
+                with sampler._claim() as sampler_handle:
+                    self._lib.moestream_state_save_with_sampler(handle, sampler_handle, _path_bytes(path))
 
     def load_state(self, path, sampler=None):
         """Restores a saved state. With a Sampler, the file must hold a
         sampler section, and the sampler takes its parameters and generator
         state. On error neither the context nor the sampler changes."""
-        if sampler is None:
-            self._lib.moestream_state_load(self._h(), _path_bytes(path))
-        else:
-            self._lib.moestream_state_load_with_sampler(self._h(), sampler._h(), _path_bytes(path))
-            sampler._refresh_params()
+        with self._claim() as handle:
+            if sampler is None:
+                self._lib.moestream_state_load(handle, _path_bytes(path))
+            else:
+                with sampler._claim() as sampler_handle:
+                    self._lib.moestream_state_load_with_sampler(handle, sampler_handle, _path_bytes(path))
+                sampler._refresh_params()
 
     def stats(self):
         """Engine counters as a dict (see moestream_stats in the header)."""
         s = _ffi.Stats()
         self._lib.moestream_stats_init(ctypes.byref(s))
-        self._lib.moestream_stats_get(self._h(), ctypes.byref(s))
+        with self._claim() as handle:
+            self._lib.moestream_stats_get(handle, ctypes.byref(s))
         return cv.stats_dict(s)
 
     def reset_stats(self):
-        self._lib.moestream_stats_reset(self._h())
+        with self._claim() as handle:
+            self._lib.moestream_stats_reset(handle)
 
     def start_read_log(self, capacity):
         """Logs the expert reads from now on, up to capacity (0 stops); see moestream_read_log_start."""
-        self._lib.moestream_read_log_start(self._h(), int(capacity))
+        with self._claim() as handle:
+            self._lib.moestream_read_log_start(handle, capacity)
 
     def replay_read_log(self, queue_depth=0):
         """Replays the logged reads against the device (moestream_read_log_replay); a dict of the figures."""
         r = _ffi.ReadReplay()
         self._lib.moestream_read_replay_init(ctypes.byref(r))
         r.queue_depth = int(queue_depth)
-        self._lib.moestream_read_log_replay(self._h(), ctypes.byref(r))
+        with self._claim() as handle:
+            self._lib.moestream_read_log_replay(handle, ctypes.byref(r))
         return cv.struct_to_dict(r)
 
     # --- model facts --------------------------------------------------------
@@ -131,7 +142,8 @@ class Context(OwnedHandle):
         if self._info is None:
             mi = _ffi.ModelInfo()
             self._lib.moestream_model_info_init(ctypes.byref(mi))
-            self._lib.moestream_model_info_get(self._h(), ctypes.byref(mi))
+            with self._claim() as handle:
+                self._lib.moestream_model_info_get(handle, ctypes.byref(mi))
             self._info = cv.model_info_dict(mi)
         return dict(self._info)
 
@@ -150,10 +162,12 @@ class Context(OwnedHandle):
     @property
     def io_mode_reason(self):
         """Why experts are read the way they are and where the memory lives, in full."""
-        return self._lib.moestream_io_mode_reason(self._h()).decode()
+        with self._claim() as handle:
+            return self._lib.moestream_io_mode_reason(handle).decode()
 
     def _int_query(self, name):
-        value = getattr(self._lib, name)(self._h())
+        with self._claim() as handle:
+            value = getattr(self._lib, name)(handle)
         if value < 0:
             raise Error(Status.INTERNAL, f"{name} returned {value} for an open context")
         return value
@@ -169,8 +183,11 @@ class Context(OwnedHandle):
 
     def tokenize(self, text, *, add_special=True, parse_special=False):
         """Token ids of text (str, encoded as UTF-8, or bytes)."""
-        handle = self._h()
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        with self._claim() as handle:
+            return self._tokenize(handle, data, add_special, parse_special)
+
+    def _tokenize(self, handle, data, add_special, parse_special):
         raw = self._lib.raw("moestream_tokenize")
         capacity = len(data) + 16
         while True:
@@ -187,7 +204,10 @@ class Context(OwnedHandle):
 
     def token_to_piece(self, token):
         """The bytes of one token's text."""
-        handle = self._h()
+        with self._claim() as handle:
+            return self._token_to_piece(handle, token)
+
+    def _token_to_piece(self, handle, token):
         raw = self._lib.raw("moestream_token_to_piece")
         capacity = 64
         while True:
@@ -207,12 +227,14 @@ class Context(OwnedHandle):
 
     @property
     def bos_token(self):
-        value = self._lib.moestream_token_bos(self._h())
+        with self._claim() as handle:
+            value = self._lib.moestream_token_bos(handle)
         return None if value < 0 else value
 
     @property
     def eos_token(self):
-        value = self._lib.moestream_token_eos(self._h())
+        with self._claim() as handle:
+            value = self._lib.moestream_token_eos(handle)
         return None if value < 0 else value
 
     def __repr__(self):

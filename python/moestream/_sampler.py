@@ -10,7 +10,8 @@ from ._handle import OwnedHandle
 class Sampler(OwnedHandle):
     """Greedy (temperature=0) or temperature / top-k / top-p / min-p sampling
     with a seeded deterministic generator. Arguments left as None take the
-    library's defaults (moestream_sampler_params_init). One thread at a time.
+    library's defaults (moestream_sampler_params_init). One thread at a time;
+    ``close()`` while a call is running raises Error with status BUSY.
     """
 
     _FREE = "moestream_sampler_free"
@@ -42,7 +43,8 @@ class Sampler(OwnedHandle):
         """Reads the parameters back (they change when a state is loaded into the sampler)."""
         params = _ffi.SamplerParams()
         self._lib.moestream_sampler_params_init(ctypes.byref(params))
-        self._lib.moestream_sampler_params_get(self._h(), ctypes.byref(params))
+        with self._claim() as handle:
+            self._lib.moestream_sampler_params_get(handle, ctypes.byref(params))
         self.params = _params_dict(params)
 
     def sample(self, logits):
@@ -52,7 +54,8 @@ class Sampler(OwnedHandle):
         if n >= 2**31:
             raise Error(Status.INVALID_ARGUMENT, f"logits row of {n} values is too long")
         token = ctypes.c_int32(-1)
-        self._lib.moestream_sample(self._handle, ptr, n, ctypes.byref(token))
+        with self._claim() as handle:
+            self._lib.moestream_sample(handle, ptr, n, ctypes.byref(token))
         del keep
         return token.value
 

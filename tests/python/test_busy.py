@@ -162,3 +162,130 @@ def test_binding_call_from_another_thread_inside_step_gets_busy(lib, model):
         ctx.step([1, 2, 3], logits=False)
         assert seen == [Status.BUSY]
         assert ctx.n_past == 3
+
+
+# --- closing a handle while a call is inside it ------------------------------------
+
+
+def test_close_from_another_thread_inside_step_leaves_the_context_open(lib, model):
+    """moestream_close cannot return a status, but while a call holds the
+    context it must not free it under that call: it leaves the context open
+    and says why in the thread's last error."""
+    holder = {}
+
+    def probe():
+        lib.moestream_close(holder["ctx"])
+        return [lib.last_error()]
+
+    interloper = Interloper("step", probe)
+    with opened_with(lib, model, interloper) as ctx:
+        holder["ctx"] = ctx
+        arr, n = tokens(1, 2, 3)
+        assert lib.raw("moestream_step")(ctx, arr, n, None) == 0, lib.last_error()
+        assert interloper.fired == 1 and not interloper.errors, interloper.errors
+        assert "in use by another thread" in interloper.results[0], interloper.results
+        assert lib.moestream_n_past(ctx) == 3
+        arr, n = tokens(4)
+        assert lib.raw("moestream_step")(ctx, arr, n, None) == 0
+    # opened_with's exit closes it for real, now that no call holds it.
+
+
+def test_sampler_free_from_another_thread_inside_save_leaves_the_sampler(lib, model, tmp_path):
+    holder = {}
+
+    def probe():
+        lib.moestream_sampler_free(holder["sampler"])
+        return [lib.last_error()]
+
+    interloper = Interloper("saving state", probe)
+    with opened_with(lib, model, interloper) as ctx:
+        sp = _ffi.SamplerParams()
+        lib.moestream_sampler_params_init(ctypes.byref(sp))
+        sampler = _ffi.SamplerPtr()
+        lib.moestream_sampler_new(ctypes.byref(sp), ctypes.byref(sampler))
+        holder["sampler"] = sampler
+        try:
+            state = str(tmp_path / "s.state").encode()
+            assert lib.raw("moestream_state_save_with_sampler")(ctx, sampler, state) == 0, lib.last_error()
+            assert interloper.fired == 1 and not interloper.errors, interloper.errors
+            assert "in use by another thread" in interloper.results[0], interloper.results
+            logits = (ctypes.c_float * N_VOCAB)(*([0.0] * N_VOCAB))
+            token = ctypes.c_int32(-1)
+            assert lib.raw("moestream_sample")(sampler, logits, N_VOCAB, ctypes.byref(token)) == 0
+            assert 0 <= token.value < N_VOCAB
+        finally:
+            lib.moestream_sampler_free(sampler)
+
+
+def test_binding_close_while_a_step_runs_on_another_thread_is_busy(lib, model):
+    """A step runs on a thread; close() meanwhile raises BUSY and the step
+    completes; once it has, close() succeeds. The step is held inside the
+    library (in its log callback) until close() has been tried, so the
+    overlap is certain, not a matter of timing."""
+    import moestream
+    inside, release = threading.Event(), threading.Event()
+    outcome = {}
+
+    def log(level, message):
+        if message.startswith("step") and not inside.is_set():
+            inside.set()
+            release.wait(60)
+
+    ctx = moestream.Context(model, n_ctx=16, n_threads=1, profile_path="", log=log, log_level="debug")
+
+    def run():
+        try:
+            ctx.step([1, 2, 3], logits=False)
+            outcome["step"] = "ok"
+        except moestream.Error as e:
+            outcome["step"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        assert inside.wait(60)
+        with pytest.raises(moestream.Error) as info:
+            ctx.close()
+        assert info.value.status == Status.BUSY
+        assert "in use" in info.value.message
+        assert not ctx.closed
+    finally:
+        release.set()
+        t.join()
+    assert outcome["step"] == "ok"
+    assert ctx.n_past == 3
+    ctx.close()
+    assert ctx.closed
+    ctx.close()  # still idempotent
+
+
+def test_binding_sampler_close_while_a_save_uses_it_is_busy(lib, model, tmp_path):
+    import moestream
+    seen = []
+    box = {}
+
+    def log(level, message):
+        if seen or not message.startswith("saving state"):
+            return
+
+        def other():
+            try:
+                box["sampler"].close()
+                seen.append("closed")
+            except moestream.Error as e:
+                seen.append(e.status)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+
+    with moestream.Context(model, n_ctx=16, n_threads=1, profile_path="", log=log, log_level="debug") as ctx:
+        sampler = moestream.Sampler(seed=3)
+        box["sampler"] = sampler
+        ctx.step([1, 2], logits=False)
+        ctx.save_state(tmp_path / "s.state", sampler)
+        assert seen == [Status.BUSY]
+        assert not sampler.closed
+        assert 0 <= sampler.sample([0.0] * N_VOCAB) < N_VOCAB
+        sampler.close()
+        assert sampler.closed
