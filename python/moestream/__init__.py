@@ -44,7 +44,7 @@ def library_path():
 
 def status_string(status):
     """The library's static description of a status code."""
-    return cv.text(_ffi.lib().moestream_status_string(int(status)))
+    return cv.text(_ffi.lib().moestream_status_string(cv.checked_int(status, ctypes.c_int, "status")))
 
 
 def inspect(path, memory_budget=0):
@@ -58,5 +58,6 @@ def inspect(path, memory_budget=0):
     lib = _ffi.lib()
     info = _ffi.ModelInfo()
     lib.moestream_model_info_init(ctypes.byref(info))
-    lib.moestream_inspect(os.fsencode(os.fspath(path)), int(memory_budget), ctypes.byref(info))
+    memory_budget = cv.checked_int(memory_budget, ctypes.c_uint64, "memory_budget")
+    lib.moestream_inspect(os.fsencode(os.fspath(path)), memory_budget, ctypes.byref(info))
     return cv.model_info_dict(info)

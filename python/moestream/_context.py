@@ -35,14 +35,14 @@ class Context(OwnedHandle):
         params = _ffi.Params()
         self._lib.moestream_params_init(ctypes.byref(params))
         params.model_path = _path_bytes(model_path)
-        params.memory_budget = int(memory_budget)
-        params.n_threads = int(n_threads)
-        params.n_ctx = int(n_ctx)
+        cv.set_int(params, "memory_budget", memory_budget)
+        cv.set_int(params, "n_threads", n_threads)
+        cv.set_int(params, "n_ctx", n_ctx)
         params.io_mode = cv.enum_value(cv.IO_MODES, io_mode, "io_mode")
         params.prefetch = cv.enum_value(cv.PREFETCH_MODES, prefetch, "prefetch")
         params.cache_policy = cv.enum_value(cv.CACHE_POLICIES, cache_policy, "cache_policy")
         params.exact = 1 if exact else 0
-        params.lookahead_layers = int(lookahead_layers)
+        cv.set_int(params, "lookahead_layers", lookahead_layers)
         params.numa_placement = cv.enum_value(cv.NUMA_PLACEMENTS, numa, "numa")
         if packed_path is not None:
             params.packed_path = _path_bytes(packed_path)
@@ -122,6 +122,7 @@ class Context(OwnedHandle):
 
     def start_read_log(self, capacity):
         """Logs the expert reads from now on, up to capacity (0 stops); see moestream_read_log_start."""
+        capacity = cv.checked_int(capacity, ctypes.c_uint64, "capacity")
         with self._claim() as handle:
             self._lib.moestream_read_log_start(handle, capacity)
 
@@ -129,7 +130,7 @@ class Context(OwnedHandle):
         """Replays the logged reads against the device (moestream_read_log_replay); a dict of the figures."""
         r = _ffi.ReadReplay()
         self._lib.moestream_read_replay_init(ctypes.byref(r))
-        r.queue_depth = int(queue_depth)
+        cv.set_int(r, "queue_depth", queue_depth)
         with self._claim() as handle:
             self._lib.moestream_read_log_replay(handle, ctypes.byref(r))
         return cv.struct_to_dict(r)
@@ -204,6 +205,7 @@ class Context(OwnedHandle):
 
     def token_to_piece(self, token):
         """The bytes of one token's text."""
+        token = cv.checked_int(token, ctypes.c_int32, "token")
         with self._claim() as handle:
             return self._token_to_piece(handle, token)
 
@@ -213,7 +215,7 @@ class Context(OwnedHandle):
         while True:
             buf = ctypes.create_string_buffer(capacity)
             n = ctypes.c_size_t(0)
-            status = raw(handle, int(token), buf, capacity, ctypes.byref(n))
+            status = raw(handle, token, buf, capacity, ctypes.byref(n))
             if status == Status.INVALID_ARGUMENT and n.value > capacity:
                 capacity = n.value
                 continue

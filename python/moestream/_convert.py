@@ -16,6 +16,25 @@ LOG_LEVELS = {"error": 0, "warn": 1, "info": 2, "debug": 3}
 NUMA_PLACEMENTS = {"local": 0, "interleave": 1}
 
 
+def checked_int(value, ctype, what):
+    """int(value), or Error(INVALID_ARGUMENT) naming `what` when the C integer
+    type cannot hold it: ctypes would silently keep only the low bits."""
+    number = int(value)
+    bits = 8 * ctypes.sizeof(ctype)
+    if ctype(-1).value < 0:
+        low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    else:
+        low, high = 0, (1 << bits) - 1
+    if not low <= number <= high:
+        raise Error(Status.INVALID_ARGUMENT, f"{what} {number} is outside {low}..{high}")
+    return number
+
+
+def set_int(struct, field, value, what=None):
+    """Sets an integer field of a ctypes struct through checked_int."""
+    setattr(struct, field, checked_int(value, dict(struct._fields_)[field], what or field))
+
+
 def enum_value(table, value, what):
     """A C enum value from its name (as in the table) or its int."""
     if isinstance(value, str):

@@ -2,6 +2,7 @@
 import ctypes
 import os
 
+from . import _convert as cv
 from . import _ffi
 
 _INT_FIELDS = ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_expert", "n_expert_used",
@@ -20,8 +21,8 @@ def _params(architecture, preset, quant, seed, progress, shape):
     for name, value in shape.items():
         if name not in _INT_FIELDS:
             raise TypeError(f"unknown model shape field {name!r} (expected {', '.join(_INT_FIELDS)})")
-        setattr(p, name, int(value))
-    p.seed = int(seed)
+        cv.set_int(p, name, value)
+    cv.set_int(p, "seed", seed)
     callback = None
     if progress is not None:
         def trampoline(done, total, _user):

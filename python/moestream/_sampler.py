@@ -25,15 +25,13 @@ class Sampler(OwnedHandle):
         if temperature is not None:
             params.temperature = float(temperature)
         if top_k is not None:
-            params.top_k = int(top_k)
+            cv.set_int(params, "top_k", top_k)
         if top_p is not None:
             params.top_p = float(top_p)
         if min_p is not None:
             params.min_p = float(min_p)
         if seed is not None:
-            if not 0 <= int(seed) < 2**64:
-                raise Error(Status.INVALID_ARGUMENT, f"seed {seed} is not a 64-bit unsigned value")
-            params.seed = int(seed)
+            cv.set_int(params, "seed", seed)
         self.params = _params_dict(params)
         handle = _ffi.SamplerPtr()
         self._lib.moestream_sampler_new(ctypes.byref(params), ctypes.byref(handle))

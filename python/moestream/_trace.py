@@ -16,11 +16,13 @@ def trace_synth(path, *, heat=None, n_tokens=1000, reuse=0.4, skew=None, n_layer
     lib.moestream_trace_synth_params_init(ctypes.byref(p))
     if heat is not None:
         p.heat_path = os.fsencode(os.fspath(heat))
-    p.n_tokens, p.reuse = int(n_tokens), float(reuse)
+    cv.set_int(p, "n_tokens", n_tokens)
+    p.reuse = float(reuse)
     if skew is not None:
         p.skew = float(skew)
-    p.n_layer, p.n_expert, p.n_expert_used = int(n_layer), int(n_expert), int(n_expert_used)
-    p.bytes_per_expert, p.seed = int(bytes_per_expert), int(seed)
+    for name, value in (("n_layer", n_layer), ("n_expert", n_expert), ("n_expert_used", n_expert_used),
+                        ("bytes_per_expert", bytes_per_expert), ("seed", seed)):
+        cv.set_int(p, name, value)
     lib.moestream_trace_synth(ctypes.byref(p), os.fsencode(os.fspath(path)))
 
 
@@ -39,7 +41,7 @@ def trace_replay(path, cache_bytes, policy="auto", warmup_share=0.5):
     p = _ffi.ReplayParams()
     lib.moestream_replay_params_init(ctypes.byref(p))
     p.trace_path = os.fsencode(os.fspath(path))
-    p.cache_bytes = int(cache_bytes)
+    cv.set_int(p, "cache_bytes", cache_bytes)
     p.cache_policy = POLICIES[policy]
     p.warmup_share = float(warmup_share)
     r = _ffi.ReplayResult()

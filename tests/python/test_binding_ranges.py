@@ -1,0 +1,69 @@
+"""Integer arguments their C type cannot hold are refused by the binding with
+INVALID_ARGUMENT naming the parameter. ctypes would otherwise keep only the
+low bits: n_ctx=2**32+8 would open a context of 8 tokens, top_k=2**32+1 would
+mean top_k 1 and memory_budget=-1 a budget of 2**64-1 bytes."""
+import pytest
+
+import moestream
+from moestream import Status
+
+INT32_MAX, UINT64_MAX = 2**31 - 1, 2**64 - 1
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    pytest.importorskip("numpy")
+    from tools.make_model import ModelSpec, make_model
+    path = tmp_path_factory.mktemp("ranges") / "m.gguf"
+    make_model(path, ModelSpec(arch="qwen3moe", n_embd=64, n_layer=2, n_head=2, n_head_kv=1, n_expert=4,
+                               n_expert_used=2, n_ff_expert=32, n_vocab=64, n_ctx=64, seed=1))
+    return path
+
+
+def refused(name, fn, *args, **kwargs):
+    with pytest.raises(moestream.Error) as info:
+        fn(*args, **kwargs)
+    assert info.value.status == Status.INVALID_ARGUMENT, info.value
+    assert info.value.message.startswith(f"{name} "), info.value.message
+
+
+@pytest.mark.parametrize("name, value", [
+    ("n_ctx", 2**32 + 8), ("n_ctx", INT32_MAX + 1), ("n_threads", 2**32 + 1), ("n_threads", -2**31 - 1),
+    ("lookahead_layers", 2**32 + 1), ("memory_budget", -1), ("memory_budget", UINT64_MAX + 1),
+])
+def test_context_parameters_out_of_range(lib, model_path, name, value):
+    refused(name, moestream.Context, model_path, profile_path="", **{name: value})
+
+
+def test_context_method_arguments_out_of_range(lib, model_path):
+    with moestream.Context(model_path, n_ctx=16, n_threads=1, profile_path="") as ctx:
+        refused("token", ctx.token_to_piece, 2**32 + 1)
+        refused("capacity", ctx.start_read_log, -1)
+        refused("queue_depth", ctx.replay_read_log, INT32_MAX + 1)
+        assert ctx.n_ctx == 16
+
+
+@pytest.mark.parametrize("name, value", [("top_k", 2**32 + 1), ("top_k", -2**31 - 1), ("seed", -1),
+                                         ("seed", UINT64_MAX + 1)])
+def test_sampler_parameters_out_of_range(lib, name, value):
+    refused(name, moestream.Sampler, **{name: value})
+
+
+def test_sampler_takes_the_extremes_of_its_types(lib):
+    s = moestream.Sampler(top_k=INT32_MAX, seed=UINT64_MAX)
+    assert s.params["top_k"] == INT32_MAX and s.params["seed"] == UINT64_MAX
+    s.close()
+
+
+def test_generator_trace_and_inspect_arguments_out_of_range(lib, tmp_path):
+    refused("n_layer", moestream.generate_model_size, preset="tiny", n_layer=2**32 + 2)
+    refused("seed", moestream.generate_model_size, preset="tiny", seed=-1)
+    trace = tmp_path / "t.trace"
+    refused("n_tokens", moestream.trace_synth, trace, n_tokens=2**63)
+    refused("n_expert", moestream.trace_synth, trace, n_expert=2**32)
+    refused("bytes_per_expert", moestream.trace_synth, trace, bytes_per_expert=-1)
+    refused("seed", moestream.trace_synth, trace, seed=UINT64_MAX + 1)
+    assert not trace.exists()
+    refused("cache_bytes", moestream.trace_replay, trace, -1)
+    refused("memory_budget", moestream.inspect, tmp_path / "m.gguf", memory_budget=-1)
+    refused("status", moestream.status_string, 2**32)
