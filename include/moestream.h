@@ -158,8 +158,9 @@ typedef struct moestream_params {
                                        Written to PATH.tmp and renamed to PATH by moestream_close: until then
                                        an earlier file at PATH stays as it was */
     int32_t lookahead_layers;   /* router lookahead depth (prefetch lookahead/both/auto): the routers of layers
-                                   L+1..L+n run on layer L's state; 1..4, 0 = default (env MOESTREAM_LOOKAHEAD_LAYERS,
-                                   else the measured default in docs/performance.md) */
+                                   L+1..L+n run on layer L's state; 1..4, 0 = the measured default in
+                                   docs/performance.md. Checked (0..4) whatever the prefetch mode. The env
+                                   MOESTREAM_LOOKAHEAD_LAYERS=1..4 beats it; another value fails open */
     int32_t reserved0;          /* unused (0.1's tail padding: callers built against 0.1 pass
                                    sizeof = 104 with whatever their padding held) */
     int32_t numa_placement;     /* moestream_numa_placement (env MOESTREAM_NUMA=local|interleave beats it) */

@@ -31,14 +31,24 @@ bool wants_lookahead(int32_t prefetch, bool resident) {
 
 // Layers the router lookahead predicts ahead: MOESTREAM_LOOKAHEAD_LAYERS (as
 // every variable, it beats the parameter), else the parameter, else the
-// default (docs/performance.md measures the choice).
+// default (docs/performance.md measures the choice). Both are checked whether
+// or not the prefetch mode looks ahead, so a bad value is reported where it
+// is given instead of on the day the prefetch mode changes.
 int32_t lookahead_layers(const ContextParams &p) {
-    int32_t n = p.lookahead_layers;
-    if (const char *env = std::getenv("MOESTREAM_LOOKAHEAD_LAYERS"); env && *env) n = std::atoi(env);
-    if (n == 0) n = kDefaultLookaheadLayers;
-    if (n < 1 || n > kMaxLookaheadLayers)
-        fail(Status::invalid_argument, "lookahead_layers %d is outside 1..%d", n, kMaxLookaheadLayers);
-    return n;
+    if (p.lookahead_layers < 0 || p.lookahead_layers > kMaxLookaheadLayers)
+        fail(Status::invalid_argument, "lookahead_layers %d is outside 0..%d (0 = the default)", p.lookahead_layers,
+             kMaxLookaheadLayers);
+    if (const char *env = std::getenv("MOESTREAM_LOOKAHEAD_LAYERS"); env && *env) {
+        // Digits only (strtol alone would take " 2" or "+2"); too many of
+        // them saturate at LONG_MAX, out of range as well.
+        const bool digits = std::strspn(env, "0123456789") == std::strlen(env);
+        const long v = digits ? std::strtol(env, nullptr, 10) : -1;
+        if (v < 1 || v > kMaxLookaheadLayers)
+            fail(Status::invalid_argument, "MOESTREAM_LOOKAHEAD_LAYERS='%s' is not a layer count in 1..%d", env,
+                 kMaxLookaheadLayers);
+        return int32_t(v);
+    }
+    return p.lookahead_layers == 0 ? kDefaultLookaheadLayers : p.lookahead_layers;
 }
 
 // MOESTREAM_NUMA (local | interleave) beats the parameter, as every variable does.
@@ -64,6 +74,7 @@ Context::Context(const ContextParams &params)
     if (params_.prefetch < MOESTREAM_PREFETCH_AUTO || params_.prefetch > MOESTREAM_PREFETCH_BOTH)
         fail(Status::invalid_argument, "prefetch %d is not a moestream_prefetch_mode", params_.prefetch);
     params_.numa_placement = numa_placement(params_);
+    params_.lookahead_layers = lookahead_layers(params_);
     n_ctx_ = choose_n_ctx(params_, model_->hparams());
     tokens_.assign(size_t(n_ctx_), 0);
     source_ = select_expert_source(*model_, params_, stats_);
@@ -93,7 +104,7 @@ Context::Context(const ContextParams &params)
     fo.n_ctx = n_ctx_;
     fo.max_batch = std::min(params_.max_batch, n_ctx_);
     fo.exact = params_.exact;
-    fo.lookahead_layers = wants_lookahead(params_.prefetch, source_.resident) ? lookahead_layers(params_) : 0;
+    fo.lookahead_layers = wants_lookahead(params_.prefetch, source_.resident) ? params_.lookahead_layers : 0;
     fo.resident_experts = source_.resident;
     forward_ = std::make_unique<ForwardPass>(*model_, *source_.source, pool_, fo);
     if (!params_.routing_trace_path.empty()) {

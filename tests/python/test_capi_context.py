@@ -149,3 +149,32 @@ def test_tokenizer_entry_points_fail_cleanly(lib, ctx):
     assert status in (0, Status.UNSUPPORTED)
     assert lib.raw("moestream_tokenize")(None, b"x", 1, 1, 0, toks, 8, ctypes.byref(n)) == Status.INVALID_ARGUMENT
     assert isinstance(lib.moestream_token_bos(ctx), int)
+
+
+def test_lookahead_layers_is_checked_whatever_the_prefetch_mode(lib, model_path, monkeypatch):
+    monkeypatch.delenv("MOESTREAM_LOOKAHEAD_LAYERS", raising=False)
+    for prefetch in (1, 3):  # off, lookahead
+        for layers in (99, 5, -1):
+            status, out = open_ctx(lib, model_path, io_mode=3, prefetch=prefetch, lookahead_layers=layers)
+            assert status == Status.INVALID_ARGUMENT, (prefetch, layers)
+            assert f"lookahead_layers {layers} is outside 0..4" in lib.last_error()
+            assert not out
+        status, out = open_ctx(lib, model_path, io_mode=3, prefetch=prefetch, lookahead_layers=4)
+        assert status == Status.OK, lib.last_error()
+        lib.moestream_close(out)
+
+
+def test_lookahead_variable_must_be_a_layer_count(lib, model_path, monkeypatch):
+    for value in ("abc", "2x", "0", "5", "-1", " 2", "99999999999999999999"):
+        monkeypatch.setenv("MOESTREAM_LOOKAHEAD_LAYERS", value)
+        status, out = open_ctx(lib, model_path, io_mode=3, prefetch=3)
+        assert status == Status.INVALID_ARGUMENT, value
+        assert f"MOESTREAM_LOOKAHEAD_LAYERS='{value}'" in lib.last_error()
+        assert not out
+    # A valid value beats the parameter, which must still be valid itself.
+    monkeypatch.setenv("MOESTREAM_LOOKAHEAD_LAYERS", "3")
+    status, out = open_ctx(lib, model_path, io_mode=3, prefetch=3, lookahead_layers=1)
+    assert status == Status.OK, lib.last_error()
+    lib.moestream_close(out)
+    status, out = open_ctx(lib, model_path, io_mode=3, prefetch=3, lookahead_layers=7)
+    assert status == Status.INVALID_ARGUMENT and "lookahead_layers 7" in lib.last_error()
