@@ -401,9 +401,12 @@ MOESTREAM_API void moestream_sampler_free(moestream_sampler *sampler);
  * on ties). Otherwise p = softmax(logits / temperature), then min-p, top-k and
  * top-p filter, and a token is drawn with the sampler's seeded xoshiro256**
  * generator: the same seed and logits give the same token sequence.
- * NaN logits are never picked; a row with no finite logit is
- * MOESTREAM_ERR_INVALID_ARGUMENT. One thread at a time per sampler
- * (MOESTREAM_ERR_BUSY otherwise); samplers are independent. */
+ * NaN logits are never picked (they count as -inf). If any logit is +inf,
+ * the lowest id holding +inf is picked, whatever the temperature and filters
+ * (the generator does not advance). A row with neither a finite nor a +inf
+ * logit (only NaN and -inf) is MOESTREAM_ERR_INVALID_ARGUMENT. One thread at
+ * a time per sampler (MOESTREAM_ERR_BUSY otherwise); samplers are
+ * independent. */
 MOESTREAM_API int moestream_sample(moestream_sampler *sampler, const float *logits, int32_t n_vocab,
                                    int32_t *token_out);
 /* The sampler's parameters (after moestream_state_load_with_sampler, the

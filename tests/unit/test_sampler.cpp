@@ -126,6 +126,19 @@ TEST(Sampler, NaNIsNeverPickedAndInfWins) {
     EXPECT_EQ(greedy.sample(std::vector<float>{kNaN, -1.0f, kNaN}), 1);
 }
 
+// The contract in moestream.h: +inf wins outright, also in a row with no
+// finite logit at all, without drawing from the generator.
+TEST(Sampler, PlusInfIsPickedEvenWithoutAFiniteLogit) {
+    for (float temperature : {0.0f, 0.7f}) {
+        moe::Sampler s(unfiltered(temperature));
+        const moe::Xoshiro256::State before = s.rng().state();
+        EXPECT_EQ(s.sample(std::vector<float>{kInf, kNaN}), 0);
+        EXPECT_EQ(s.sample(std::vector<float>{kInf, kInf}), 0);
+        EXPECT_EQ(s.sample(std::vector<float>{kNaN, -kInf, kInf, kInf}), 2);
+        EXPECT_EQ(s.rng().state(), before);
+    }
+}
+
 TEST(Sampler, RowsWithNothingToPickAreErrors) {
     moe::Sampler s(unfiltered(1.0f));
     expect_status(moe::Status::invalid_argument, [&] { s.sample(std::vector<float>{kNaN, kNaN}); });
