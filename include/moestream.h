@@ -540,7 +540,8 @@ typedef struct moestream_replay_result {
 MOESTREAM_API void moestream_replay_params_init(moestream_replay_params *params);
 MOESTREAM_API void moestream_replay_result_init(moestream_replay_result *result);
 MOESTREAM_API int moestream_trace_replay(const moestream_replay_params *params, moestream_replay_result *out);
-/* Name of a cache policy ("lru", "lfu-decay", "pinned-hot", "belady", "auto"); "?" if unknown. */
+/* Name of a cache policy ("auto", "lru", "lfu-decay", "pinned-hot", "reuse-aware", "belady"); "?" if
+ * unknown. */
 MOESTREAM_API const char *moestream_cache_policy_name(int cache_policy);
 
 /* ------------------------------------------------------------------------ */

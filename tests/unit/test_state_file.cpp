@@ -370,6 +370,13 @@ TEST(StateFile, MalformedSectionsAreBadFormat) {
         {"missing V", [](Sample &s) { s.contents.sections.erase(s.contents.sections.begin() + 3); }},
         {"duplicate tokens", [](Sample &s) { s.contents.sections.push_back(s.contents.sections[0]); }},
         {"duplicate K", [](Sample &s) { s.contents.sections.push_back(s.contents.sections[2]); }},
+        // Refused even by a load without a sampler, which ignores one sampler section.
+        {"duplicate sampler",
+         [](Sample &s) {
+             static const uint8_t bytes[64] = {};
+             s.contents.sections.push_back({SectionType::sampler, 0, {std::span(bytes)}});
+             s.contents.sections.push_back({SectionType::sampler, 0, {std::span(bytes)}});
+         }},
         {"V for a layer without V",
          [](Sample &s) { s.contents.sections.push_back({SectionType::kv_v, 2, {std::span(s.v[0])}}); }},
         {"layer out of range", [](Sample &s) { s.contents.sections[2].index = 3; }},
