@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "common/error.hpp"
 
@@ -121,7 +122,40 @@ void RoutingTraceWriter::finish() {
     if (std::fclose(f) != 0 || !ok) fail_errno(ok ? errno : err, "%s: cannot finish routing trace", path_.c_str());
 }
 
-RoutingTrace read_routing_trace(const std::string &path) {
+RoutingTrace RoutingTrace::dense(const TraceHeader &header, uint64_t n_tokens) {
+    RoutingTrace t;
+    t.header = header;
+    t.n_tokens = n_tokens;
+    t.token_rows.resize(n_tokens + 1);
+    for (uint64_t tok = 0; tok <= n_tokens; ++tok) t.token_rows[tok] = tok * header.n_layer;
+    t.row_layer.resize(n_tokens * header.n_layer);
+    for (size_t r = 0; r < t.row_layer.size(); ++r) t.row_layer[r] = static_cast<uint16_t>(r % header.n_layer);
+    t.ids.assign(t.row_layer.size() * header.n_expert_used, kTraceNoExpert);
+    return t;
+}
+
+size_t RoutingTrace::row_of(uint64_t token, uint32_t layer) const {
+    const uint64_t begin = token_rows[token], end = token_rows[token + 1];
+    if (end - begin == header.n_layer) return begin + layer;  // a row for every layer: the usual case
+    const auto first = row_layer.begin() + long(begin), last = row_layer.begin() + long(end);
+    const auto it = std::lower_bound(first, last, layer);
+    return it != last && *it == layer ? size_t(it - row_layer.begin()) : kNoRow;
+}
+
+std::span<const uint16_t> RoutingTrace::experts(uint64_t token, uint32_t layer) const {
+    const size_t r = row_of(token, layer), k = header.n_expert_used;
+    if (r == kNoRow) return {};
+    return {ids.data() + r * k, k};
+}
+
+std::span<uint16_t> RoutingTrace::experts(uint64_t token, uint32_t layer) {
+    const std::span<const uint16_t> row = std::as_const(*this).experts(token, layer);
+    return {const_cast<uint16_t *>(row.data()), row.size()};
+}
+
+namespace {
+
+std::vector<uint8_t> read_whole_file(const std::string &path) {
     std::FILE *f = std::fopen(path.c_str(), "rb");
     if (!f) fail_errno(errno, "%s: cannot open routing trace", path.c_str());
     std::vector<uint8_t> data;
@@ -130,51 +164,86 @@ RoutingTrace read_routing_trace(const std::string &path) {
     const bool read_error = std::ferror(f);
     std::fclose(f);
     if (read_error) fail(Status::io, "%s: read error", path.c_str());
+    return data;
+}
+
+// Validates the header and returns the number of complete rows to read.
+uint64_t read_header(const std::vector<uint8_t> &data, const std::string &path, TraceHeader &th) {
     if (data.size() < kHeaderBytes || std::memcmp(data.data(), kMagic, 8) != 0)
         fail(Status::bad_format, "%s: not a moestream routing trace (magic MOETRACE missing)", path.c_str());
     const uint8_t *h = data.data();
     if (load<uint32_t>(h + 8) != kVersion)
         fail(Status::bad_format, "%s: routing trace version %u (this build reads %u)", path.c_str(),
              load<uint32_t>(h + 8), kVersion);
-    RoutingTrace t;
-    t.header.n_layer = load<uint32_t>(h + 12);
-    t.header.n_expert = load<uint32_t>(h + 16);
-    t.header.n_expert_used = load<uint32_t>(h + 20);
-    t.header.bytes_per_expert = load<uint64_t>(h + 24);
-    check_header(t.header, path);
-    const size_t rb = row_bytes(t.header.n_expert_used);
-    uint64_t rows = load<uint64_t>(h + 32);
-    const uint64_t available = (data.size() - kHeaderBytes) / rb;
-    if (rows == kRowsUnknown) rows = available;  // recording was interrupted: keep the complete rows
-    else if (rows != available || (data.size() - kHeaderBytes) % rb)
+    th.n_layer = load<uint32_t>(h + 12);
+    th.n_expert = load<uint32_t>(h + 16);
+    th.n_expert_used = load<uint32_t>(h + 20);
+    th.bytes_per_expert = load<uint64_t>(h + 24);
+    check_header(th, path);
+    const size_t rb = row_bytes(th.n_expert_used);
+    const uint64_t rows = load<uint64_t>(h + 32), available = (data.size() - kHeaderBytes) / rb;
+    if (rows == kRowsUnknown) return available;  // recording was interrupted: keep the complete rows
+    if (rows != available || (data.size() - kHeaderBytes) % rb)
         fail(Status::bad_format, "%s: header says %llu rows, file holds %llu", path.c_str(),
              static_cast<unsigned long long>(rows), static_cast<unsigned long long>(available));
-    uint64_t max_token = 0;
-    for (uint64_t r = 0; r < rows; ++r) max_token = std::max<uint64_t>(max_token, load<uint32_t>(h + kHeaderBytes + r * rb));
-    t.n_tokens = rows ? max_token + 1 : 0;
-    const size_t k = t.header.n_expert_used;
-    t.ids.assign(t.n_tokens * t.header.n_layer * k, kTraceNoExpert);
-    for (uint64_t r = 0; r < rows; ++r) {
-        const uint8_t *p = h + kHeaderBytes + r * rb;
-        const uint32_t token = load<uint32_t>(p), layer = load<uint16_t>(p + 4), n = load<uint16_t>(p + 6);
-        if (layer >= t.header.n_layer || n > k)
-            fail(Status::bad_format, "%s: row %llu: layer %u / %u experts out of range", path.c_str(),
-                 static_cast<unsigned long long>(r), layer, n);
-        auto out = t.experts(token, layer);
-        for (size_t i = 0; i < k; ++i) {
-            const uint16_t e = load<uint16_t>(p + 8 + 2 * i);
-            if (e != kTraceNoExpert && e >= t.header.n_expert)
-                fail(Status::bad_format, "%s: row %llu: expert %u >= %u", path.c_str(), static_cast<unsigned long long>(r),
-                     e, t.header.n_expert);
-            out[i] = e;
-        }
+    return rows;
+}
+
+struct RowRef {
+    uint32_t token;
+    uint16_t layer;
+    uint64_t index;  // position in the file: of two rows for one token and layer, the later one counts
+};
+
+// Checks row `r` against the header and the row count and returns where it belongs.
+RowRef check_row(const uint8_t *p, uint64_t r, uint64_t n_rows, const TraceHeader &th, const std::string &path) {
+    const auto row = static_cast<unsigned long long>(r);
+    const uint32_t token = load<uint32_t>(p), layer = load<uint16_t>(p + 4), n = load<uint16_t>(p + 6);
+    // Tokens are numbered from 0 in the order processed and each has rows, so
+    // a token index is below the row count; this bounds the reader's memory.
+    if (token >= n_rows)
+        fail(Status::bad_format, "%s: row %llu: token %u is not below the row count %llu", path.c_str(), row, token,
+             static_cast<unsigned long long>(n_rows));
+    if (layer >= th.n_layer || n > th.n_expert_used)
+        fail(Status::bad_format, "%s: row %llu: layer %u / %u experts out of range", path.c_str(), row, layer, n);
+    auto id = [p](size_t i) { return load<uint16_t>(p + 8 + 2 * i); };
+    for (size_t i = 0; i < th.n_expert_used; ++i) {
+        const uint16_t e = id(i);
+        if (e == kTraceNoExpert) continue;
+        if (e >= th.n_expert)
+            fail(Status::bad_format, "%s: row %llu: expert %u >= %u", path.c_str(), row, e, th.n_expert);
         // Duplicates within a row would make the access count ambiguous.
-        for (size_t i = 0; i < k; ++i)
-            for (size_t j = i + 1; j < k; ++j)
-                if (out[i] != kTraceNoExpert && out[i] == out[j])
-                    fail(Status::bad_format, "%s: token %u layer %u lists expert %u twice", path.c_str(), token, layer,
-                         out[i]);
+        for (size_t j = 0; j < i; ++j)
+            if (id(j) == e)
+                fail(Status::bad_format, "%s: token %u layer %u lists expert %u twice", path.c_str(), token, layer, e);
     }
+    return {token, static_cast<uint16_t>(layer), r};
+}
+
+}  // namespace
+
+RoutingTrace read_routing_trace(const std::string &path) {
+    const std::vector<uint8_t> data = read_whole_file(path);
+    RoutingTrace t;
+    const uint64_t n_rows = read_header(data, path, t.header);
+    const size_t rb = row_bytes(t.header.n_expert_used), k = t.header.n_expert_used;
+    const uint8_t *rows = data.data() + kHeaderBytes;
+    std::vector<RowRef> order;
+    order.reserve(n_rows);
+    for (uint64_t r = 0; r < n_rows; ++r) order.push_back(check_row(rows + r * rb, r, n_rows, t.header, path));
+    std::sort(order.begin(), order.end(), [](const RowRef &a, const RowRef &b) {
+        return a.token != b.token ? a.token < b.token : a.layer != b.layer ? a.layer < b.layer : a.index < b.index;
+    });
+    t.n_tokens = order.empty() ? 0 : uint64_t(order.back().token) + 1;
+    t.token_rows.assign(t.n_tokens + 1, 0);
+    for (size_t i = 0; i < order.size(); ++i) {
+        const RowRef &row = order[i];
+        if (i + 1 < order.size() && order[i + 1].token == row.token && order[i + 1].layer == row.layer) continue;
+        ++t.token_rows[row.token + 1];
+        t.row_layer.push_back(row.layer);
+        for (size_t e = 0; e < k; ++e) t.ids.push_back(load<uint16_t>(rows + row.index * rb + 8 + 2 * e));
+    }
+    for (uint64_t tok = 0; tok < t.n_tokens; ++tok) t.token_rows[tok + 1] += t.token_rows[tok];
     return t;
 }
 

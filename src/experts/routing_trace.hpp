@@ -20,21 +20,26 @@ struct TraceHeader {
     uint64_t bytes_per_expert = 0;    // gate+up+down of one expert (for bytes-read figures)
 };
 
-// A whole trace in memory, token-major: experts(t, l) is a span of k ids
-// (kTraceNoExpert pads rows with fewer experts).
+// A whole trace in memory: its rows sorted by (token, layer), k expert ids
+// each (kTraceNoExpert pads rows with fewer experts). Memory follows the rows
+// present, so a file cannot make a reader hold more than it stores.
 struct RoutingTrace {
     TraceHeader header;
     uint64_t n_tokens = 0;
-    std::vector<uint16_t> ids;  // n_tokens * n_layer * k
+    std::vector<uint64_t> token_rows{0};  // n_tokens + 1: token t's rows are [token_rows[t], token_rows[t + 1])
+    std::vector<uint16_t> row_layer;      // per row; ascending and unique within a token
+    std::vector<uint16_t> ids;            // k per row
 
-    std::span<const uint16_t> experts(uint64_t token, uint32_t layer) const {
-        const size_t k = header.n_expert_used;
-        return {ids.data() + (token * header.n_layer + layer) * k, k};
-    }
-    std::span<uint16_t> experts(uint64_t token, uint32_t layer) {
-        const size_t k = header.n_expert_used;
-        return {ids.data() + (token * header.n_layer + layer) * k, k};
-    }
+    // A row of kTraceNoExpert for every token and layer, to be filled in.
+    static RoutingTrace dense(const TraceHeader &header, uint64_t n_tokens);
+
+    // The token's k experts in `layer`, or an empty span when it has no row there.
+    std::span<const uint16_t> experts(uint64_t token, uint32_t layer) const;
+    std::span<uint16_t> experts(uint64_t token, uint32_t layer);
+
+private:
+    size_t row_of(uint64_t token, uint32_t layer) const;  // kNoRow when absent
+    static constexpr size_t kNoRow = ~size_t(0);
 };
 
 // Streams rows to a file. Rows may arrive in any order (a batched step

@@ -255,10 +255,7 @@ RoutingTrace synthesize_trace(const SynthConfig &c) {
         layers.push_back(std::move(proc));
     }
 
-    RoutingTrace trace;
-    trace.header = {c.n_layer, c.n_expert, k, c.bytes_per_expert};
-    trace.n_tokens = c.n_tokens;
-    trace.ids.assign(c.n_tokens * c.n_layer * k, kTraceNoExpert);
+    RoutingTrace trace = RoutingTrace::dense({c.n_layer, c.n_expert, k, c.bytes_per_expert}, c.n_tokens);
     for (uint64_t t = 0; t < c.n_tokens; ++t)
         for (uint32_t l = 0; l < c.n_layer; ++l) {
             const std::vector<uint16_t> &set = layers[l].step(rng);

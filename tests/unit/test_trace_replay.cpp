@@ -15,6 +15,7 @@
 #include "experts/routing_trace.hpp"
 #include "experts/trace_replay.hpp"
 #include "support/paths.hpp"
+#include "support/status_of.hpp"
 
 namespace {
 
@@ -22,10 +23,7 @@ using moe::RoutingTrace;
 
 RoutingTrace random_trace(std::mt19937_64 &rng, uint32_t n_layer, uint32_t n_expert, uint32_t k, uint64_t n_tokens,
                           double skew) {
-    RoutingTrace t;
-    t.header = {n_layer, n_expert, k, 1000};
-    t.n_tokens = n_tokens;
-    t.ids.assign(n_tokens * n_layer * k, moe::kTraceNoExpert);
+    RoutingTrace t = RoutingTrace::dense({n_layer, n_expert, k, 1000}, n_tokens);
     std::vector<double> w(n_expert);
     for (uint32_t e = 0; e < n_expert; ++e) w[e] = 1.0 / std::pow(e + 1.0, skew);
     for (uint64_t tok = 0; tok < n_tokens; ++tok)
@@ -77,15 +75,50 @@ std::vector<uint32_t> flatten(const RoutingTrace &t) {
     return seq;
 }
 
+struct RawRow {
+    uint32_t token;
+    uint16_t layer;
+    uint16_t count;             // the row's "experts in this row" field
+    std::vector<uint16_t> ids;  // exactly k entries
+};
+
+// Writes a trace byte by byte as docs/trace-format.md lays it out, so tests
+// can feed the reader what its own writer never produces.
+void write_raw_trace(const std::string &path, const moe::TraceHeader &h, const std::vector<RawRow> &rows,
+                     uint64_t row_count_field) {
+    std::ofstream out(path, std::ios::binary);
+    auto put = [&out](auto v) { out.write(reinterpret_cast<const char *>(&v), sizeof v); };
+    out.write("MOETRACE", 8);
+    put(uint32_t(1));
+    put(h.n_layer);
+    put(h.n_expert);
+    put(h.n_expert_used);
+    put(h.bytes_per_expert);
+    put(row_count_field);
+    for (int i = 0; i < 24; ++i) put(uint8_t(0));
+    for (const RawRow &r : rows) {
+        put(r.token);
+        put(r.layer);
+        put(r.count);
+        for (uint16_t e : r.ids) put(e);
+    }
+}
+
+void write_raw_trace(const std::string &path, const moe::TraceHeader &h, const std::vector<RawRow> &rows) {
+    write_raw_trace(path, h, rows, rows.size());
+}
+
+moe::Status read_status(const std::string &path, std::string *message) {
+    return moe::test::status_of([&] { moe::read_routing_trace(path); }, message);
+}
+
 }  // namespace
 
 TEST(Belady, HandCheckedSequence) {
     // One layer, one expert per token: 0 1 2 0 1 3 0 1 with 3 slots. Cold
     // misses on 0, 1, 2; at 3 the cache {0,1,2} evicts 2 (never used again);
     // 0 and 1 hit at tokens 3, 4, 6, 7.
-    RoutingTrace t;
-    t.header = {1, 4, 1, 10};
-    t.n_tokens = 8;
+    RoutingTrace t = RoutingTrace::dense({1, 4, 1, 10}, 8);
     t.ids = {0, 1, 2, 0, 1, 3, 0, 1};
     moe::ReplayResult r = moe::replay_belady(t, 3, 0);
     EXPECT_EQ(r.accesses, 8u);
@@ -213,9 +246,7 @@ TEST(TraceFile, RejectsCorruptFiles) {
     }
     EXPECT_THROW(moe::read_routing_trace(dir + "/bad.trace"), moe::Error);
     EXPECT_THROW(moe::read_routing_trace(dir + "/missing.trace"), moe::Error);
-    RoutingTrace t;
-    t.header = {1, 4, 2, 1};
-    t.n_tokens = 1;
+    RoutingTrace t = RoutingTrace::dense({1, 4, 2, 1}, 1);
     t.ids = {1, 1};  // the same expert twice in one row
     moe::write_routing_trace(dir + "/dup.trace", t);
     EXPECT_THROW(moe::read_routing_trace(dir + "/dup.trace"), moe::Error);
@@ -233,4 +264,42 @@ TEST(TraceFile, RejectsCorruptFiles) {
     std::fclose(f);
     ASSERT_EQ(::truncate((dir + "/cut.trace").c_str(), size - 3), 0);
     EXPECT_THROW(moe::read_routing_trace(dir + "/cut.trace"), moe::Error);
+}
+
+TEST(TraceFile, TokenIndexMustBeBelowTheRowCount) {
+    // A reader holds the rows a file stores; a token index far beyond them
+    // (one row claiming token 2^28 once asked for 512 MiB) is malformed.
+    const std::string dir = moe::test::scratch_dir();
+    const moe::TraceHeader h{1, 8, 1, 1000};
+    for (uint32_t token : {1u << 28, 0xFFFFFFFFu, 1u}) {
+        write_raw_trace(dir + "/far.trace", h, {{token, 0, 1, {3}}});
+        std::string message;
+        EXPECT_EQ(read_status(dir + "/far.trace", &message), moe::Status::bad_format) << token;
+        EXPECT_NE(message.find("token " + std::to_string(token)), std::string::npos) << message;
+    }
+    write_raw_trace(dir + "/near.trace", h, {{1, 0, 1, {3}}, {0, 0, 1, {2}}});
+    EXPECT_EQ(moe::read_routing_trace(dir + "/near.trace").n_tokens, 2u);
+}
+
+TEST(TraceFile, MissingRowsCostNothingAndTheLastDuplicateCounts) {
+    // An interrupted batched recording: token 0 has all three layers, tokens
+    // 1 and 2 only layer 0; token 1's layer 0 was recorded twice.
+    const std::string dir = moe::test::scratch_dir();
+    const moe::TraceHeader h{3, 8, 2, 1000};
+    const uint16_t none = moe::kTraceNoExpert;
+    write_raw_trace(dir + "/sparse.trace", h,
+                    {{0, 0, 2, {1, 2}}, {1, 0, 1, {3, none}}, {2, 0, 2, {4, 5}}, {0, 1, 2, {6, 7}},
+                     {0, 2, 1, {0, none}}, {1, 0, 2, {5, 6}}},
+                    ~0ull);
+    const RoutingTrace t = moe::read_routing_trace(dir + "/sparse.trace");
+    ASSERT_EQ(t.n_tokens, 3u);
+    EXPECT_EQ(t.ids.size(), 5u * 2);  // five distinct rows of k = 2
+    EXPECT_EQ(t.experts(0, 1)[1], 7);
+    EXPECT_EQ(t.experts(0, 2)[0], 0);
+    EXPECT_EQ(t.experts(1, 0)[0], 5);
+    EXPECT_EQ(t.experts(1, 0)[1], 6);
+    EXPECT_TRUE(t.experts(1, 1).empty());
+    EXPECT_TRUE(t.experts(2, 2).empty());
+    EXPECT_EQ(t.experts(2, 0)[1], 5);
+    EXPECT_EQ(flatten(t), (std::vector<uint32_t>{1, 2, 14, 15, 16, 5, 6, 4, 5}));
 }
