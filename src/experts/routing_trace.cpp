@@ -43,13 +43,22 @@ void encode_header(uint8_t *h, const TraceHeader &th, uint64_t rows) {
 }
 
 void check_header(const TraceHeader &h, const std::string &what) {
-    if (h.n_layer == 0 || h.n_layer > 4096 || h.n_expert == 0 || h.n_expert >= kTraceNoExpert ||
-        h.n_expert_used == 0 || h.n_expert_used > h.n_expert)
-        fail(Status::bad_format, "%s: bad trace shape (%u layers, %u experts, %u per token)", what.c_str(), h.n_layer,
-             h.n_expert, h.n_expert_used);
+    if (!valid_trace_shape(h))
+        fail(Status::bad_format, "%s: bad trace shape (%u layers, %u experts, top-%u; allowed: %s)", what.c_str(),
+             h.n_layer, h.n_expert, h.n_expert_used, trace_shape_limits().c_str());
 }
 
 }  // namespace
+
+std::string trace_shape_limits() {
+    return format("1-%u layers, 1-%u experts, at most %llu layer x expert keys, 1 <= k <= experts", kMaxTraceLayers,
+                  kTraceNoExpert - 1u, static_cast<unsigned long long>(kMaxTraceKeys));
+}
+
+bool valid_trace_shape(const TraceHeader &h) {
+    return h.n_layer >= 1 && h.n_layer <= kMaxTraceLayers && h.n_expert >= 1 && h.n_expert < kTraceNoExpert &&
+           h.n_expert_used >= 1 && h.n_expert_used <= h.n_expert && uint64_t(h.n_layer) * h.n_expert <= kMaxTraceKeys;
+}
 
 RoutingTraceWriter::RoutingTraceWriter(const std::string &path, const TraceHeader &header)
     : path_(path), header_(header) {

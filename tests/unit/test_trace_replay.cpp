@@ -303,3 +303,20 @@ TEST(TraceFile, MissingRowsCostNothingAndTheLastDuplicateCounts) {
     EXPECT_EQ(t.experts(2, 0)[1], 5);
     EXPECT_EQ(flatten(t), (std::vector<uint32_t>{1, 2, 14, 15, 16, 5, 6, 4, 5}));
 }
+
+TEST(TraceFile, ShapesBeyondTheLimitsAreBadFormat) {
+    // Replay keeps state for every layer x expert key: 4096 layers of 65534
+    // experts in an 84-byte file once made it allocate over 4 GB.
+    const std::string dir = moe::test::scratch_dir();
+    const std::string path = dir + "/wide.trace";
+    std::string message;
+    write_raw_trace(path, {4096, 65534, 1, 1}, {{0, 0, 1, {3}}});
+    EXPECT_EQ(read_status(path, &message), moe::Status::bad_format);
+    EXPECT_NE(message.find("1048576 layer x expert keys"), std::string::npos) << message;
+    write_raw_trace(path, {moe::kMaxTraceLayers + 1, 1, 1, 1}, {{0, 0, 1, {0}}});
+    EXPECT_EQ(read_status(path, &message), moe::Status::bad_format);
+    write_raw_trace(path, {1024, 1024, 1, 1}, {{0, 1023, 1, {1023}}});  // exactly the key limit
+    EXPECT_EQ(moe::read_routing_trace(path).n_tokens, 1u);
+    EXPECT_EQ(moe::test::status_of([&] { moe::RoutingTraceWriter(path, {1024, 1025, 1, 1}); }),
+              moe::Status::bad_format);
+}

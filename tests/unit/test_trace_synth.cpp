@@ -106,6 +106,11 @@ TEST(TraceSynth, SameSeedSameTraceAndBadInputsFail) {
     c.reuse = 0.4;
     c.n_expert_used = 200;
     EXPECT_THROW(moe::synthesize_trace(c), moe::Error);
+    // The reader's shape limits: no synthesised trace it would refuse.
+    c.n_layer = moe::kMaxTraceLayers + 1;
+    c.n_expert = c.n_expert_used = 1;
+    c.n_tokens = 1;
+    EXPECT_THROW(moe::synthesize_trace(c), moe::Error);
     const std::string dir = moe::test::scratch_dir();
     std::FILE *f = std::fopen((dir + "/h.json").c_str(), "w");
     std::fputs("{\"heat\": [[1, 2], [3]]}", f);
