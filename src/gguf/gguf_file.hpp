@@ -54,6 +54,14 @@ struct TensorInfo {
     const uint8_t *data = nullptr;  // into the shard's mapping
 
     uint64_t n_elements() const { return uint64_t(ne[0]) * ne[1] * ne[2] * ne[3]; }
+    // Whether the shape has at most n dimensions: ne[d] == 1 for every d >= n.
+    // Writers differ on trailing 1s (llama.cpp leaves them out of n_dims, a
+    // NumPy shape may keep them), so every shape check asks this, never n_dims.
+    bool fits_dims(uint32_t n) const {
+        for (uint32_t d = n; d < 4; ++d)
+            if (ne[d] != 1) return false;
+        return true;
+    }
     uint64_t row_bytes() const { return moe::row_bytes(type, uint64_t(ne[0])); }
 };
 

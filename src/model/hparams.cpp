@@ -205,7 +205,7 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
     // Vocabulary size comes from the embedding table.
     const gguf::TensorInfo *embd = file.tensor("token_embd.weight");
     if (!embd) fail(Status::bad_format, "%s: tensor token_embd.weight is missing", path.c_str());
-    if (embd->n_dims != 2 || embd->ne[0] != hp.n_embd || embd->ne[1] <= 0 ||
+    if (!embd->fits_dims(2) || embd->ne[0] != hp.n_embd || embd->ne[1] <= 0 ||
         embd->ne[1] > std::numeric_limits<int32_t>::max())
         fail(Status::bad_format, "%s: token_embd.weight has shape [%lld, %lld, %lld, %lld], expected [%d, n_vocab]",
              path.c_str(), static_cast<long long>(embd->ne[0]), static_cast<long long>(embd->ne[1]),

@@ -45,7 +45,7 @@ void TensorBinder::check_type(const gguf::TensorInfo &t) const {
 MatrixView TensorBinder::matrix(const std::string &name, int64_t cols, int64_t rows, bool required) {
     if (!required && !has(name)) return {};
     const gguf::TensorInfo &t = lookup(name);
-    const bool shape_ok = t.ne[0] == cols && t.ne[1] == rows && t.ne[2] == 1 && t.ne[3] == 1;
+    const bool shape_ok = t.ne[0] == cols && t.ne[1] == rows && t.fits_dims(2);
     if (!shape_ok)
         fail(Status::bad_format, "%s: tensor '%s' has shape %s; expected [%lld, %lld]", file_.path().c_str(),
              name.c_str(), shape_string(t.ne, t.n_dims).c_str(), static_cast<long long>(cols),
@@ -63,7 +63,7 @@ MatrixView TensorBinder::matrix(const std::string &name, int64_t cols, int64_t r
 VectorF32 TensorBinder::vector(const std::string &name, int64_t n, bool required) {
     if (!required && !has(name)) return {};
     const gguf::TensorInfo &t = lookup(name);
-    if (t.ne[0] != n || t.ne[1] != 1 || t.ne[2] != 1 || t.ne[3] != 1)
+    if (t.ne[0] != n || !t.fits_dims(1))
         fail(Status::bad_format, "%s: tensor '%s' has shape %s; expected [%lld]", file_.path().c_str(),
              name.c_str(), shape_string(t.ne, t.n_dims).c_str(), static_cast<long long>(n));
     check_type(t);
@@ -76,7 +76,7 @@ ExpertMatrixLayout TensorBinder::experts(const std::string &name, int64_t cols, 
                                          int64_t n_expert, bool required) {
     if (!required && !has(name)) return {};
     const gguf::TensorInfo &t = lookup(name);
-    if (t.ne[0] != cols || t.ne[1] != rows || t.ne[2] != n_expert || t.ne[3] != 1)
+    if (t.ne[0] != cols || t.ne[1] != rows || t.ne[2] != n_expert || !t.fits_dims(3))
         fail(Status::bad_format, "%s: tensor '%s' has shape %s; expected [%lld, %lld, %lld]",
              file_.path().c_str(), name.c_str(), shape_string(t.ne, t.n_dims).c_str(),
              static_cast<long long>(cols), static_cast<long long>(rows), static_cast<long long>(n_expert));

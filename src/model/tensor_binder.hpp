@@ -25,7 +25,9 @@ public:
     MatrixView matrix(const std::string &name, int64_t cols, int64_t rows, bool required = true);
     // A 1-D tensor of n elements converted to f32 (accepts [n] or [n,1]).
     VectorF32 vector(const std::string &name, int64_t n, bool required = true);
-    // A 3-D expert tensor with ne = [cols, rows, n_expert].
+    // A 3-D expert tensor with ne = [cols, rows, n_expert]. Every shape check
+    // ignores trailing dimensions of 1 (TensorInfo::fits_dims), as
+    // is_expert_tensor does, so binding and byte accounting agree.
     ExpertMatrixLayout experts(const std::string &name, int64_t cols, int64_t rows, int64_t n_expert,
                                bool required = true);
 

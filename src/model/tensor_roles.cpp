@@ -27,7 +27,7 @@ std::optional<ExpertTensorName> parse_expert_tensor_name(std::string_view name) 
 }
 
 bool is_expert_tensor(const gguf::TensorInfo &t) {
-    return t.n_dims == 3 && parse_expert_tensor_name(t.name).has_value();
+    return t.fits_dims(3) && parse_expert_tensor_name(t.name).has_value();
 }
 
 std::vector<const gguf::TensorInfo *> dense_tensors(const gguf::GgufFile &file,

@@ -26,7 +26,8 @@ struct ExpertTensorName {
 // Parses "blk.N.ffn_{gate,up,down}_exps.weight"; nullopt for any other name.
 std::optional<ExpertTensorName> parse_expert_tensor_name(std::string_view name);
 
-// A routed expert tensor: the name above and three dimensions (ne[2] = experts).
+// A routed expert tensor: the name above and at most three dimensions
+// (ne[2] = experts; trailing 1s are allowed, as TensorBinder::experts allows them).
 // Everything else (attention, norms, router, shared experts, embeddings) is dense.
 bool is_expert_tensor(const gguf::TensorInfo &t);
 
