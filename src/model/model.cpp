@@ -42,8 +42,20 @@ void Model::bind_all() {
 
     weights_.layers.resize(size_t(hp_.n_layer));
     for (int32_t l = 0; l < hp_.n_layer; ++l) arch_->bind_layer(b, hp_, l, weights_.layers[size_t(l)]);
+    reject_unbound(b);
 
     bytes_ = account_bytes(f);
+}
+
+// A tensor the architecture does not use means the metadata does not
+// describe the file (a block_count below the layers present, a bias this
+// architecture has no place for): running without it would give wrong
+// logits silently. llama.cpp's loader also refuses such files.
+void Model::reject_unbound(const TensorBinder &b) const {
+    const std::vector<const gguf::TensorInfo *> extra = b.unbound();
+    if (!extra.empty())
+        fail(Status::bad_format, "%s: tensor '%s' is not used by a %d-layer %s model (unused tensors: %zu)",
+             file_->path().c_str(), extra.front()->name.c_str(), hp_.n_layer, hp_.arch.c_str(), extra.size());
 }
 
 namespace {

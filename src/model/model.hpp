@@ -49,6 +49,7 @@ public:
 private:
     Model() = default;
     void bind_all();
+    void reject_unbound(const TensorBinder &binder) const;
 
     std::unique_ptr<gguf::GgufFile> file_;
     HParams hp_;

@@ -17,7 +17,7 @@ std::string shape_string(const int64_t *ne, uint32_t n_dims) {
 
 }  // namespace
 
-TensorBinder::TensorBinder(const gguf::GgufFile &file) : file_(file) {}
+TensorBinder::TensorBinder(const gguf::GgufFile &file) : file_(file), bound_(file.tensors().size(), false) {}
 
 std::string TensorBinder::layer_name(int32_t layer, const char *suffix) {
     return "blk." + std::to_string(layer) + "." + suffix;
@@ -25,10 +25,18 @@ std::string TensorBinder::layer_name(int32_t layer, const char *suffix) {
 
 bool TensorBinder::has(const std::string &name) const { return file_.tensor(name) != nullptr; }
 
-const gguf::TensorInfo &TensorBinder::lookup(const std::string &name) const {
+const gguf::TensorInfo &TensorBinder::lookup(const std::string &name) {
     const gguf::TensorInfo *t = file_.tensor(name);
     if (!t) fail(Status::bad_format, "%s: tensor '%s' is missing", file_.path().c_str(), name.c_str());
+    bound_[size_t(t - file_.tensors().data())] = true;
     return *t;
+}
+
+std::vector<const gguf::TensorInfo *> TensorBinder::unbound() const {
+    std::vector<const gguf::TensorInfo *> out;
+    for (size_t i = 0; i < bound_.size(); ++i)
+        if (!bound_[i]) out.push_back(&file_.tensors()[i]);
+    return out;
 }
 
 void TensorBinder::check_type(const gguf::TensorInfo &t) const {

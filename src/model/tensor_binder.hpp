@@ -1,5 +1,5 @@
 // Binds GGUF tensors by name, checking shape and type, and records which
-// tensors were used so that unexpected leftovers can be reported.
+// tensors were bound so that leftovers can be reported.
 #pragma once
 
 #include <cstdint>
@@ -33,10 +33,14 @@ public:
 
     const gguf::GgufFile &file() const { return file_; }
 
+    // The file's tensors no call above has bound, in file order.
+    std::vector<const gguf::TensorInfo *> unbound() const;
+
 private:
-    const gguf::TensorInfo &lookup(const std::string &name) const;
+    const gguf::TensorInfo &lookup(const std::string &name);
     void check_type(const gguf::TensorInfo &t) const;
     const gguf::GgufFile &file_;
+    std::vector<bool> bound_;  // per file tensor
 };
 
 }  // namespace moe
