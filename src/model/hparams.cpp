@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "common/error.hpp"
+#include "model/rope.hpp"
 #include "moestream.h"
 
 namespace moe {
@@ -84,6 +85,21 @@ private:
     std::string prefix_;
     int32_t n_layer_ = 0;
 };
+
+// The linear RoPE scaling factor; 1 without scaling (type "none", no factor,
+// or a factor of 0, which some converters write to mean none).
+float linear_scaling_factor(const gguf::GgufFile &file, const KeyReader &keys) {
+    const std::string type = file.get_string(keys.key("rope.scaling.type"), "");
+    if (!type.empty() && type != "none" && type != "linear")
+        fail(Status::unsupported, "%s: rope scaling type '%.32s' is not supported", keys.path().c_str(),
+             type.c_str());
+    const std::string k = keys.key("rope.scaling.factor");
+    const float factor = type == "none" ? 0.0f : file.get_f32(k, 0.0f);
+    if (factor == 0.0f) return 1.0f;
+    if (!std::isfinite(factor) || factor < 0.0f)
+        fail(Status::bad_format, "%s: %s is %g", keys.path().c_str(), k.c_str(), static_cast<double>(factor));
+    return factor;
+}
 
 }  // namespace
 
@@ -177,22 +193,12 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
         fail(Status::bad_format, "%s: rope.dimension_count %d must be even and at most the head size %d",
              path.c_str(), hp.n_rot, hp.head_dim_k);
     hp.rope_freq_base = keys.positive_float("rope.freq_base").value_or(10000.0f);
-
-    const std::string scaling_type = file.get_string(keys.key("rope.scaling.type"), "");
-    if (!scaling_type.empty() && scaling_type != "none" && scaling_type != "linear")
-        fail(Status::unsupported, "%s: rope scaling type '%.32s' is not supported", path.c_str(),
-             scaling_type.c_str());
-    hp.rope_freq_scale = 1.0f;
-    if (scaling_type != "none") {
-        // A factor of 0 means "no scaling", as written by some converters.
-        const std::string k = keys.key("rope.scaling.factor");
-        const float factor = file.get_f32(k, 0.0f);
-        if (factor != 0.0f) {
-            if (!std::isfinite(factor) || factor < 0.0f)
-                fail(Status::bad_format, "%s: %s is %g", path.c_str(), k.c_str(), static_cast<double>(factor));
-            hp.rope_freq_scale = 1.0f / factor;
-        }
-    }
+    const float scaling_factor = linear_scaling_factor(file, keys);
+    hp.rope_freq_scale = 1.0f / scaling_factor;
+    if (!rope_angles_finite({hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale, nullptr}))
+        fail(Status::bad_format, "%s: %s %g with %s %g makes the rotary angles overflow (not finite)", path.c_str(),
+             keys.key("rope.freq_base").c_str(), static_cast<double>(hp.rope_freq_base),
+             keys.key("rope.scaling.factor").c_str(), static_cast<double>(scaling_factor));
     hp.rope_type = rules->rope_type;
 
     const auto eps = keys.positive_float("attention.layer_norm_rms_epsilon");

@@ -39,6 +39,9 @@ void Model::bind_all() {
     weights_.output = b.matrix("output.weight", n_embd, hp_.n_vocab, !traits_.tied_output_allowed);
     if (!weights_.output) weights_.output = weights_.token_embd;
     weights_.rope_freqs = b.vector("rope_freqs.weight", hp_.n_rot / 2, false);
+    if (!rope_angles_finite(rope_params()))
+        fail(Status::bad_format, "%s: rope_freqs.weight holds a frequency factor that makes the rotary angles "
+             "overflow (zero, tiny or not finite)", f.path().c_str());
 
     weights_.layers.resize(size_t(hp_.n_layer));
     for (int32_t l = 0; l < hp_.n_layer; ++l) arch_->bind_layer(b, hp_, l, weights_.layers[size_t(l)]);
@@ -85,6 +88,11 @@ void Model::relocate_matrices(const std::function<const uint8_t *(const uint8_t 
     visit_matrices(weights_, [&](MatrixView &m) {
         if (m.data) m.data = where(m.data);
     });
+}
+
+RopeParams Model::rope_params() const {
+    const float *factors = weights_.rope_freqs.empty() ? nullptr : weights_.rope_freqs.data();
+    return RopeParams{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale, factors};
 }
 
 std::vector<ExpertLayerLayout> Model::expert_layouts() const {

@@ -13,6 +13,7 @@
 #include "gguf/gguf_file.hpp"
 #include "model/architecture.hpp"
 #include "model/hparams.hpp"
+#include "model/rope.hpp"
 #include "model/tensor_roles.hpp"
 #include "model/weights.hpp"
 
@@ -32,6 +33,8 @@ public:
     const ModelWeights &weights() const { return weights_; }
     const LayerWeights &layer(int32_t i) const { return weights_.layers[size_t(i)]; }
     std::vector<ExpertLayerLayout> expert_layouts() const;
+    // RoPE as the hyper-parameters and rope_freqs.weight (if present) set it.
+    RopeParams rope_params() const;
 
     // Where every bound matrix view points (one entry per view; a tied
     // output head repeats the embeddings' pointer).

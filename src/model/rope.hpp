@@ -19,6 +19,10 @@ struct RopeParams {
 
 // Writes cos/sin of every pair angle for position pos: cs[2i] = cos, cs[2i+1] = sin.
 void rope_angles(const RopeParams &p, int32_t pos, float *cs);
+// Whether rope_angles stays finite at every position an int32 context can
+// hold. A tiny freq_base or scaling factor (or frequency factor) passes as a
+// positive number yet overflows float here, and every logit becomes NaN.
+bool rope_angles_finite(const RopeParams &p);
 // Rotates one head vector in place using angles from rope_angles.
 void rope_apply(RopeType type, int32_t n_rot, const float *cs, float *x);
 

@@ -80,10 +80,7 @@ ForwardPass::ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &
     attn_shape_.head_dim_k = hp_.head_dim_k;
     attn_shape_.head_dim_v = hp_.head_dim_v;
     attn_shape_.scale = 1.0f / std::sqrt(float(hp_.head_dim_k));
-    rope_.n_rot = hp_.n_rot;
-    rope_.freq_base = hp_.rope_freq_base;
-    rope_.freq_scale = hp_.rope_freq_scale;
-    rope_.freq_factors = model.weights().rope_freqs.empty() ? nullptr : model.weights().rope_freqs.data();
+    rope_ = model.rope_params();
 
     const size_t E = size_t(n_embd_), K = size_t(n_used_);
     x_.assign(B * E, 0.0f);

@@ -203,6 +203,11 @@ TEST(HParams, ValidationErrors) {
          Status::bad_format, "layer_norm_rms_epsilon"},
         {"bad rope base", [](GgufBuilder &b) { b.kv_f32("qwen3moe.rope.freq_base", 0.0f); }, Status::bad_format,
          "rope.freq_base"},
+        {"tiny rope base", [](GgufBuilder &b) { b.kv_f32("qwen3moe.rope.freq_base", 1e-45f); }, Status::bad_format,
+         "qwen3moe.rope.freq_base 1.4013e-45 with qwen3moe.rope.scaling.factor 1 makes the rotary angles overflow"},
+        {"tiny scaling factor", [](GgufBuilder &b) {
+             b.kv_string("qwen3moe.rope.scaling.type", "linear").kv_f32("qwen3moe.rope.scaling.factor", 1e-45f);
+         }, Status::bad_format, "rope.scaling.factor 1.4013e-45 makes the rotary angles overflow"},
         {"odd n_rot", [](GgufBuilder &b) { b.kv_u32("qwen3moe.rope.dimension_count", 7); }, Status::bad_format,
          "rope.dimension_count 7"},
         {"n_rot > head", [](GgufBuilder &b) { b.kv_u32("qwen3moe.rope.dimension_count", 10); }, Status::bad_format,

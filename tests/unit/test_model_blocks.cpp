@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -105,6 +107,30 @@ TEST(Rope, FrequencyFactorsDivideTheAngle) {
         const double theta = std::atan2(double(plain[2 * i + 1]), double(plain[2 * i]));
         EXPECT_NEAR(std::cos(theta / factors[i]), scaled[2 * i], 1e-5);
     }
+}
+
+// rope_angles_finite says whether rope_angles stays finite at the largest
+// int32 position: a tiny base or scaling factor that passes as "positive"
+// overflows the angles (every logit NaN), a sane one never does.
+TEST(Rope, AnglesFiniteExactlyWhenRopeAnglesAre) {
+    const float factors[4] = {1.0f, 2.0f, 0.0f, 4.0f};
+    const moe::RopeParams sane{128, 1e6f, 0.25f, nullptr};
+    const moe::RopeParams cases[] = {
+        sane,
+        {8, 1.0f, 1.0f, nullptr},
+        {2, 1e-45f, 1.0f, nullptr},  // theta_scale overflows, but a single pair never uses it
+        {8, 1e-45f, 1.0f, nullptr},  // theta_scale finite, the higher pairs' angles overflow
+        {8, 10000.0f, std::numeric_limits<float>::infinity(), nullptr},  // rope.scaling.factor 1e-45
+        {8, 10000.0f, 1.0f, factors},                                     // a zero frequency factor
+    };
+    for (const moe::RopeParams &p : cases) {
+        std::vector<float> cs(size_t(p.n_rot));
+        moe::rope_angles(p, std::numeric_limits<int32_t>::max(), cs.data());
+        const bool finite = std::all_of(cs.begin(), cs.end(), [](float v) { return std::isfinite(v); });
+        EXPECT_EQ(moe::rope_angles_finite(p), finite) << p.n_rot << " " << p.freq_base << " " << p.freq_scale;
+    }
+    EXPECT_TRUE(moe::rope_angles_finite(sane));
+    for (size_t i = 3; i < std::size(cases); ++i) EXPECT_FALSE(moe::rope_angles_finite(cases[i])) << i;
 }
 
 TEST(Router, SoftmaxSumsToOneAndKeepsOrder) {
