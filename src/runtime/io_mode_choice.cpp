@@ -10,6 +10,7 @@
 
 #include "common/cgroup_memory.hpp"
 #include "common/error.hpp"
+#include "common/saturating.hpp"
 #include "model/hparams.hpp"
 
 namespace moe {
@@ -82,18 +83,7 @@ uint64_t automatic_memory_budget() {
     return available / 10 * 8;
 }
 
-namespace {
 // Saturating arithmetic: absurd hyper-parameters give a huge estimate, never a wrapped one.
-uint64_t sat_mul(uint64_t a, uint64_t b) {
-    uint64_t r;
-    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-uint64_t sat_add(uint64_t a, uint64_t b) {
-    uint64_t r;
-    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-}  // namespace
-
 uint64_t estimate_runtime_overhead(const HParams &hp, int32_t n_ctx) {
     constexpr uint64_t kFixed = 8ull << 20;  // thread stacks, tables, I/O queues
     const uint64_t ctx = n_ctx > 0 ? uint64_t(n_ctx) : uint64_t(std::clamp(hp.n_ctx_train, 0, 4096));

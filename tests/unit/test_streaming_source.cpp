@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "common/error.hpp"
 #include "experts/packed_file.hpp"
 #include "experts/streaming_source.hpp"
+#include "experts/usage_profile.hpp"
 #include "io/fault_injection.hpp"
 #include "support/paths.hpp"
 
@@ -222,6 +224,26 @@ TEST(StreamingSource, SecondVisitIsAllHits) {
     EXPECT_EQ(stats.cache_misses, 6u);
     EXPECT_EQ(stats.cache_hits, 6u);
     EXPECT_EQ(stats.layer_hits[2], 6u);
+    std::filesystem::remove_all(dir);
+}
+
+// The saved profile adds this run's counts to the loaded one's; counts near
+// UINT64_MAX saturate there instead of wrapping to small numbers, which
+// would turn the hottest experts into the coldest.
+TEST(StreamingSource, SavedProfileSaturatesInsteadOfWrapping) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 1, 4, 4);
+    UsageProfile loaded{1, 4, {UINT64_MAX - 1, UINT64_MAX, 7, 0}};
+    auto cfg = basic_config(f, 4);
+    cfg.profile = &loaded;
+    cfg.profile_save_path = dir + "/usage.moeusage";
+    {
+        StreamingExpertSource src(std::move(cfg));
+        for (int pass = 0; pass < 3; ++pass) visit_layer(src, f, 0, {0, 1, 2});
+    }
+    const auto saved = load_usage_profile(dir + "/usage.moeusage", f.fingerprint, 1, 4);
+    ASSERT_TRUE(saved.has_value());
+    EXPECT_EQ(saved->counts, (std::vector<uint64_t>{UINT64_MAX, UINT64_MAX, 10, 0}));
     std::filesystem::remove_all(dir);
 }
 
