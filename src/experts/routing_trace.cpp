@@ -219,6 +219,10 @@ RowRef check_row(const uint8_t *p, uint64_t r, uint64_t n_rows, const TraceHeade
     for (size_t i = 0; i < th.n_expert_used; ++i) {
         const uint16_t e = id(i);
         if (e == kTraceNoExpert) continue;
+        // The row's experts are its first n entries; the rest are unused.
+        if (i >= n)
+            fail(Status::bad_format, "%s: row %llu: entry %zu is expert %u, past the row's %u experts (unused entries "
+                 "are 0xFFFF)", path.c_str(), row, i, e, n);
         if (e >= th.n_expert)
             fail(Status::bad_format, "%s: row %llu: expert %u >= %u", path.c_str(), row, e, th.n_expert);
         // Duplicates within a row would make the access count ambiguous.

@@ -320,3 +320,20 @@ TEST(TraceFile, ShapesBeyondTheLimitsAreBadFormat) {
     EXPECT_EQ(moe::test::status_of([&] { moe::RoutingTraceWriter(path, {1024, 1025, 1, 1}); }),
               moe::Status::bad_format);
 }
+
+TEST(TraceFile, OnlyTheRowsCountedEntriesAreExperts) {
+    // The writer pads a row of fewer than k experts with 0xFFFF; an expert
+    // past the row's count contradicts the count and is malformed.
+    const std::string dir = moe::test::scratch_dir();
+    const moe::TraceHeader h{1, 8, 3, 1000};
+    const uint16_t none = moe::kTraceNoExpert;
+    write_raw_trace(dir + "/ok.trace", h, {{0, 0, 1, {4, none, none}}, {1, 0, 0, {none, none, none}}});
+    const RoutingTrace t = moe::read_routing_trace(dir + "/ok.trace");
+    EXPECT_EQ(flatten(t), std::vector<uint32_t>{4});
+    std::string message;
+    write_raw_trace(dir + "/past.trace", h, {{0, 0, 1, {4, 5, none}}});
+    EXPECT_EQ(read_status(dir + "/past.trace", &message), moe::Status::bad_format);
+    EXPECT_NE(message.find("row 0: entry 1 is expert 5, past the row's 1 experts"), std::string::npos) << message;
+    write_raw_trace(dir + "/empty.trace", h, {{0, 0, 0, {none, none, 2}}});
+    EXPECT_EQ(read_status(dir + "/empty.trace", &message), moe::Status::bad_format);
+}
