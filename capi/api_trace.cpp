@@ -71,7 +71,7 @@ MOESTREAM_API int moestream_trace_info_get(const char *path, moestream_trace_inf
         out->n_expert_used = static_cast<int32_t>(t.header.n_expert_used);
         out->n_tokens = static_cast<int64_t>(t.n_tokens);
         out->bytes_per_expert = t.header.bytes_per_expert;
-        out->expert_bytes = uint64_t(t.header.n_layer) * t.header.n_expert * t.header.bytes_per_expert;
+        out->expert_bytes = moe::trace_expert_bytes(t.header);
         out->reuse = s.reuse;
         out->top20_share_median = s.median_top20;
         out->top20_share_min = s.top20_share.empty() ? 0 : *std::min_element(s.top20_share.begin(), s.top20_share.end());

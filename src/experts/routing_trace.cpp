@@ -43,22 +43,28 @@ void encode_header(uint8_t *h, const TraceHeader &th, uint64_t rows) {
 }
 
 void check_header(const TraceHeader &h, const std::string &what) {
-    if (!valid_trace_shape(h))
-        fail(Status::bad_format, "%s: bad trace shape (%u layers, %u experts, top-%u; allowed: %s)", what.c_str(),
-             h.n_layer, h.n_expert, h.n_expert_used, trace_shape_limits().c_str());
+    if (!valid_trace_header(h))
+        fail(Status::bad_format, "%s: bad trace header (%u layers, %u experts, top-%u, %llu bytes per expert; allowed: %s)",
+             what.c_str(), h.n_layer, h.n_expert, h.n_expert_used, static_cast<unsigned long long>(h.bytes_per_expert),
+             trace_header_limits().c_str());
 }
 
 }  // namespace
 
-std::string trace_shape_limits() {
-    return format("1-%u layers, 1-%u experts, at most %llu layer x expert keys, 1 <= k <= experts", kMaxTraceLayers,
-                  kTraceNoExpert - 1u, static_cast<unsigned long long>(kMaxTraceKeys));
+std::string trace_header_limits() {
+    return format("1-%u layers, 1-%u experts, at most %llu layer x expert keys, 1 <= k <= experts, "
+                  "all experts' bytes within 64 bits",
+                  kMaxTraceLayers, kTraceNoExpert - 1u, static_cast<unsigned long long>(kMaxTraceKeys));
 }
 
-bool valid_trace_shape(const TraceHeader &h) {
+bool valid_trace_header(const TraceHeader &h) {
+    uint64_t expert_bytes;
     return h.n_layer >= 1 && h.n_layer <= kMaxTraceLayers && h.n_expert >= 1 && h.n_expert < kTraceNoExpert &&
-           h.n_expert_used >= 1 && h.n_expert_used <= h.n_expert && uint64_t(h.n_layer) * h.n_expert <= kMaxTraceKeys;
+           h.n_expert_used >= 1 && h.n_expert_used <= h.n_expert && uint64_t(h.n_layer) * h.n_expert <= kMaxTraceKeys &&
+           !__builtin_mul_overflow(uint64_t(h.n_layer) * h.n_expert, h.bytes_per_expert, &expert_bytes);
 }
+
+uint64_t trace_expert_bytes(const TraceHeader &h) { return uint64_t(h.n_layer) * h.n_expert * h.bytes_per_expert; }
 
 RoutingTraceWriter::RoutingTraceWriter(const std::string &path, const TraceHeader &header)
     : path_(path), header_(header) {

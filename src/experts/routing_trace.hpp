@@ -20,15 +20,18 @@ struct TraceHeader {
     uint64_t bytes_per_expert = 0;    // gate+up+down of one expert (for bytes-read figures)
 };
 
-// The shapes a trace may have (docs/trace-format.md). Replay keeps state for
+// The headers a trace may have (docs/trace-format.md). Replay keeps state for
 // every (layer, expert) key, about 50 bytes each, so the key count is bounded.
 constexpr uint32_t kMaxTraceLayers = 4096;
 constexpr uint64_t kMaxTraceKeys = uint64_t(1) << 20;  // n_layer * n_expert
 // 1 <= n_layer <= kMaxTraceLayers, 1 <= n_expert < kTraceNoExpert,
-// 1 <= k <= n_expert and n_layer * n_expert <= kMaxTraceKeys.
-bool valid_trace_shape(const TraceHeader &h);
-// What valid_trace_shape requires, in words, for error messages.
-std::string trace_shape_limits();
+// 1 <= k <= n_expert, n_layer * n_expert <= kMaxTraceKeys, and the bytes of
+// all experts (trace_expert_bytes) fit in 64 bits.
+bool valid_trace_header(const TraceHeader &h);
+// What valid_trace_header requires, in words, for error messages.
+std::string trace_header_limits();
+// n_layer * n_expert * bytes_per_expert of a valid header.
+uint64_t trace_expert_bytes(const TraceHeader &h);
 
 // A whole trace in memory: its rows sorted by (token, layer), k expert ids
 // each (kTraceNoExpert pads rows with fewer experts). Memory follows the rows

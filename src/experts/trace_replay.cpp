@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/saturating.hpp"
 
 namespace moe {
 namespace {
@@ -95,7 +96,7 @@ ReplayResult replay_with(const RoutingTrace &t, CachePolicy &policy, uint32_t ca
                 if (e != kTraceNoExpert) in_row[key_of(t, l, e)] = 0;
         }
     }
-    r.bytes_read = r.misses * h.bytes_per_expert;
+    r.bytes_read = sat_mul(r.misses, h.bytes_per_expert);
     return r;
 }
 
@@ -149,7 +150,7 @@ ReplayResult replay_belady(const RoutingTrace &t, uint32_t capacity, uint64_t wa
         }
         admit(key, next[i]);
     }
-    r.bytes_read = r.misses * h.bytes_per_expert;
+    r.bytes_read = sat_mul(r.misses, h.bytes_per_expert);
     return r;
 }
 

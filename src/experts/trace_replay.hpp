@@ -19,7 +19,7 @@ struct ReplayResult {
     uint64_t accesses = 0;   // routed (token, layer, expert) triples in the measured window
     uint64_t hits = 0;
     uint64_t misses = 0;
-    uint64_t bytes_read = 0; // misses * bytes_per_expert
+    uint64_t bytes_read = 0; // misses * bytes_per_expert (UINT64_MAX if that overflows)
     uint32_t capacity = 0;   // slots
     double hit_rate() const { return accesses ? double(hits) / double(accesses) : 0.0; }
 };

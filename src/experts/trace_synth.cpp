@@ -202,9 +202,11 @@ double top20_share(std::vector<double> p) {
 }
 
 RoutingTrace synthesize_trace(const SynthConfig &c) {
-    if (!valid_trace_shape({c.n_layer, c.n_expert, c.n_expert_used, c.bytes_per_expert}))
-        fail(Status::invalid_argument, "trace synth: bad shape (%u layers, %u experts, top-%u; allowed: %s)",
-             c.n_layer, c.n_expert, c.n_expert_used, trace_shape_limits().c_str());
+    if (!valid_trace_header({c.n_layer, c.n_expert, c.n_expert_used, c.bytes_per_expert}))
+        fail(Status::invalid_argument,
+             "trace synth: bad shape (%u layers, %u experts, top-%u, %llu bytes per expert; allowed: %s)", c.n_layer,
+             c.n_expert, c.n_expert_used, static_cast<unsigned long long>(c.bytes_per_expert),
+             trace_header_limits().c_str());
     if (!(c.reuse >= 0 && c.reuse <= 1)) fail(Status::invalid_argument, "trace synth: reuse %g not in [0, 1]", c.reuse);
     if (!(c.skew >= 0 && c.skew <= 8)) fail(Status::invalid_argument, "trace synth: skew %g not in [0, 8]", c.skew);
     if (!c.heat.empty() && (c.heat.size() != c.n_layer || c.heat[0].size() != c.n_expert))

@@ -1,5 +1,6 @@
 """Trace tools through the CLI and the Python binding."""
 import json
+import struct
 import subprocess
 
 import pytest
@@ -37,6 +38,15 @@ def test_cli_rejects_bad_input(cli_path, tmp_path):
     bad = subprocess.run([str(cli_path), "trace", "synth", "--reuse", "2", "-o", tmp_path / "x"], capture_output=True,
                          text=True)
     assert bad.returncode == 2
+
+
+def test_info_rejects_expert_bytes_beyond_64_bits(cli_path, tmp_path):
+    # 2 layers x 8 experts x 2^63 bytes: the total once wrapped to "expert bytes 0 B".
+    trace = tmp_path / "huge.trace"
+    header = b"MOETRACE" + struct.pack("<IIIIQQ", 1, 2, 8, 1, 2**63, 1)
+    trace.write_bytes(header.ljust(64, b"\0") + struct.pack("<IHHH", 0, 0, 1, 3))
+    bad = subprocess.run([str(cli_path), "trace", "info", trace], capture_output=True, text=True)
+    assert bad.returncode == 1 and "9223372036854775808 bytes per expert" in bad.stderr
 
 
 def test_python_binding_trace_functions(tmp_path, binding):

@@ -337,3 +337,21 @@ TEST(TraceFile, OnlyTheRowsCountedEntriesAreExperts) {
     write_raw_trace(dir + "/empty.trace", h, {{0, 0, 0, {none, none, 2}}});
     EXPECT_EQ(read_status(dir + "/empty.trace", &message), moe::Status::bad_format);
 }
+
+TEST(TraceFile, AllExpertBytesMustFitSixtyFourBits) {
+    // 2^63 bytes per expert over 2 x 8 keys once wrapped to "expert bytes 0 B".
+    const std::string dir = moe::test::scratch_dir();
+    const std::string path = dir + "/bytes.trace";
+    std::string message;
+    write_raw_trace(path, {2, 8, 1, uint64_t(1) << 63}, {{0, 0, 1, {3}}});
+    EXPECT_EQ(read_status(path, &message), moe::Status::bad_format);
+    EXPECT_NE(message.find("9223372036854775808 bytes per expert"), std::string::npos) << message;
+    const uint64_t most = UINT64_MAX / 16;
+    write_raw_trace(path, {2, 8, 1, most}, {{0, 0, 1, {3}}});
+    EXPECT_EQ(moe::trace_expert_bytes(moe::read_routing_trace(path).header), most * 16);
+    // Bytes read saturate rather than wrap.
+    RoutingTrace t = RoutingTrace::dense({1, 2, 1, UINT64_MAX}, 2);
+    t.ids = {0, 1};
+    EXPECT_EQ(moe::replay_policy(t, moe::CachePolicyKind::lru, 1, 0).bytes_read, UINT64_MAX);
+    EXPECT_EQ(moe::replay_belady(t, 1, 0).bytes_read, UINT64_MAX);
+}
