@@ -39,14 +39,25 @@ public:
         expect(':');
         return true;
     }
+    // A finite number (strtod also takes inf, nan and overflows to inf; JSON has none of them).
     double number() {
         skip();
         const char *start = s_.c_str() + pos_;
         char *end = nullptr;
         double v = std::strtod(start, &end);
         if (end == start) fail(Status::bad_format, "%s: number expected at byte %zu", path_.c_str(), pos_);
+        if (!std::isfinite(v))
+            fail(Status::bad_format, "%s: number at byte %zu is not finite", path_.c_str(), pos_);
         pos_ += static_cast<size_t>(end - start);
         return v;
+    }
+    // A whole number in [0, UINT32_MAX].
+    uint32_t count(const char *key) {
+        const double v = number();
+        if (v < 0 || v > double(UINT32_MAX) || v != std::floor(v))
+            fail(Status::bad_format, "%s: \"%s\" is %.15g (must be a whole number of experts below 2^32)", path_.c_str(),
+                 key, v);
+        return static_cast<uint32_t>(v);
     }
     std::vector<std::vector<double>> matrix() {
         std::vector<std::vector<double>> rows;
@@ -185,7 +196,7 @@ void load_heat_file(const std::string &path, SynthConfig &config) {
     }
     config.n_layer = static_cast<uint32_t>(config.heat.size());
     config.n_expert = static_cast<uint32_t>(config.heat[0].size());
-    if (json.find_key("k")) config.n_expert_used = static_cast<uint32_t>(json.number());
+    if (json.find_key("k")) config.n_expert_used = json.count("k");
 }
 
 std::vector<double> feasible_inclusion(const std::vector<double> &popularity, uint32_t k, double reuse) {

@@ -3,12 +3,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <numeric>
+#include <utility>
 
 #include "common/error.hpp"
 #include "experts/trace_synth.hpp"
 #include "support/paths.hpp"
+#include "support/status_of.hpp"
 
 namespace {
 
@@ -117,4 +120,29 @@ TEST(TraceSynth, SameSeedSameTraceAndBadInputsFail) {
     std::fclose(f);
     moe::SynthConfig d;
     EXPECT_THROW(moe::load_heat_file(dir + "/h.json", d), moe::Error);
+}
+
+TEST(TraceSynth, HeatFileNeedsFiniteCountsAndAWholeK) {
+    const std::string dir = moe::test::scratch_dir();
+    auto load = [&](const std::string &heat, const std::string &k, std::string *message) {
+        std::FILE *f = std::fopen((dir + "/h.json").c_str(), "w");
+        std::fprintf(f, "{\"heat\": %s, \"k\": %s}", heat.c_str(), k.c_str());
+        std::fclose(f);
+        moe::SynthConfig c;
+        const moe::Status s = moe::test::status_of([&] { moe::load_heat_file(dir + "/h.json", c); }, message);
+        return std::make_pair(s, c.n_expert_used);
+    };
+    const std::string heat = "[[1, 2, 3, 4], [4, 3, 2, 1]]";
+    std::string message;
+    EXPECT_EQ(load(heat, "2", &message), std::make_pair(moe::Status::ok, 2u)) << message;
+    EXPECT_EQ(load(heat, "2.0", &message), std::make_pair(moe::Status::ok, 2u)) << message;
+    // 4294967298 and 2.7 were both cast to 2.
+    for (const char *k : {"4294967298", "2.7", "-1", "inf", "1e400"}) {
+        EXPECT_EQ(load(heat, k, &message).first, moe::Status::bad_format) << k;
+        EXPECT_NE(message.find("h.json"), std::string::npos) << message;
+    }
+    for (const char *bad : {"[[1, 2, inf, 4]]", "[[1, 2, 1e999, 4]]", "[[1, nan, 3, 4]]", "[[1, 2, -infinity, 4]]"}) {
+        EXPECT_EQ(load(bad, "2", &message).first, moe::Status::bad_format) << bad;
+        EXPECT_NE(message.find("not finite"), std::string::npos) << message;
+    }
 }
