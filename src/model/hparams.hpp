@@ -1,5 +1,6 @@
 // Hyper-parameters of a MoE model, read from GGUF metadata (keys are
-// "<general.architecture>.<suffix>", see docs/architecture.md).
+// "<general.architecture>.<suffix>", listed in docs/architecture.md,
+// "Metadata keys").
 #pragma once
 
 #include <cstdint>
