@@ -216,10 +216,9 @@ TEST(TraceFile, AppearsAtItsPathOnlyWhenFinished) {
     const std::string path = dir + "/done.trace";
     moe::TraceHeader h{1, 4, 2, 1};
     const int32_t row[2] = {0, 1};
-    RoutingTrace earlier;
-    earlier.header = h;
-    earlier.n_tokens = 1;
-    earlier.ids = {2, 3};
+    RoutingTrace earlier = RoutingTrace::dense(h, 1);
+    const uint16_t earlier_experts[2] = {2, 3};
+    std::copy(std::begin(earlier_experts), std::end(earlier_experts), earlier.experts(0, 0).begin());
     moe::write_routing_trace(path, earlier);
     {
         moe::RoutingTraceWriter w(path, h);
