@@ -128,8 +128,8 @@ MOESTREAM_API void moestream_close(moestream_context *ctx) {
         bool expected = false;
         if (!ctx->busy.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
             ctx->log.write(MOESTREAM_LOG_ERROR,
-                           "moestream_close: the context is in use by another thread; it stays open");
-            moe::fail(moe::Status::busy, "the context is in use by another thread; it stays open");
+                           "moestream_close: the context is in use by a call in progress; it stays open");
+            moe::fail(moe::Status::busy, "the context is in use by a call in progress; it stays open");
         }
         if (ctx->ctx) log_closing(*ctx->ctx, ctx->log);
         delete ctx;

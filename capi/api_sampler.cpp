@@ -48,7 +48,7 @@ MOESTREAM_API void moestream_sampler_free(moestream_sampler *sampler) {
         if (!sampler) return;
         // As moestream_close: a call inside the sampler keeps it allocated.
         if (sampler->in_use.test_and_set(std::memory_order_acquire))
-            moe::fail(moe::Status::busy, "the sampler is in use by another thread; it stays allocated");
+            moe::fail(moe::Status::busy, "the sampler is in use by a call in progress; it stays allocated");
         delete sampler;
     });
 }

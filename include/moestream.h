@@ -160,7 +160,8 @@ typedef struct moestream_params {
     int32_t lookahead_layers;   /* router lookahead depth (prefetch lookahead/both/auto): the routers of layers
                                    L+1..L+n run on layer L's state; 1..4, 0 = the measured default in
                                    docs/performance.md. Checked (0..4) whatever the prefetch mode. The env
-                                   MOESTREAM_LOOKAHEAD_LAYERS=1..4 beats it; another value fails open */
+                                   MOESTREAM_LOOKAHEAD_LAYERS=1..4 beats it (0 = the default); another value
+                                   fails open */
     int32_t reserved0;          /* unused (0.1's tail padding: callers built against 0.1 pass
                                    sizeof = 104 with whatever their padding held) */
     int32_t numa_placement;     /* moestream_numa_placement (env MOESTREAM_NUMA=local|interleave beats it) */
@@ -282,7 +283,8 @@ typedef struct moestream_stats {
     uint64_t step_ns;                /* wall time inside step */
     uint64_t bytes_read_demand;      /* expert bytes read because they were needed now */
     uint64_t bytes_read_prefetch;    /* expert bytes read ahead of need */
-    uint64_t bytes_read_wasted;      /* prefetched bytes evicted before use */
+    uint64_t bytes_read_wasted;      /* bytes read for nothing: prefetches evicted before use, and the parts
+                                        of an expert read that was cancelled or failed */
     uint64_t cache_hits;
     uint64_t cache_misses;
     uint64_t prefetch_issued;

@@ -5,8 +5,10 @@ import threading
 from ._errors import Error, Status
 
 # Guards every handle's in-flight count and the handle itself; held only to
-# update them, never across a library call.
-_GUARD = threading.Lock()
+# update them, never across a library call. Reentrant: building the BUSY
+# error under it allocates, the collector may then run another handle's
+# __del__ -> close() on this same thread.
+_GUARD = threading.RLock()
 
 
 class OwnedHandle:

@@ -233,7 +233,10 @@ PendingOutput::~PendingOutput() {
 }
 
 bool PendingOutput::create(std::string &error) {
-    if (struct stat st {}; ::stat(target_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    // Anything but a plain file is written through as it is: a pipe or a
+    // device, and a symbolic link (/dev/stdout among them), which a rename
+    // would replace instead of writing to what it points at.
+    if (struct stat st {}; ::lstat(target_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
         direct_ = true;
         temp_ = target_;
         return true;

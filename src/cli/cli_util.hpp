@@ -82,7 +82,6 @@ public:
     bool create(std::string &error);
     // Where to write until commit().
     const std::string &path() const { return temp_; }
-    const std::string &target() const { return target_; }
     // Renames the temporary over the target; false with `error` set.
     bool commit(std::string &error);
 

@@ -78,9 +78,11 @@ RoutingTraceWriter::RoutingTraceWriter(const std::string &path, const TraceHeade
 }
 
 RoutingTraceWriter::~RoutingTraceWriter() {
-    try {
-        close();
-    } catch (...) {
+    // Not closed: the writer is being unwound past (an exception left its
+    // owner), so the rows may be a fragment; it is not published.
+    if (file_) {
+        std::fclose(file_);
+        ::unlink(temp_path().c_str());
     }
 }
 

@@ -57,13 +57,13 @@ private:
 
 // Streams rows to a file. Rows may arrive in any order (a batched step
 // visits layer-major); the reader sorts them. Not thread-safe.
-// The rows go to PATH.tmp, renamed to PATH when the trace is finished, so
-// PATH never holds a partial trace and an earlier file there stays until
-// then; a trace that cannot be finished is removed.
+// The rows go to PATH.tmp, renamed to PATH by close(), so PATH never holds
+// a partial trace and an earlier file there stays until then; a trace that
+// cannot be finished, or whose writer is destroyed without close(), is removed.
 class RoutingTraceWriter {
 public:
     RoutingTraceWriter(const std::string &path, const TraceHeader &header);
-    ~RoutingTraceWriter();  // closes (errors ignored; call close() to see them)
+    ~RoutingTraceWriter();  // without close(): discards the rows
     RoutingTraceWriter(const RoutingTraceWriter &) = delete;
     RoutingTraceWriter &operator=(const RoutingTraceWriter &) = delete;
 

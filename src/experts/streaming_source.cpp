@@ -116,6 +116,8 @@ StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg
     prefetch_queue_.reserve(2 * n_slots_);
     far_queue_.reserve(2 * n_slots_);
     prefetched_by_layer_.resize(n_layer_);
+    for (auto &keys : prefetched_by_layer_) keys.reserve(n_expert_);
+    retries_.reserve(backend_->queue_depth());  // a full queue of cancelled parts
     // Hints start just above the bar: the first wrong read stops a rank until it proves itself.
     const float start_precision = std::min(1.0f, cfg_.prefetch_min_precision + 0.05f);
     hint_precision_.assign(kHintDistances * n_layer_ * kHintRanks, start_precision);

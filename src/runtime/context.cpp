@@ -43,10 +43,11 @@ int32_t lookahead_layers(const ContextParams &p) {
         // them saturate at LONG_MAX, out of range as well.
         const bool digits = std::strspn(env, "0123456789") == std::strlen(env);
         const long v = digits ? std::strtol(env, nullptr, 10) : -1;
-        if (v < 1 || v > kMaxLookaheadLayers)
-            fail(Status::invalid_argument, "MOESTREAM_LOOKAHEAD_LAYERS='%s' is not a layer count in 1..%d", env,
+        if (v < 0 || v > kMaxLookaheadLayers)
+            fail(Status::invalid_argument,
+                 "MOESTREAM_LOOKAHEAD_LAYERS='%s' is not a layer count in 1..%d (or 0, the default)", env,
                  kMaxLookaheadLayers);
-        return int32_t(v);
+        return v == 0 ? kDefaultLookaheadLayers : int32_t(v);  // 0 means the default, as the parameter's 0
     }
     return p.lookahead_layers == 0 ? kDefaultLookaheadLayers : p.lookahead_layers;
 }

@@ -165,12 +165,17 @@ def test_lookahead_layers_is_checked_whatever_the_prefetch_mode(lib, model_path,
 
 
 def test_lookahead_variable_must_be_a_layer_count(lib, model_path, monkeypatch):
-    for value in ("abc", "2x", "0", "5", "-1", " 2", "99999999999999999999"):
+    for value in ("abc", "2x", "5", "-1", " 2", "99999999999999999999"):
         monkeypatch.setenv("MOESTREAM_LOOKAHEAD_LAYERS", value)
         status, out = open_ctx(lib, model_path, io_mode=3, prefetch=3)
         assert status == Status.INVALID_ARGUMENT, value
         assert f"MOESTREAM_LOOKAHEAD_LAYERS='{value}'" in lib.last_error()
         assert not out
+    # 0 means the default, as the parameter's 0 does.
+    monkeypatch.setenv("MOESTREAM_LOOKAHEAD_LAYERS", "0")
+    status, out = open_ctx(lib, model_path, io_mode=3, prefetch=3)
+    assert status == Status.OK, lib.last_error()
+    lib.moestream_close(out)
     # A valid value beats the parameter, which must still be valid itself.
     monkeypatch.setenv("MOESTREAM_LOOKAHEAD_LAYERS", "3")
     status, out = open_ctx(lib, model_path, io_mode=3, prefetch=3, lookahead_layers=1)

@@ -87,6 +87,23 @@ def test_logits_still_write_to_a_pipe(cli_path, model):
     assert len(r.stdout) > 0 and len(r.stdout) % 4 == 0
 
 
+def test_logits_write_through_symbolic_links(cli_path, model):
+    # /dev/stdout redirected to a file, and a link to a file: the bytes reach
+    # what the link points at, and the link stays a link.
+    with open(model.parent / "redirected.bin", "wb") as out:
+        r = subprocess.run([str(cli_path), "logits", "-m", str(model), "--tokens", "1,2", "--out", "/dev/stdout"],
+                           stdout=out, stderr=subprocess.PIPE, timeout=300)
+    assert r.returncode == 0, r.stderr
+    size = (model.parent / "redirected.bin").stat().st_size
+    assert size > 0 and size % 4 == 0
+    real, link = model.parent / "real.bin", model.parent / "link.bin"
+    real.write_bytes(b"old")
+    link.symlink_to(real)
+    r = cli(cli_path, "logits", "-m", model, "--tokens", "1,2", "--out", link)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and real.stat().st_size == size
+
+
 def test_a_failed_trace_record_leaves_no_trace_and_keeps_the_earlier_one(cli_path, model):
     trace = model.parent / "r.trace"
     good = cli(cli_path, "trace", "record", "-m", model, "--prompt", "3", "--tokens", "2", "-o", trace)

@@ -1,5 +1,5 @@
-// No allocation in the per-token hot path: once a context has run its first
-// steps, decode steps and sampling allocate nothing on any thread (the caller, the compute
+// No allocation in the per-token hot path: from a context's first step on,
+// steps and sampling allocate nothing on any thread (the caller, the compute
 // workers, the I/O threads), in every I/O mode, also while the expert cache
 // misses, evicts and reads ahead. This binary replaces malloc and friends
 // with counting versions that forward to glibc's; sanitizer runtimes own
@@ -106,10 +106,9 @@ protected:
         if (!dir_.empty()) std::filesystem::remove_all(dir_);
     }
 
-    // Opens a context, runs a prompt and a few decode steps untimed and
-    // uncounted (buffers are sized on first use), then counts every
-    // allocation of `decode` more steps.
-    uint64_t allocations_in_decode(ContextParams p, int decode) {
+    // Opens a context and counts every allocation from its first step on: a
+    // prompt, then `decode` single-token steps, each followed by a draw.
+    uint64_t allocations_in_steps(ContextParams p, int decode) {
         p.model_path = model_;
         p.n_threads = 2;
         p.n_ctx = 128;
@@ -118,23 +117,20 @@ protected:
         Sampler sampler(SamplerParams{});  // temperature, top-k, top-p and min-p all on
         std::vector<float> logits(size_t(ctx.n_vocab()));
         const int32_t prompt[6] = {1, 7, 3, 9, 4, 2};
-        ctx.step(prompt, 6, logits.data());
         // Fed tokens vary the routing from step to step; the sampler draws as in generation.
-        std::vector<int32_t> tokens(size_t(decode + 8));
+        std::vector<int32_t> tokens(static_cast<size_t>(decode));
         for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 37 + 11) % size_t(ctx.n_vocab()));
-        for (int i = 0; i < 8; ++i) {
-            ctx.step(&tokens[size_t(i)], 1, logits.data());
-            sampled_ += sampler.sample(logits);
-        }
-        moestream_stats stats{};
+        sampled_ += sampler.sample(logits);  // a sampler sizes its candidate list on its first draw
         g_allocations = 0;
         g_first_caller = nullptr;
         g_counting = true;
-        for (int i = 8; i < decode + 8; ++i) {
+        ctx.step(prompt, 6, logits.data());
+        for (int i = 0; i < decode; ++i) {
             ctx.step(&tokens[size_t(i)], 1, logits.data());
             sampled_ += sampler.sample(logits);
         }
         g_counting = false;
+        moestream_stats stats{};
         ctx.fill_stats(stats);
         misses_ = stats.cache_misses;
         return g_allocations.load();
@@ -148,7 +144,7 @@ protected:
 TEST_F(HotPathAllocations, MappedDecodeAllocatesNothing) {
     ContextParams p;
     p.io_mode = MOESTREAM_IO_MMAP;
-    EXPECT_EQ(allocations_in_decode(p, 24), 0u) << describe_first_allocation();
+    EXPECT_EQ(allocations_in_steps(p, 24), 0u) << describe_first_allocation();
 }
 
 TEST_F(HotPathAllocations, StreamedDecodeThroughMissesAndReadAheadAllocatesNothing) {
@@ -158,7 +154,7 @@ TEST_F(HotPathAllocations, StreamedDecodeThroughMissesAndReadAheadAllocatesNothi
         ContextParams p;
         p.io_mode = mode;
         p.prefetch = MOESTREAM_PREFETCH_BOTH;
-        EXPECT_EQ(allocations_in_decode(p, 24), 0u) << "io mode " << mode << ": " << describe_first_allocation();
+        EXPECT_EQ(allocations_in_steps(p, 24), 0u) << "io mode " << mode << ": " << describe_first_allocation();
         EXPECT_GT(misses_, 0u) << "io mode " << mode << ": the cache was meant to miss";
     }
 }

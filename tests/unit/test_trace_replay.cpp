@@ -230,11 +230,15 @@ TEST(TraceFile, AppearsAtItsPathOnlyWhenFinished) {
     }
     EXPECT_EQ(moe::read_routing_trace(path).ids, (std::vector<uint16_t>{0, 1}));
     EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0);
+    const uint16_t kept[2] = {0, 1};
     {
         moe::RoutingTraceWriter w(path, h);
-        w.record(0, 0, row);
-    }  // closed by the destructor: finished all the same
-    EXPECT_EQ(moe::read_routing_trace(path).n_tokens, 1u);
+        const int32_t other[2] = {3, 2};
+        w.record(0, 0, other);
+    }  // destroyed without close(), as when an exception unwinds its owner: discarded
+    const RoutingTrace after = moe::read_routing_trace(path);
+    const auto experts = after.experts(0, 0);
+    EXPECT_TRUE(std::equal(experts.begin(), experts.end(), std::begin(kept), std::end(kept)));
     EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0);
 }
 
