@@ -151,6 +151,15 @@ RoutingTrace RoutingTrace::dense(const TraceHeader &header, uint64_t n_tokens) {
     return t;
 }
 
+void RoutingTrace::truncate(uint64_t tokens) {
+    if (tokens >= n_tokens) return;
+    n_tokens = tokens;
+    token_rows.resize(tokens + 1);
+    const uint64_t rows = token_rows[tokens];
+    row_layer.resize(rows);
+    ids.resize(rows * header.n_expert_used);
+}
+
 size_t RoutingTrace::row_of(uint64_t token, uint32_t layer) const {
     const uint64_t begin = token_rows[token], end = token_rows[token + 1];
     if (end - begin == header.n_layer) return begin + layer;  // a row for every layer: the usual case

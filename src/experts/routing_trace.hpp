@@ -46,6 +46,10 @@ struct RoutingTrace {
     // A row of kTraceNoExpert for every token and layer, to be filled in.
     static RoutingTrace dense(const TraceHeader &header, uint64_t n_tokens);
 
+    // Keeps the first `tokens` tokens (the fields depend on each other: cut
+    // them together).
+    void truncate(uint64_t tokens);
+
     // The token's k experts in `layer`, or an empty span when it has no row there.
     std::span<const uint16_t> experts(uint64_t token, uint32_t layer) const;
     std::span<uint16_t> experts(uint64_t token, uint32_t layer);

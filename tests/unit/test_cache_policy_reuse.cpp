@@ -262,8 +262,7 @@ TEST(ReuseAwarePolicy, CloseToTheSameRuleWithTheTruePopularity) {
     c.n_tokens = measured + continuation;
     const moe::RoutingTrace full = moe::synthesize_trace(c);
     moe::RoutingTrace t = full;
-    t.n_tokens = measured;
-    t.ids.resize(measured * c.n_layer * c.n_expert_used);
+    t.truncate(measured);
     const uint32_t n_keys = c.n_layer * c.n_expert;
     std::vector<double> fresh(n_keys, 0.0);
     for (uint64_t tok = measured; tok < full.n_tokens; ++tok)

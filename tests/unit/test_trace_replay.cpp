@@ -305,6 +305,13 @@ TEST(TraceFile, MissingRowsCostNothingAndTheLastDuplicateCounts) {
     EXPECT_TRUE(t.experts(2, 2).empty());
     EXPECT_EQ(t.experts(2, 0)[1], 5);
     EXPECT_EQ(flatten(t), (std::vector<uint32_t>{1, 2, 14, 15, 16, 5, 6, 4, 5}));
+    // Cutting it keeps every field in step: token 0's three rows and token 1's one.
+    RoutingTrace cut = t;
+    cut.truncate(2);
+    EXPECT_EQ(cut.n_tokens, 2u);
+    EXPECT_EQ(cut.ids.size(), 4u * 2);
+    EXPECT_EQ(cut.experts(1, 0)[1], 6);
+    EXPECT_EQ(flatten(cut), (std::vector<uint32_t>{1, 2, 14, 15, 16, 5, 6}));
 }
 
 TEST(TraceFile, ShapesBeyondTheLimitsAreBadFormat) {
