@@ -58,3 +58,17 @@ def binding():
     except OSError:
         pytest.skip("library not loadable")
     return moestream
+
+
+SMALL_MODEL_VOCAB = 64
+
+
+@pytest.fixture(scope="session")
+def small_model(tmp_path_factory):
+    """A two-layer qwen3moe model of 64 tokens, for tests of calls rather than of results."""
+    pytest.importorskip("numpy")
+    from tools.make_model import ModelSpec, make_model
+    path = tmp_path_factory.mktemp("small") / "m.gguf"
+    make_model(path, ModelSpec(arch="qwen3moe", n_embd=64, n_layer=2, n_head=2, n_head_kv=1, n_expert=4,
+                               n_expert_used=2, n_ff_expert=32, n_vocab=SMALL_MODEL_VOCAB, n_ctx=64, seed=1))
+    return path

@@ -13,18 +13,13 @@ from capi_support import opened
 from moestream import _ffi
 from moestream._errors import Status
 
-N_VOCAB = 64
+N_VOCAB = 64  # the small_model fixture's vocabulary (conftest.py)
 DEBUG = 3
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    pytest.importorskip("numpy")
-    from tools.make_model import ModelSpec, make_model
-    path = tmp_path_factory.mktemp("busy") / "m.gguf"
-    make_model(path, ModelSpec(arch="qwen3moe", n_embd=64, n_layer=2, n_head=2, n_head_kv=1, n_expert=4,
-                               n_expert_used=2, n_ff_expert=32, n_vocab=N_VOCAB, n_ctx=64, seed=1))
-    return path
+def model(small_model):
+    return small_model
 
 
 class Interloper:

@@ -24,13 +24,8 @@ def wrong_sizes(known):
 
 
 @pytest.fixture(scope="module")
-def model_path(tmp_path_factory):
-    pytest.importorskip("numpy")
-    from tools.make_model import ModelSpec, make_model
-    path = tmp_path_factory.mktemp("sizes") / "m.gguf"
-    make_model(path, ModelSpec(arch="qwen3moe", n_embd=64, n_layer=2, n_head=2, n_head_kv=1, n_expert=4,
-                               n_expert_used=2, n_ff_expert=32, n_vocab=64, n_ctx=64, seed=1))
-    return path
+def model_path(small_model):
+    return small_model
 
 
 @pytest.fixture
