@@ -109,8 +109,9 @@ std::string layer_entry_problem(const LayerEntry &e, uint64_t header_bytes, uint
     uint64_t end = kExpertHeaderBytes;  // each matrix starts at or after the previous one's end
     for (int i = 0; i < 3; ++i) {
         if (e.offset[i] < end || e.offset[i] > e.extent_bytes || e.bytes[i] > e.extent_bytes - e.offset[i])
-            return format("matrix %d at %llu (+%llu bytes) not inside its %llu-byte extent after the expert header and the matrix before it", i,
-                          (unsigned long long)e.offset[i], (unsigned long long)e.bytes[i],
+            return format("matrix %d at %llu (+%llu bytes) not inside its %llu-byte extent after the expert "
+                          "header and the matrix before it",
+                          i, (unsigned long long)e.offset[i], (unsigned long long)e.bytes[i],
                           (unsigned long long)e.extent_bytes);
         end = e.offset[i] + e.bytes[i];
     }
@@ -237,7 +238,7 @@ PackedFile PackedFile::open(const std::string &path, uint64_t fingerprint, const
              (unsigned long long)h.fingerprint, (unsigned long long)fingerprint);
     if (h.layers.size() != layouts.size())
         fail(Status::bad_format, "%s has %zu layers, the model %zu", path.c_str(), h.layers.size(), layouts.size());
-    // The file must lie out the model's experts exactly as the writer does:
+    // The file must lay out the model's experts exactly as the writer does:
     // then every offset the reads and views use is one this build computed.
     const PackedPlan plan = plan_packed_layout(layouts);
     for (size_t l = 0; l < layouts.size(); ++l) {
