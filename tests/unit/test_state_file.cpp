@@ -18,6 +18,7 @@
 #include "common/error.hpp"
 #include "runtime/state_file.hpp"
 #include "support/paths.hpp"
+#include "support/scoped_env.hpp"
 
 namespace fs = std::filesystem;
 using namespace moe::state;
@@ -182,7 +183,7 @@ TEST(StateFile, TrailingBytesAreBadFormat) {
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef MOESTREAM_TEST_SANITIZED
 constexpr bool kSanitized = true;  // the sanitizers reserve terabytes of address space
 #else
 constexpr bool kSanitized = false;
