@@ -642,11 +642,18 @@ void StreamingExpertSource::end_layer(int32_t layer) {
 
 bool StreamingExpertSource::enqueue_prefetch(int32_t layer, int32_t expert, bool far) {
     auto &queue = far ? far_queue_ : prefetch_queue_;
-    const size_t head = far ? far_head_ : prefetch_head_;
+    size_t &head = far ? far_head_ : prefetch_head_;
     if (queue.size() - head >= n_slots_) return false;
     const uint32_t key = key_of(layer, expert);
     if (key_state_[key] != KeyState::absent) return true;
     key_state_[key] = KeyState::queued_prefetch;
+    // A queue that is never read to its end (reads started from its front,
+    // new hints at its back) would grow without bound: drop the started
+    // front instead of reallocating, so a step never allocates.
+    if (queue.size() == queue.capacity() && head > 0) {
+        queue.erase(queue.begin(), queue.begin() + std::ptrdiff_t(head));
+        head = 0;
+    }
     queue.push_back(key);
     if (!awaiting_visit_[key]) prefetched_by_layer_[size_t(layer)].push_back(key);
     awaiting_visit_[key] = 1;

@@ -5,9 +5,11 @@
 // with counting versions that forward to glibc's; sanitizer runtimes own
 // malloc themselves, so there the test is skipped.
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -27,11 +29,15 @@ std::atomic<uint64_t> g_allocations{0};
 std::atomic<void *> g_first_caller{nullptr};
 std::atomic<size_t> g_first_size{0};
 
+void *g_first_stack[24];
+std::atomic<int> g_first_depth{0};
+
 inline void note_allocation(size_t size, void *caller) {
     if (!g_counting.load(std::memory_order_relaxed)) return;
     if (g_allocations.fetch_add(1, std::memory_order_relaxed) == 0) {
         g_first_caller.store(caller, std::memory_order_relaxed);
         g_first_size.store(size, std::memory_order_relaxed);
+        g_first_depth.store(backtrace(g_first_stack, 24), std::memory_order_relaxed);  // warmed up in SetUp
     }
 }
 
@@ -81,12 +87,24 @@ using namespace moe;
 std::string cli() { return test::binary_dir() + "/moestream"; }
 
 
+// The first allocation counted: its size and the call stack that made it.
 std::string describe_first_allocation() {
-    void *caller = g_first_caller.load();
-    Dl_info info{};
-    std::string where = "?";
-    if (caller && ::dladdr(caller, &info) && info.dli_sname) where = info.dli_sname;
-    return std::to_string(g_first_size.load()) + " bytes, called from " + where;
+    std::string out = std::to_string(g_first_size.load()) + " bytes, from:";
+    for (int i = 1; i < g_first_depth.load(); ++i) {
+        Dl_info info{};
+        out += "\n  ";
+        if (!::dladdr(g_first_stack[i], &info)) {
+            out += "?";
+        } else if (info.dli_sname) {
+            out += info.dli_sname;
+        } else {  // a local symbol: module and offset, for addr2line
+            char offset[32];
+            std::snprintf(offset, sizeof offset, "+0x%zx",
+                          size_t(static_cast<char *>(g_first_stack[i]) - static_cast<char *>(info.dli_fbase)));
+            out += std::string(info.dli_fname ? info.dli_fname : "?") + offset;
+        }
+    }
+    return out;
 }
 
 class HotPathAllocations : public ::testing::Test {
@@ -95,6 +113,8 @@ protected:
 #ifdef MOESTREAM_TEST_SANITIZED
         GTEST_SKIP() << "the sanitizer runtime owns malloc";
 #endif
+        void *warm[2];
+        backtrace(warm, 2);  // its first call loads the unwinder, which allocates
         if (!std::filesystem::exists(cli())) GTEST_SKIP() << "CLI not built";
         dir_ = test::scratch_dir();
         model_ = dir_ + "/model.gguf";
