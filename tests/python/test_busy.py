@@ -24,15 +24,16 @@ def model(small_model):
 
 class Interloper:
     """A log callback that, on the first message starting with `trigger`, runs
-    `probe` on a second thread and waits for it."""
+    `probe` on a second thread and waits for it: `fn` for the C API,
+    `binding_log` for moestream.Context(log=...)."""
 
     def __init__(self, trigger, probe):
         self.trigger, self.probe = trigger, probe
         self.results, self.errors, self.fired = [], [], 0
-        self.fn = _ffi.LOG_FN(self._log)
+        self.fn = _ffi.LOG_FN(lambda level, message, _user: self.binding_log(level, message.decode()))
 
-    def _log(self, _level, message, _user):
-        if self.fired or not message.decode().startswith(self.trigger):
+    def binding_log(self, _level, message):
+        if self.fired or not message.startswith(self.trigger):
             return
         self.fired += 1
 
@@ -134,28 +135,14 @@ def test_second_thread_inside_save_with_sampler_gets_busy(lib, model, tmp_path):
 
 def test_binding_call_from_another_thread_inside_step_gets_busy(lib, model):
     import moestream
-    seen = []
     box = {}
-
-    def log(level, message):
-        if seen or not message.startswith("step"):
-            return
-
-        def other():
-            try:
-                box["ctx"].step([7], logits=False)
-                seen.append("no error")
-            except moestream.Error as e:
-                seen.append(e.status)
-
-        t = threading.Thread(target=other)
-        t.start()
-        t.join()
-
-    with moestream.Context(model, n_ctx=16, n_threads=1, profile_path="", log=log, log_level="debug") as ctx:
+    interloper = Interloper("step", lambda: box["ctx"].step([7], logits=False))
+    with moestream.Context(model, n_ctx=16, n_threads=1, profile_path="", log=interloper.binding_log,
+                           log_level="debug") as ctx:
         box["ctx"] = ctx
         ctx.step([1, 2, 3], logits=False)
-        assert seen == [Status.BUSY]
+        assert interloper.fired == 1
+        assert [getattr(e, "status", e) for e in interloper.errors] == [Status.BUSY]
         assert ctx.n_past == 3
 
 
@@ -256,30 +243,16 @@ def test_binding_close_while_a_step_runs_on_another_thread_is_busy(lib, model):
 
 def test_binding_sampler_close_while_a_save_uses_it_is_busy(lib, model, tmp_path):
     import moestream
-    seen = []
     box = {}
-
-    def log(level, message):
-        if seen or not message.startswith("saving state"):
-            return
-
-        def other():
-            try:
-                box["sampler"].close()
-                seen.append("closed")
-            except moestream.Error as e:
-                seen.append(e.status)
-
-        t = threading.Thread(target=other)
-        t.start()
-        t.join()
-
-    with moestream.Context(model, n_ctx=16, n_threads=1, profile_path="", log=log, log_level="debug") as ctx:
+    interloper = Interloper("saving state", lambda: box["sampler"].close())
+    with moestream.Context(model, n_ctx=16, n_threads=1, profile_path="", log=interloper.binding_log,
+                           log_level="debug") as ctx:
         sampler = moestream.Sampler(seed=3)
         box["sampler"] = sampler
         ctx.step([1, 2], logits=False)
         ctx.save_state(tmp_path / "s.state", sampler)
-        assert seen == [Status.BUSY]
+        assert interloper.fired == 1
+        assert [getattr(e, "status", e) for e in interloper.errors] == [Status.BUSY]
         assert not sampler.closed
         assert 0 <= sampler.sample([0.0] * N_VOCAB) < N_VOCAB
         sampler.close()
