@@ -4,7 +4,6 @@
 
 #include <filesystem>
 
-#include <deque>
 #include <fstream>
 #include <random>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "io/observed_backend.hpp"
 #include "io/read_replay.hpp"
 #include "support/paths.hpp"
+#include "support/read_backends.hpp"
 
 namespace {
 
@@ -23,34 +23,7 @@ using namespace moe::io;
 uint64_t g_now = 0;
 uint64_t fake_clock() { return g_now; }
 
-// Completes reads only when the test says so, with the result it says.
-class ScriptedBackend final : public ReadBackend {
-public:
-    const char *name() const override { return "scripted"; }
-    uint32_t add_file(int) override { return n_files_++; }
-    uint32_t queue_depth() const override { return 64; }
-    uint32_t in_flight() const override { return in_flight_; }
-    void submit(const ReadRequest &r) override {
-        submitted.push_back(r);
-        ++in_flight_;
-    }
-    size_t reap(std::span<ReadCompletion> out, bool) override {
-        size_t n = 0;
-        while (n < out.size() && !ready_.empty()) {
-            out[n++] = ready_.front();
-            ready_.pop_front();
-        }
-        in_flight_ -= uint32_t(n);
-        return n;
-    }
-    void complete(uint64_t tag, int64_t result) { ready_.push_back(ReadCompletion{tag, result}); }
-    std::vector<ReadRequest> submitted;
-
-private:
-    uint32_t n_files_ = 0;
-    uint32_t in_flight_ = 0;
-    std::deque<ReadCompletion> ready_;
-};
+using test::ScriptedBackend;
 
 struct Scripted {
     ScriptedBackend *script;
