@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/monotonic_clock.hpp"
+#include "io/direct_fallback.hpp"
 #include "io/read_file.hpp"
 #include "runtime/io_mode_choice.hpp"
 
@@ -60,22 +61,17 @@ DenseCopy::DenseCopy(const gguf::GgufFile &file, NumaPlacement placement, bool d
     std::sort(tensors_.begin(), tensors_.end(),
               [](const Tensor &a, const Tensor &b) { return std::less<const uint8_t *>()(a.mapped, b.mapped); });
     if (!backend) backend = io::make_read_backend(direct ? io::BackendKind::automatic : io::BackendKind::pread, kQueueDepth);
-    read_runs(file, *backend, direct);
+    io::DirectFallbackBackend reads(std::move(backend));
+    read_runs(file, reads, direct);
     seconds_ = double(monotonic_ns() - t0) * 1e-9;
 }
 
-void DenseCopy::read_runs(const gguf::GgufFile &file, io::ReadBackend &backend, bool want_direct) {
+void DenseCopy::read_runs(const gguf::GgufFile &file, io::DirectFallbackBackend &backend, bool want_direct) {
     std::vector<io::ReadFile> files;
-    struct ShardIds {
-        uint32_t direct, buffered;
-        bool buffered_only;  // no O_DIRECT, or the filesystem refused it for a read
-    };
-    std::vector<ShardIds> ids;
+    std::vector<uint32_t> ids;  // by shard: the backend index its reads use
     for (size_t i = 0; i < file.n_shards(); ++i) {
         files.emplace_back(file.shard_path(i), want_direct);
-        const io::ReadFile &f = files.back();
-        const uint32_t buffered = backend.add_file(f.buffered_fd());
-        ids.push_back(ShardIds{f.direct() ? backend.add_file(f.direct_fd()) : buffered, buffered, !f.direct()});
+        ids.push_back(backend.add_read_file(files.back()));
     }
 
     std::vector<Chunk> chunks;
@@ -100,41 +96,19 @@ void DenseCopy::read_runs(const gguf::GgufFile &file, io::ReadBackend &backend, 
     // from the backend itself, the rest are reaped before the error leaves.
     std::string failure;
     size_t next = 0;
-    std::vector<size_t> retry;  // chunks to read again through the buffered descriptor
     std::array<io::ReadCompletion, kQueueDepth> done{};
-    // Tag: chunk index * 2 + 1 when the read went through the O_DIRECT descriptor.
-    auto submit = [&](size_t chunk) {
-        const Chunk &c = chunks[chunk];
-        const ShardIds &id = ids[runs_[c.run].where.shard];
-        const bool direct = !id.buffered_only;
-        backend.submit(
-            io::ReadRequest{direct ? id.direct : id.buffered, c.offset, c.length, c.dest, uint64_t(chunk) * 2 + direct});
-    };
     try {
-        while (next < chunks.size() || !retry.empty() || backend.in_flight() > 0) {
-            while (failure.empty() && (!retry.empty() || next < chunks.size()) &&
-                   backend.in_flight() < backend.queue_depth()) {
-                if (!retry.empty()) {
-                    submit(retry.back());
-                    retry.pop_back();
-                } else {
-                    submit(next++);
-                }
+        while (next < chunks.size() || backend.in_flight() > 0) {
+            while (failure.empty() && next < chunks.size() && backend.in_flight() < backend.queue_depth()) {
+                const Chunk &c = chunks[next];
+                backend.submit(io::ReadRequest{ids[runs_[c.run].where.shard], c.offset, c.length, c.dest, next++});
             }
             if (backend.in_flight() == 0) break;
             const size_t n = backend.reap(done, true);
             for (size_t i = 0; i < n; ++i) {
-                const size_t chunk = size_t(done[i].tag / 2);
-                const Chunk &c = chunks[chunk];
+                const Chunk &c = chunks[size_t(done[i].tag)];
                 if (done[i].result >= int64_t(c.needed)) {
                     bytes_read_ += uint64_t(done[i].result);
-                    continue;
-                }
-                if (done[i].result == -EINVAL && (done[i].tag & 1)) {
-                    // The filesystem took O_DIRECT at open but refuses it for
-                    // reads: this file is read buffered from now on.
-                    ids[runs_[c.run].where.shard].buffered_only = true;
-                    retry.push_back(chunk);
                     continue;
                 }
                 if (!failure.empty()) continue;
@@ -157,12 +131,13 @@ void DenseCopy::read_runs(const gguf::GgufFile &file, io::ReadBackend &backend, 
         throw;
     }
     if (!failure.empty()) fail(Status::io, "%s", failure.c_str());
-    direct_ = want_direct && std::none_of(ids.begin(), ids.end(), [](const ShardIds &id) { return id.buffered_only; });
+    // A shard without O_DIRECT, or whose filesystem refused it for a read, was read buffered.
+    direct_ = want_direct && std::all_of(ids.begin(), ids.end(), [&](uint32_t id) { return backend.reads_direct(id); });
 #ifdef POSIX_FADV_DONTNEED
     // Buffered reads left the bytes in the page cache as well: drop them
     // (pages that other mappings use stay).
     for (const Run &r : runs_)
-        if (ids[r.where.shard].buffered_only)
+        if (!backend.reads_direct(ids[r.where.shard]))
             ::posix_fadvise(files[r.where.shard].buffered_fd(), off_t(r.where.file_offset), off_t(r.where.length),
                             POSIX_FADV_DONTNEED);
 #endif

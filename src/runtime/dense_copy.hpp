@@ -25,6 +25,10 @@
 #include "model/tensor_roles.hpp"
 #include "runtime/numa_memory.hpp"
 
+namespace moe::io {
+class DirectFallbackBackend;
+}
+
 namespace moe {
 
 class DenseCopy {
@@ -65,7 +69,7 @@ private:
         uint64_t length = 0;
         const uint8_t *copy = nullptr;
     };
-    void read_runs(const gguf::GgufFile &file, io::ReadBackend &backend, bool want_direct);
+    void read_runs(const gguf::GgufFile &file, io::DirectFallbackBackend &backend, bool want_direct);
     const uint8_t *find(const uint8_t *mapped) const;
 
     NumaBuffer memory_;
