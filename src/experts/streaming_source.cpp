@@ -76,7 +76,11 @@ StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg
     {
         auto inner = cfg_.backend_override ? std::move(cfg_.backend_override)
                                            : io::make_read_backend(cfg_.backend, std::max<uint32_t>(cfg_.queue_depth, 4));
-        auto observed = std::make_unique<io::ObservedBackend>(std::move(inner));
+        // Below the observer: a read refused through O_DIRECT and read again
+        // buffered is one read to it, as to this source.
+        auto fallback = std::make_unique<io::DirectFallbackBackend>(std::move(inner));
+        fallback_ = fallback.get();
+        auto observed = std::make_unique<io::ObservedBackend>(std::move(fallback));
         observed_ = observed.get();
         backend_ = std::move(observed);
     }
@@ -91,16 +95,9 @@ StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg
     }
     if (!backend_->memory_pinned()) arena_.populate();
     for (const auto &f : files_) {
-        FileIndex fi{};
-        if (f.direct()) {
-            fi.primary = backend_->add_file(f.direct_fd());
-            fi.buffered = backend_->add_file(f.buffered_fd());
-        } else {
-            fi.primary = fi.buffered = backend_->add_file(f.buffered_fd());
-        }
-        observed_->name_file(fi.primary, f.path());
-        observed_->name_file(fi.buffered, f.path());
-        file_index_.push_back(fi);
+        const uint32_t id = fallback_->add_read_file(f);
+        observed_->name_file(id, f.path());
+        file_ids_.push_back(id);
     }
 
     const uint32_t n_keys = n_layer_ * n_expert_;
@@ -285,11 +282,9 @@ void StreamingExpertSource::start_read(uint32_t key, int32_t s, bool demand) {
     }
     key_state_[key] = KeyState::loading;
     key_slot_[key] = s;
-    for (uint32_t i = 0; i < n; ++i) {
-        sl.part_file[i] = file_index_[parts[i].file].primary;
-        backend_->submit(io::ReadRequest{sl.part_file[i], parts[i].offset, uint32_t(parts[i].length),
+    for (uint32_t i = 0; i < n; ++i)
+        backend_->submit(io::ReadRequest{file_ids_[parts[i].file], parts[i].offset, uint32_t(parts[i].length),
                                          slot_data(s) + parts[i].slot_offset, (uint64_t(s) << 2) | i});
-    }
 }
 
 void StreamingExpertSource::pump() {
@@ -303,8 +298,7 @@ void StreamingExpertSource::pump() {
         Part parts[3];
         plan_parts(sl.key, parts);
         const Part &p = parts[part];
-        sl.part_file[part] = file_index_[p.file].primary;
-        backend_->submit(io::ReadRequest{sl.part_file[part], p.offset, uint32_t(p.length), slot_data(s) + p.slot_offset,
+        backend_->submit(io::ReadRequest{file_ids_[p.file], p.offset, uint32_t(p.length), slot_data(s) + p.slot_offset,
                                          (uint64_t(s) << 2) | part});
     }
     if (!start_queued(demand_queue_, demand_head_, KeyState::queued_demand, depth, parts_per_expert)) return;
@@ -358,19 +352,6 @@ void StreamingExpertSource::process(const io::ReadCompletion &c) {
     Part parts[3];
     plan_parts(sl.key, parts);
     const Part &p = parts[part];
-    FileIndex &fi = file_index_[p.file];
-    const uint32_t used_file = sl.part_file[part];
-    auto resubmit = [&](uint32_t file) {
-        sl.part_file[part] = file;
-        backend_->submit(io::ReadRequest{file, p.offset, uint32_t(p.length), slot_data(s) + p.slot_offset, c.tag});
-    };
-    if (c.result == -EINVAL && used_file != fi.buffered) {
-        // The filesystem accepted O_DIRECT at open but refuses it for reads:
-        // use the buffered descriptor for this file from now on.
-        fi.primary = fi.buffered;
-        resubmit(fi.buffered);
-        return;
-    }
     if (c.result == -ECANCELED) {
         // Cancelled as a wrong prefetch; if it is needed after all, read it again.
         if (sl.demand) {

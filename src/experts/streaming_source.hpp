@@ -20,6 +20,7 @@
 #include "experts/expert_source.hpp"
 #include "experts/packed_file.hpp"
 #include "experts/slot_arena.hpp"
+#include "io/direct_fallback.hpp"
 #include "io/observed_backend.hpp"
 #include "io/read_backend.hpp"
 #include "io/read_file.hpp"
@@ -125,7 +126,6 @@ private:
         bool demoted = false;      // a prefetch that turned out wrong
         bool via_prefetch = false; // the read was issued as a prefetch
         uint8_t cancelled_parts = 0;   // parts whose read was cancelled
-        uint32_t part_file[3] = {0, 0, 0};  // backend file index each part was read with
         int error = 0;             // first errno of a failed part
         uint32_t fail_file = 0;
         uint64_t fail_offset = 0;
@@ -186,14 +186,11 @@ private:
     uint64_t alignment_ = 1;
     std::unique_ptr<PackedFile> packed_;
     std::vector<io::ReadFile> files_;    // shards, then the packed file
-    struct FileIndex {
-        uint32_t primary;
-        uint32_t buffered;
-    };
-    std::vector<FileIndex> file_index_;
+    std::vector<uint32_t> file_ids_;     // by files_ index: the backend index its reads use
     SlotArena arena_;                    // before backend_: reads land here until the backend is gone
     std::unique_ptr<io::ReadBackend> backend_;
-    io::ObservedBackend *observed_ = nullptr;  // = backend_, wrapping the real one
+    io::ObservedBackend *observed_ = nullptr;  // = backend_, wrapping fallback_
+    io::DirectFallbackBackend *fallback_ = nullptr;  // wrapping the real one
     std::unique_ptr<CachePolicy> policy_;
     Stats own_stats_;
     Stats *stats_;

@@ -19,6 +19,7 @@
 #include "experts/usage_profile.hpp"
 #include "io/fault_injection.hpp"
 #include "support/paths.hpp"
+#include "support/read_backends.hpp"
 
 namespace {
 
@@ -624,24 +625,33 @@ TEST(StreamingSource, FaultsNameLayerExpertErrnoAndLeaveSourceUsable) {
     std::filesystem::remove_all(dir);
 }
 
-// A filesystem that accepts O_DIRECT at open but refuses the reads (EINVAL)
-// falls back to buffered reads transparently.
+// A filesystem that accepts O_DIRECT at open but refuses the reads (EINVAL,
+// moving no bytes) falls back to buffered reads transparently: the experts'
+// bytes are exact, and a refused read that was read again counts once, in
+// the source's stats and in the observed reads alike.
 TEST(StreamingSource, DirectReadRefusedFallsBackToBuffered) {
     const std::string dir = test::scratch_dir();
     ExpertFile f = make_expert_file(dir, 3, 6, 6);
-    auto cfg = basic_config(f, 6);
+    if (!io::ReadFile(f.path, true).direct()) GTEST_SKIP() << "no O_DIRECT on this filesystem";
+    Stats stats;
+    auto cfg = basic_config(f, 6, &stats);
     cfg.direct = true;
-    uint64_t refused = 0;
-    cfg.backend_override = std::make_unique<io::FaultInjectingBackend>(
-        io::make_pread_backend(8), [&](const io::ReadRequest &, uint64_t seq) {
-            io::Fault fault;
-            if (seq < 2) fault.kind = io::Fault::Kind::error, fault.error = EINVAL, ++refused;
-            return fault;
-        });
+    auto refusing = std::make_unique<test::RefusingBackend>(io::make_pread_backend(8));
+    const test::RefusingBackend *device = refusing.get();
+    cfg.backend_override = std::move(refusing);
     StreamingExpertSource src(std::move(cfg));
-    const auto experts = iota_experts(6);
-    visit_layer(src, f, 0, experts);
-    EXPECT_EQ(refused, 2u);
+    io::ObservedBackend &observed = *src.observed_reads();
+    observed.start_log(64);
+    visit_layer(src, f, 0, iota_experts(6));
+    EXPECT_GT(device->refused, 0u);
+    ASSERT_EQ(18u, observed.log().size());  // six experts of three matrices
+    uint64_t bytes = 0;
+    for (const io::LoggedRead &r : observed.log()) bytes += r.length;
+    EXPECT_EQ(18u, observed.activity().reads);
+    EXPECT_EQ(bytes, observed.activity().bytes);
+    EXPECT_EQ(bytes, stats.bytes_read_demand);
+    EXPECT_EQ(0u, stats.bytes_read_wasted);
+    EXPECT_EQ(18u + device->refused, device->submitted.size());
     std::filesystem::remove_all(dir);
 }
 
