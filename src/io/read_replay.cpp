@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "io/direct_fallback.hpp"
 #include "io/read_file.hpp"
 
 namespace moe::io {
@@ -29,14 +30,13 @@ bool aligned(uint64_t v) { return v % kDirectAlignment == 0; }
 }  // namespace
 
 ReplayFigures replay_reads(std::span<const LoggedRead> reads, const ObservedBackend &names, uint32_t depth,
-                           BackendKind kind) {
+                           BackendKind kind, std::unique_ptr<ReadBackend> backend_override) {
     ReplayFigures f;
     depth = std::max<uint32_t>(depth, 1);
     f.depth = depth;
     if (reads.empty()) return f;
 
-    // One pair of descriptors per path: the engine may have read a file
-    // through two indices (O_DIRECT and its buffered fallback).
+    // One ReadFile per path: the log may name a file through more than one index.
     std::vector<ReadFile> files;
     std::map<std::string, size_t> file_of_path;
     std::vector<size_t> file_of_index(names.n_files(), SIZE_MAX);
@@ -57,13 +57,11 @@ ReplayFigures replay_reads(std::span<const LoggedRead> reads, const ObservedBack
     // throws, the backend's destructor waits for the reads still in flight,
     // which land in this memory.
     std::unique_ptr<uint8_t, FreeDeleter> memory;
-    auto backend = make_read_backend(kind, depth);
+    auto backend = std::make_unique<DirectFallbackBackend>(backend_override ? std::move(backend_override)
+                                                                            : make_read_backend(kind, depth));
     f.backend = backend->name();
-    std::vector<std::pair<uint32_t, uint32_t>> fds(files.size());  // (direct, buffered) backend indices
-    for (size_t i = 0; i < files.size(); ++i) {
-        const uint32_t buffered = backend->add_file(files[i].buffered_fd());
-        fds[i] = {files[i].direct() ? backend->add_file(files[i].direct_fd()) : buffered, buffered};
-    }
+    std::vector<uint32_t> ids(files.size());  // by file: the backend index its reads use
+    for (size_t i = 0; i < files.size(); ++i) ids[i] = backend->add_read_file(files[i]);
     const uint64_t stride = round_up(max_length, kDirectAlignment);
     const uint32_t n_buffers = backend->queue_depth();
     memory = aligned_buffer(size_t(stride * n_buffers));
@@ -81,13 +79,14 @@ ReplayFigures replay_reads(std::span<const LoggedRead> reads, const ObservedBack
     while (next < reads.size() || backend->in_flight() > 0) {
         while (next < reads.size() && backend->in_flight() < backend->queue_depth() && !free_buffers.empty()) {
             const LoggedRead &r = reads[next];
-            const size_t fi = file_of_index[r.file];
-            const bool direct = files[fi].direct() && aligned(r.offset) && aligned(r.length);
-            if (!direct) ++f.buffered_reads;
+            const uint32_t id = ids[file_of_index[r.file]];
+            // O_DIRECT takes only aligned reads: the others go to the buffered descriptor.
+            const bool aligned_read = aligned(r.offset) && aligned(r.length);
+            if (!aligned_read || !backend->reads_direct(id)) ++f.buffered_reads;
             const uint32_t b = free_buffers.back();
             free_buffers.pop_back();
             read_of_buffer[b] = next;
-            backend->submit(ReadRequest{direct ? fds[fi].first : fds[fi].second, r.offset, r.length,
+            backend->submit(ReadRequest{aligned_read ? id : backend->buffered_twin(id), r.offset, r.length,
                                         memory.get() + uint64_t(b) * stride, b});
             ++next;
         }
@@ -105,6 +104,7 @@ ReplayFigures replay_reads(std::span<const LoggedRead> reads, const ObservedBack
         }
     }
     f.elapsed_ns = ObservedBackend::steady_now_ns() - t0;
+    f.buffered_reads += backend->retried();  // refused through O_DIRECT, then read buffered
     return f;
 }
 

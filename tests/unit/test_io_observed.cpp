@@ -180,6 +180,26 @@ TEST(ReadReplay, FailedReadIsReportedAfterTheOthersLand) {
     }
 }
 
+// A filesystem that accepts O_DIRECT at open but refuses the reads: the
+// replay reads the file buffered, as the engine did, and counts those reads
+// as buffered along with the unaligned one.
+TEST(ReadReplay, ODirectRefusedForReadsIsReplayedBuffered) {
+    const std::string path = write_file(test::scratch_dir() + "/data.bin", 1 << 20, 11);
+    if (!ReadFile(path, true).direct()) GTEST_SKIP() << "no O_DIRECT on this filesystem";
+    ReadFile file(path, false);
+    ObservedBackend names(make_pread_backend(4), &fake_clock);
+    const uint32_t index = names.add_file(file.buffered_fd());
+    names.name_file(index, path);
+    std::vector<LoggedRead> log;
+    for (uint64_t i = 0; i < 16; ++i) log.push_back(LoggedRead{3 * 4096 * i, 8192, index});
+    log.push_back(LoggedRead{100, 5000, index});  // unaligned: buffered anyway
+    const ReplayFigures f = replay_reads(log, names, 4, BackendKind::pread,
+                                         std::make_unique<test::RefusingBackend>(make_pread_backend(4)));
+    EXPECT_EQ(17u, f.reads);
+    EXPECT_EQ(16u * 8192 + 5000, f.bytes);
+    EXPECT_EQ(17u, f.buffered_reads);
+}
+
 // Records what the streaming source submits, then reads with pread.
 class RecordingBackend final : public ReadBackend {
 public:
