@@ -162,12 +162,6 @@ void StreamingExpertSource::save_profile() const {
     save_usage_profile(cfg_.profile_save_path, cfg_.model_fingerprint, merged);
 }
 
-bool StreamingExpertSource::direct() const {
-    for (const auto &f : files_)
-        if (f.direct()) return true;
-    return false;
-}
-
 uint32_t StreamingExpertSource::plan_parts(uint32_t key, Part out[3]) const {
     const int32_t layer = layer_of(key), expert = expert_of(key);
     if (packed_) {

@@ -93,7 +93,6 @@ public:
     // Where the cache memory lives ("node 0, huge pages").
     const std::string &cache_placement() const { return arena_.placement(); }
     bool reading_packed() const { return packed_ != nullptr; }
-    bool direct() const;
     // Keys resident now (tests; keys = layer * n_expert + expert).
     std::vector<uint32_t> resident_keys() const;
     // Routing counts seen so far, for the usage profile.
