@@ -1,4 +1,6 @@
 // moestream_inspect and the name helpers: model facts without loading weights.
+// inspect checks the file as open binds it (Model::check), so it refuses what
+// open refuses, with the same status and message.
 #include <cstring>
 #include <string>
 
@@ -9,6 +11,7 @@
 #include "gguf/gguf_file.hpp"
 #include "io/read_file.hpp"
 #include "model/hparams.hpp"
+#include "model/model.hpp"
 #include "model/tensor_roles.hpp"
 #include "runtime/context.hpp"
 #include "runtime/io_mode_choice.hpp"
@@ -54,7 +57,7 @@ MOESTREAM_API int moestream_inspect(const char *model_path, uint64_t memory_budg
         moe::capi::require(out, "out");
         moe::capi::require_struct_size(out->struct_size, sizeof(moestream_model_info), "moestream_model_info");
         const auto file = moe::gguf::GgufFile::open(model_path);
-        const moe::HParams hp = moe::HParams::from_gguf(*file);
+        const moe::HParams hp = moe::Model::check(*file);
         const moe::ModelBytes bytes = moe::account_bytes(*file);
 
         moe::IoModeRequest request;

@@ -210,7 +210,12 @@ MOESTREAM_API const char *moestream_type_name(int type_id);
 MOESTREAM_API const char *moestream_io_mode_name(int io_mode);
 
 /* Reads a model's facts without loading weights. memory_budget (0 = automatic)
- * only affects io_mode/io_mode_reason. */
+ * only affects io_mode/io_mode_reason. The file is checked as moestream_open
+ * checks it (metadata, and every tensor bound to the architecture by name,
+ * shape and type, none left over), reading the tensor table and no weight
+ * but the few bytes of rope_freqs.weight: a file open would refuse for its
+ * contents (BAD_FORMAT, UNSUPPORTED) is refused with the same status and
+ * message (past the function name moestream_last_error starts with). */
 MOESTREAM_API int moestream_inspect(const char *model_path, uint64_t memory_budget,
                                     moestream_model_info *out);
 

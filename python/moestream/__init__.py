@@ -50,6 +50,9 @@ def status_string(status):
 def inspect(path, memory_budget=0):
     """A model's facts as a dict, read without loading weights.
 
+    A file ``Context`` would refuse for its contents raises the same
+    ``Error`` (status and message) here.
+
     ``memory_budget`` (bytes, 0 = automatic) only affects ``io_mode`` and
     ``io_mode_reason``.
     """

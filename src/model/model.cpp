@@ -14,51 +14,82 @@ std::unique_ptr<Model> Model::bind(std::unique_ptr<gguf::GgufFile> file) {
     return m;
 }
 
-void Model::bind_all() {
-    const gguf::GgufFile &f = *file_;
-    hp_ = HParams::from_gguf(f);
-    arch_ = find_architecture(hp_.arch);
-    if (!arch_) {
-        std::string known;
-        for (const char *n : architecture_names()) known += std::string(known.empty() ? "" : ", ") + n;
-        fail(Status::unsupported, "%s: architecture '%s' is not supported (supported: %s)", f.path().c_str(),
-             hp_.arch.c_str(), known.c_str());
-    }
-    traits_ = arch_->traits(hp_);
-    if (hp_.n_rot <= 0 || hp_.n_rot > hp_.head_dim_k || hp_.n_rot % 2 != 0)
-        fail(Status::bad_format, "%s: rope.dimension_count %d must be even and at most head_dim %d",
-             f.path().c_str(), hp_.n_rot, hp_.head_dim_k);
-    if (hp_.n_head_kv <= 0 || hp_.n_head % hp_.n_head_kv != 0)
-        fail(Status::bad_format, "%s: head_count %d is not a multiple of head_count_kv %d", f.path().c_str(),
-             hp_.n_head, hp_.n_head_kv);
+namespace {
 
-    TensorBinder b(f);
-    const int64_t n_embd = hp_.n_embd;
-    weights_.token_embd = b.matrix("token_embd.weight", n_embd, hp_.n_vocab);
-    weights_.output_norm = b.vector("output_norm.weight", n_embd);
-    weights_.output = b.matrix("output.weight", n_embd, hp_.n_vocab, !traits_.tied_output_allowed);
-    if (!weights_.output) weights_.output = weights_.token_embd;
-    weights_.rope_freqs = b.vector("rope_freqs.weight", hp_.n_rot / 2, false);
-    if (!rope_angles_finite(rope_params()))
-        fail(Status::bad_format, "%s: rope_freqs.weight holds a frequency factor that makes the rotary angles "
-             "overflow (zero, tiny or not finite)", f.path().c_str());
-
-    weights_.layers.resize(size_t(hp_.n_layer));
-    for (int32_t l = 0; l < hp_.n_layer; ++l) arch_->bind_layer(b, hp_, l, weights_.layers[size_t(l)]);
-    reject_unbound(b);
-
-    bytes_ = account_bytes(f);
+RopeParams rope_params_of(const HParams &hp, const VectorF32 &rope_freqs) {
+    return RopeParams{hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale,
+                      rope_freqs.empty() ? nullptr : rope_freqs.data()};
 }
 
 // A tensor the architecture does not use means the metadata does not
 // describe the file (a block_count below the layers present, a bias this
 // architecture has no place for): running without it would give wrong
 // logits silently. llama.cpp's loader also refuses such files.
-void Model::reject_unbound(const TensorBinder &b) const {
+void reject_unbound(const TensorBinder &b, const HParams &hp) {
     const std::vector<const gguf::TensorInfo *> extra = b.unbound();
     if (!extra.empty())
         fail(Status::bad_format, "%s: tensor '%s' is not used by a %d-layer %s model (unused tensors: %zu)",
-             file_->path().c_str(), extra.front()->name.c_str(), hp_.n_layer, hp_.arch.c_str(), extra.size());
+             b.file().path().c_str(), extra.front()->name.c_str(), hp.n_layer, hp.arch.c_str(), extra.size());
+}
+
+struct Binding {
+    HParams hp;
+    const Architecture *arch = nullptr;
+    ArchTraits traits;
+    ModelWeights weights;
+};
+
+// Every rule a model file must meet, for Model::bind and Model::check alike.
+// With Values::skip no tensor data is read but rope_freqs.weight's (its
+// values are checked), and the weights' 1-D tensors are left empty.
+Binding bind_file(const gguf::GgufFile &f, TensorBinder::Values values) {
+    Binding out;
+    out.hp = HParams::from_gguf(f);
+    const HParams &hp = out.hp;
+    out.arch = find_architecture(hp.arch);
+    if (!out.arch) {
+        std::string known;
+        for (const char *n : architecture_names()) known += std::string(known.empty() ? "" : ", ") + n;
+        fail(Status::unsupported, "%s: architecture '%s' is not supported (supported: %s)", f.path().c_str(),
+             hp.arch.c_str(), known.c_str());
+    }
+    out.traits = out.arch->traits(hp);
+    if (hp.n_rot <= 0 || hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0)
+        fail(Status::bad_format, "%s: rope.dimension_count %d must be even and at most head_dim %d",
+             f.path().c_str(), hp.n_rot, hp.head_dim_k);
+    if (hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0)
+        fail(Status::bad_format, "%s: head_count %d is not a multiple of head_count_kv %d", f.path().c_str(),
+             hp.n_head, hp.n_head_kv);
+
+    TensorBinder b(f, values);
+    ModelWeights &w = out.weights;
+    const int64_t n_embd = hp.n_embd;
+    w.token_embd = b.matrix("token_embd.weight", n_embd, hp.n_vocab);
+    w.output_norm = b.vector("output_norm.weight", n_embd);
+    w.output = b.matrix("output.weight", n_embd, hp.n_vocab, !out.traits.tied_output_allowed);
+    if (!w.output) w.output = w.token_embd;
+    w.rope_freqs = b.checked_vector("rope_freqs.weight", hp.n_rot / 2, false);
+    if (!rope_angles_finite(rope_params_of(hp, w.rope_freqs)))
+        fail(Status::bad_format, "%s: rope_freqs.weight holds a frequency factor that makes the rotary angles "
+             "overflow (zero, tiny or not finite)", f.path().c_str());
+
+    w.layers.resize(size_t(hp.n_layer));
+    for (int32_t l = 0; l < hp.n_layer; ++l) out.arch->bind_layer(b, hp, l, w.layers[size_t(l)]);
+    reject_unbound(b, hp);
+    return out;
+}
+
+}  // namespace
+
+HParams Model::check(const gguf::GgufFile &file) { return bind_file(file, TensorBinder::Values::skip).hp; }
+
+void Model::bind_all() {
+    Binding bound = bind_file(*file_, TensorBinder::Values::read);
+    hp_ = std::move(bound.hp);
+    arch_ = bound.arch;
+    traits_ = bound.traits;
+    weights_ = std::move(bound.weights);
+    bytes_ = account_bytes(*file_);
 }
 
 namespace {
@@ -90,10 +121,7 @@ void Model::relocate_matrices(const std::function<const uint8_t *(const uint8_t 
     });
 }
 
-RopeParams Model::rope_params() const {
-    const float *factors = weights_.rope_freqs.empty() ? nullptr : weights_.rope_freqs.data();
-    return RopeParams{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale, factors};
-}
+RopeParams Model::rope_params() const { return rope_params_of(hp_, weights_.rope_freqs); }
 
 std::vector<ExpertLayerLayout> Model::expert_layouts() const {
     std::vector<ExpertLayerLayout> out;

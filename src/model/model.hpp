@@ -25,6 +25,13 @@ public:
     static std::unique_ptr<Model> open(const std::string &path);
     // Binds an already opened file (tests).
     static std::unique_ptr<Model> bind(std::unique_ptr<gguf::GgufFile> file);
+    // The checks of bind(), with the same errors, without binding: the
+    // hyper-parameters, the architecture, every tensor's name, shape and
+    // type, no tensor left over, the RoPE frequency factors. Of the tensor
+    // data it reads rope_freqs.weight alone (a few hundred bytes), so it
+    // costs a walk of the tensor table: moestream_inspect refuses with it
+    // the files moestream_open refuses.
+    static HParams check(const gguf::GgufFile &file);
 
     const gguf::GgufFile &file() const { return *file_; }
     const HParams &hparams() const { return hp_; }
@@ -52,7 +59,6 @@ public:
 private:
     Model() = default;
     void bind_all();
-    void reject_unbound(const TensorBinder &binder) const;
 
     std::unique_ptr<gguf::GgufFile> file_;
     HParams hp_;

@@ -17,7 +17,8 @@ std::string shape_string(const int64_t *ne, uint32_t n_dims) {
 
 }  // namespace
 
-TensorBinder::TensorBinder(const gguf::GgufFile &file) : file_(file), bound_(file.tensors().size(), false) {}
+TensorBinder::TensorBinder(const gguf::GgufFile &file, Values values)
+    : file_(file), values_(values), bound_(file.tensors().size(), false) {}
 
 std::string TensorBinder::layer_name(int32_t layer, const char *suffix) {
     return "blk." + std::to_string(layer) + "." + suffix;
@@ -69,12 +70,21 @@ MatrixView TensorBinder::matrix(const std::string &name, int64_t cols, int64_t r
 }
 
 VectorF32 TensorBinder::vector(const std::string &name, int64_t n, bool required) {
+    return bind_vector(name, n, required, values_);
+}
+
+VectorF32 TensorBinder::checked_vector(const std::string &name, int64_t n, bool required) {
+    return bind_vector(name, n, required, Values::read);
+}
+
+VectorF32 TensorBinder::bind_vector(const std::string &name, int64_t n, bool required, Values values) {
     if (!required && !has(name)) return {};
     const gguf::TensorInfo &t = lookup(name);
     if (t.ne[0] != n || !t.fits_dims(1))
         fail(Status::bad_format, "%s: tensor '%s' has shape %s; expected [%lld]", file_.path().c_str(),
              name.c_str(), shape_string(t.ne, t.n_dims).c_str(), static_cast<long long>(n));
     check_type(t);
+    if (values == Values::skip) return {};
     VectorF32 v(static_cast<size_t>(n));
     kernels::dequantize_row(t.type, t.data, v.data(), n);
     return v;

@@ -1,5 +1,7 @@
 // Binds GGUF tensors by name, checking shape and type, and records which
-// tensors were bound so that leftovers can be reported.
+// tensors were bound so that leftovers can be reported. Every check reads
+// only the tensor table; converting 1-D tensors to f32 is the one read of
+// tensor data, and a binder that only checks (Values::skip) leaves it out.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +15,10 @@ namespace moe {
 
 class TensorBinder {
 public:
-    explicit TensorBinder(const gguf::GgufFile &file);
+    // What vector() returns: the tensor converted to f32 (read), or nothing
+    // (skip: the same checks and errors, no tensor data read).
+    enum class Values { read, skip };
+    explicit TensorBinder(const gguf::GgufFile &file, Values values = Values::read);
 
     // "blk.<layer>.<suffix>"
     static std::string layer_name(int32_t layer, const char *suffix);
@@ -23,8 +28,12 @@ public:
     // and the expected shape when missing (and required) or mis-shaped, and
     // unsupported when its type cannot be computed with.
     MatrixView matrix(const std::string &name, int64_t cols, int64_t rows, bool required = true);
-    // A 1-D tensor of n elements converted to f32 (accepts [n] or [n,1]).
+    // A 1-D tensor of n elements converted to f32 (accepts [n] or [n,1]);
+    // empty when optional and absent, or when the binder skips values.
     VectorF32 vector(const std::string &name, int64_t n, bool required = true);
+    // As vector(), but converted whatever the binder's Values: for the few
+    // small tensors whose values binding checks (rope_freqs).
+    VectorF32 checked_vector(const std::string &name, int64_t n, bool required = true);
     // A 3-D expert tensor with ne = [cols, rows, n_expert]. Every shape check
     // ignores trailing dimensions of 1 (TensorInfo::fits_dims), as
     // is_expert_tensor does, so binding and byte accounting agree.
@@ -39,7 +48,9 @@ public:
 private:
     const gguf::TensorInfo &lookup(const std::string &name);
     void check_type(const gguf::TensorInfo &t) const;
+    VectorF32 bind_vector(const std::string &name, int64_t n, bool required, Values values);
     const gguf::GgufFile &file_;
+    Values values_;
     std::vector<bool> bound_;  // per file tensor
 };
 

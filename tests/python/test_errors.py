@@ -3,6 +3,8 @@ each feeds the trigger named in the table and checks the status, that the
 message names the problem, and that nothing was left half done. Test names
 match the table."""
 import ctypes
+import struct
+import subprocess
 import threading
 
 import pytest
@@ -109,6 +111,58 @@ def test_bad_format_model(lib, models, tmp_path):
         assert status == Status.BAD_FORMAT, lib.last_error()
         assert name in lib.last_error()
         assert not out
+
+
+def _gguf_string(text):
+    return struct.pack("<Q", len(text)) + text.encode()
+
+
+def _u32_key(key, value):
+    return _gguf_string(key) + struct.pack("<II", 4, value)  # 4: UINT32
+
+
+def _tensor_dims(name, *ne):
+    return _gguf_string(name) + struct.pack(f"<I{len(ne)}q", len(ne), *ne)
+
+
+# models/a.gguf (qwen3moe, n_embd 64, head_dim 32, one KV head, 4 experts of 32
+# rows) with one edit of its header that keeps every tensor's byte size: a
+# file GGUF-valid whose tensors do not match its metadata.
+TENSOR_MISMATCHES = {
+    "fewer_layers": (_u32_key("qwen3moe.block_count", 2), _u32_key("qwen3moe.block_count", 1),
+                     "tensor 'blk.1.attn_norm.weight' is not used by a 1-layer qwen3moe model"),
+    "missing_tensor": (_gguf_string("blk.1.ffn_norm.weight"), _gguf_string("blk.1.ffn_norx.weight"),
+                       "tensor 'blk.1.ffn_norm.weight' is missing"),
+    "matrix_shape": (_tensor_dims("blk.0.attn_k.weight", 64, 32), _tensor_dims("blk.0.attn_k.weight", 32, 64),
+                     "tensor 'blk.0.attn_k.weight' has shape [32, 64]; expected [64, 32]"),
+    "expert_shape": (_tensor_dims("blk.1.ffn_up_exps.weight", 64, 32, 4),
+                     _tensor_dims("blk.1.ffn_up_exps.weight", 64, 4, 32),
+                     "tensor 'blk.1.ffn_up_exps.weight' has shape [64, 4, 32]; expected [64, 32, 4]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TENSOR_MISMATCHES))
+def test_bad_format_tensors_inspect_as_open(lib, models, tmp_path, cli_path, case):
+    old, new, problem = TENSOR_MISMATCHES[case]
+    data = (models / "a.gguf").read_bytes()
+    assert data.count(old) == 1
+    path = tmp_path / f"{case}.gguf"
+    path.write_bytes(data.replace(old, new))
+    status, out = open_ctx(lib, path)
+    open_error = lib.last_error()
+    assert status == Status.BAD_FORMAT, open_error
+    assert not out
+    message = f"{path}: {problem}"
+    assert open_error.startswith("moestream_open: ") and message in open_error
+    # inspect checks the tensors as open binds them, without loading weights:
+    # the same status and the same message (after the function's name).
+    info = _ffi.ModelInfo()
+    lib.moestream_model_info_init(ctypes.byref(info))
+    assert lib.raw("moestream_inspect")(str(path).encode(), 0, ctypes.byref(info)) == Status.BAD_FORMAT
+    assert lib.last_error() == open_error.replace("moestream_open: ", "moestream_inspect: ", 1)
+    r = subprocess.run([str(cli_path), "inspect", str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and message in r.stderr, (r.returncode, r.stderr)
+    assert r.stdout == ""
 
 
 def test_bad_format_state(lib, ctx, tmp_path):

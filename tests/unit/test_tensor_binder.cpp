@@ -1,8 +1,10 @@
 // Opening a model binds every tensor of the file: optional tensors where the
 // architecture has a place for them, and a leftover is a format error.
+// Model::check (what moestream_inspect runs) refuses the same files.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "gguf/gguf_file.hpp"
 #include "model/model.hpp"
@@ -20,6 +22,12 @@ Status bind_status(const GgufBuilder &b, std::string *message = nullptr) {
     const auto img = b.build();
     return moe::test::status_of(
         [&] { moe::Model::bind(moe::gguf::GgufFile::parse_memory(img.data(), img.size(), "m.gguf")); }, message);
+}
+
+Status check_status(const GgufBuilder &b, std::string *message = nullptr) {
+    const auto img = b.build();
+    return moe::test::status_of(
+        [&] { moe::Model::check(*moe::gguf::GgufFile::parse_memory(img.data(), img.size(), "m.gguf")); }, message);
 }
 
 TinyMoe tiny(const char *arch) {
@@ -77,4 +85,71 @@ TEST(TensorBinder, TensorTheArchitectureDoesNotUseIsBadFormat) {
     stray.tensor_random("extra.weight", GgmlType::F32, {4}, 1);
     EXPECT_EQ(bind_status(stray, &message), Status::bad_format);
     EXPECT_NE(message.find("'extra.weight'"), std::string::npos) << message;
+}
+
+TEST(TensorBinder, CheckRefusesWhatBindRefusesWithTheSameMessage) {
+    const TinyMoe qwen3 = tiny("qwen3moe");
+    const TinyMoe llama = tiny("llama");
+    const int64_t q_dim = int64_t(qwen3.n_head) * (qwen3.n_embd / qwen3.n_head);
+    auto qwen3_file = [&] { return moe::test::tiny_moe(qwen3); };
+    auto replaced = [](GgufBuilder b, const std::string &name, GgmlType type, const std::vector<int64_t> &ne) {
+        return b.remove_tensor(name).tensor_random(name, type, ne, 9);
+    };
+    struct Case {
+        const char *what;
+        GgufBuilder file;
+    };
+    std::vector<Case> cases;
+    cases.push_back({"a bias the architecture has no place for",
+                     qwen3_file().tensor_random("blk.0.attn_q.bias", GgmlType::F32, {q_dim}, 1)});
+    cases.push_back({"block_count below the layers present", qwen3_file().kv_u32("qwen3moe.block_count", 1)});
+    cases.push_back({"a tensor of no architecture", qwen3_file().tensor_random("extra.weight", GgmlType::F32, {4}, 1)});
+    cases.push_back({"a missing matrix", qwen3_file().remove_tensor("blk.1.attn_k.weight")});
+    cases.push_back({"a missing norm", qwen3_file().remove_tensor("blk.1.ffn_norm.weight")});
+    cases.push_back({"a missing expert tensor", qwen3_file().remove_tensor("blk.0.ffn_down_exps.weight")});
+    cases.push_back({"a mis-shaped matrix",
+                     replaced(qwen3_file(), "blk.0.attn_q.weight", GgmlType::F32, {qwen3.n_embd, q_dim + 4})});
+    cases.push_back({"a mis-shaped norm",
+                     replaced(qwen3_file(), "blk.1.attn_norm.weight", GgmlType::F32, {qwen3.n_embd + 1})});
+    cases.push_back({"an expert tensor with one expert too many",
+                     replaced(qwen3_file(), "blk.0.ffn_up_exps.weight", GgmlType::F32,
+                              {qwen3.n_embd, qwen3.n_ff_expert, qwen3.n_expert + 1})});
+    cases.push_back({"an expert tensor with too few rows",
+                     replaced(qwen3_file(), "blk.1.ffn_down_exps.weight", GgmlType::F32,
+                              {qwen3.n_ff_expert, qwen3.n_embd / 2, qwen3.n_expert})});
+    cases.push_back({"an expert tensor with a fourth dimension",
+                     replaced(qwen3_file(), "blk.1.ffn_gate_exps.weight", GgmlType::F32,
+                              {qwen3.n_embd, qwen3.n_ff_expert, qwen3.n_expert, 2})});
+    // A type this build cannot compute with is unsupported, for check as for bind.
+    GgufBuilder q8_1 = qwen3_file().remove_tensor("blk.0.attn_q.weight");
+    q8_1.tensor_raw("blk.0.attn_q.weight", static_cast<uint32_t>(GgmlType::Q8_1), {qwen3.n_embd, q_dim},
+                    GgufBuilder::Bytes(size_t(q_dim) * (qwen3.n_embd / 32) * 36, 0));
+    cases.push_back({"a type this build cannot compute with", q8_1});
+    // The one check that reads tensor values: a zero frequency factor.
+    const int64_t n_pairs = llama.n_embd / llama.n_head / 2;
+    cases.push_back({"a zero rope frequency factor",
+                     moe::test::tiny_moe(llama).tensor("rope_freqs.weight", GgmlType::F32, {n_pairs},
+                                                       GgufBuilder::Bytes(size_t(n_pairs) * 4, 0))});
+
+    for (const Case &c : cases) {
+        SCOPED_TRACE(c.what);
+        std::string bind_message, check_message;
+        const Status bound = bind_status(c.file, &bind_message);
+        EXPECT_NE(bound, Status::ok);
+        EXPECT_EQ(check_status(c.file, &check_message), bound) << check_message;
+        EXPECT_EQ(check_message, bind_message);
+    }
+}
+
+TEST(TensorBinder, CheckAcceptsWhatBindAccepts) {
+    for (const char *arch : {"qwen3moe", "llama", "olmoe", "qwen2moe"}) {
+        SCOPED_TRACE(arch);
+        const GgufBuilder b = moe::test::tiny_moe(tiny(arch));
+        const auto img = b.build();
+        const auto file = moe::gguf::GgufFile::parse_memory(img.data(), img.size(), "m.gguf");
+        const moe::HParams hp = moe::Model::check(*file);
+        EXPECT_EQ(hp.arch, arch);
+        EXPECT_EQ(hp.n_layer, 2);
+        EXPECT_EQ(bind_status(b), Status::ok);
+    }
 }
