@@ -34,7 +34,9 @@ bool parse_args(const Args &args, std::initializer_list<const char *> value_opti
                 std::initializer_list<std::pair<const char *, const char *>> aliases = {});
 
 // Prints "moestream <cmd>: <what>" and where the options are described;
-// returns 2, the status of a usage error.
+// returns 2, the status of a usage error. Commands report every usage error
+// through it (the usage text itself goes to stdout, for --help only), so the
+// error is the last thing on the screen rather than above the whole usage.
 int usage_error(const char *cmd, const std::string &what);
 
 // "8GiB", "512MiB", "1.5G", "4096", "100k": binary units (k/K/KiB = 1024, ...).

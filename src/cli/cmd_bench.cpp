@@ -48,11 +48,6 @@ const char *kUsage =
     "--profile FILE: the expert usage profile read at open and written at close (what pinned-hot learns\n"
     "from); without it runs use none, so no measurement depends on an earlier run.\n";
 
-int usage_error(const std::string &what) {
-    std::fprintf(stderr, "moestream bench: %s\n%s", what.c_str(), kUsage);
-    return 2;
-}
-
 // A resident run measures compute with every weight in memory, so without a
 // budget it gets one that holds the whole file plus KV cache and scratch: the
 // automatic budget (a share of MemAvailable) could be a little smaller than
@@ -208,7 +203,7 @@ int cmd_bench(const Args &args) {
                     {"--disk", "--json", "--warm", "--no-cgroup", "--membw", "--help"}, a, error,
                     {{"--model", "-m"}, {"--budget", "--memory-budget"}, {"--tokens", "-n"}, {"-t", "--threads"},
                      {"--cache-policy", "--policy"}}))
-        return usage_error(error);
+        return usage_error("bench", error);
     if (a.flags.count("--help")) {
         std::printf("%s", kUsage);
         return 0;
@@ -217,7 +212,8 @@ int cmd_bench(const Args &args) {
     int32_t probe_threads = 0;
     if (auto s = a.get("--threads")) {
         int64_t t = 0;
-        if (!parse_int_in(*s, 0, kInt32Max, t)) return usage_error(int_range_error("--threads", *s, 0, kInt32Max));
+        if (!parse_int_in(*s, 0, kInt32Max, t))
+            return usage_error("bench", int_range_error("--threads", *s, 0, kInt32Max));
         probe_threads = int32_t(t);
     }
     if (probe_threads == 0) probe_threads = int32_t(std::max(1u, std::thread::hardware_concurrency()));
@@ -225,7 +221,7 @@ int cmd_bench(const Args &args) {
     // (measured 69 GB/s with 1 GiB against 32 GB/s with 2-8 GiB on one).
     uint64_t probe_bytes = 4ull << 30;
     if (auto s = a.get("--membw-size"); s && (!parse_size(*s, probe_bytes) || probe_bytes < (1u << 20)))
-        return usage_error("bad --membw-size (at least 1MiB)");
+        return usage_error("bench", "bad --membw-size (at least 1MiB)");
     MembwResult membw;
     auto probe = [&]() -> bool {
         std::string why;
@@ -249,7 +245,7 @@ int cmd_bench(const Args &args) {
                         static_cast<unsigned long long>(membw.buffer_bytes), membw.passes);
         return 0;
     }
-    if (!model) return usage_error("-m MODEL is required");
+    if (!model) return usage_error("bench", "-m MODEL is required");
     moestream_model_info info;
     moestream_model_info_init(&info);
     if (int st = moestream_inspect(model->c_str(), 0, &info); st != MOESTREAM_OK) {
@@ -271,23 +267,23 @@ int cmd_bench(const Args &args) {
                   {"--lookahead", &base.lookahead_layers, 1, 4}};
     for (const auto &c : counts)
         if (auto s = a.get(c.name)) {
-            if (!parse_int_in(*s, c.lo, c.hi, v)) return usage_error(int_range_error(c.name, *s, c.lo, c.hi));
+            if (!parse_int_in(*s, c.lo, c.hi, v)) return usage_error("bench", int_range_error(c.name, *s, c.lo, c.hi));
             *c.field = int32_t(v);
         }
     if (auto s = a.get("--seed")) {
-        if (!parse_int(*s, v)) return usage_error("bad --seed");
+        if (!parse_int(*s, v)) return usage_error("bench", "bad --seed");
         base.seed = uint64_t(v);
     }
     if (auto s = a.get("--max-seconds")) {
-        if (!parse_double(*s, d) || d <= 0) return usage_error("bad --max-seconds");
+        if (!parse_double(*s, d) || d <= 0) return usage_error("bench", "bad --max-seconds");
         base.max_seconds = d;
     }
     if (auto s = a.get("--feed")) {
-        if (*s != "random" && *s != "greedy") return usage_error("--feed takes random or greedy");
+        if (*s != "random" && *s != "greedy") return usage_error("bench", "--feed takes random or greedy");
         base.random_feed = *s == "random";
     }
     if (auto s = a.get("--profile")) {
-        if (s->empty()) return usage_error("--profile needs a file name");
+        if (s->empty()) return usage_error("bench", "--profile needs a file name");
         base.profile_path = *s;
     }
     try {
@@ -295,21 +291,22 @@ int cmd_bench(const Args &args) {
         if (auto s = a.get("--policy")) base.cache_policy = parse_cache_policy(*s);
         if (auto s = a.get("--numa")) base.numa_placement = parse_numa_placement(*s);
     } catch (const std::exception &e) {
-        return usage_error(e.what());
+        return usage_error("bench", e.what());
     }
 
     std::vector<uint64_t> budgets;
     if (auto s = a.get("--sweep")) {
         for (const std::string &b : split_list(*s)) {
             uint64_t bytes = 0;
-            if (!parse_share_or_size(b, info.file_bytes, bytes)) return usage_error("bad --sweep entry '" + b + "'");
+            if (!parse_share_or_size(b, info.file_bytes, bytes))
+                return usage_error("bench", "bad --sweep entry '" + b + "'");
             budgets.push_back(bytes);
         }
-        if (budgets.empty()) return usage_error("--sweep lists no budget");
+        if (budgets.empty()) return usage_error("bench", "--sweep lists no budget");
     } else {
         uint64_t bytes = 0;
         if (auto mb = a.get("--memory-budget"); mb && !parse_share_or_size(*mb, info.file_bytes, bytes))
-            return usage_error("bad --memory-budget");
+            return usage_error("bench", "bad --memory-budget");
         budgets.push_back(bytes);
     }
     std::vector<std::pair<int32_t, bool>> modes;  // (io mode, resident)
@@ -318,11 +315,11 @@ int cmd_bench(const Args &args) {
     for (const std::string &m : split_list(a.get_or("--io-mode", default_modes))) {
         int32_t mode = 0;
         bool resident = false;
-        if (!parse_io_mode(m, mode, resident)) return usage_error("bad --io-mode '" + m + "'");
+        if (!parse_io_mode(m, mode, resident)) return usage_error("bench", "bad --io-mode '" + m + "'");
         modes.emplace_back(mode, resident);
         any_resident = any_resident || resident;
     }
-    if (modes.empty()) return usage_error("--io-mode lists no mode");
+    if (modes.empty()) return usage_error("bench", "--io-mode lists no mode");
     // Weight bytes a decode token touches, from the tensor table.
     std::vector<GgufTensorSize> tensor_sizes;
     std::string gguf_why;

@@ -51,20 +51,20 @@ struct DemoRun {
     double max_seconds = 45;
 };
 
-// -n, --prompt and --max-seconds; prints a usage error naming a bad one.
-bool read_run_options(const ParsedArgs &a, DemoRun &run) {
+// -n, --prompt and --max-seconds; false with `error` naming a bad one.
+bool read_run_options(const ParsedArgs &a, DemoRun &run, std::string &error) {
     constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
     int64_t v = 0;
     for (const auto &[name, field] : {std::pair{"-n", &run.n_tokens}, std::pair{"--prompt", &run.prompt}})
         if (auto s = a.get(name)) {
             if (!parse_int_in(*s, 1, kInt32Max, v)) {
-                std::fprintf(stderr, "moestream demo: %s\n", int_range_error(name, *s, 1, kInt32Max).c_str());
+                error = int_range_error(name, *s, 1, kInt32Max);
                 return false;
             }
             *field = int32_t(v);
         }
     if (auto s = a.get("--max-seconds"); s && (!parse_double(*s, run.max_seconds) || run.max_seconds <= 0)) {
-        std::fprintf(stderr, "moestream demo: --max-seconds needs a positive number, got '%s'\n", s->c_str());
+        error = "--max-seconds needs a positive number, got '" + *s + "'";
         return false;
     }
     return true;
@@ -76,16 +76,14 @@ int cmd_demo(const Args &args) {
     ParsedArgs a;
     std::string error;
     if (!parse_args(args, {"--model", "--budget", "-n", "--prompt", "--max-seconds"}, {"--no-mmap", "--help"}, a, error,
-                    {{"-m", "--model"}, {"--memory-budget", "--budget"}, {"--tokens", "-n"}})) {
-        std::fprintf(stderr, "moestream demo: %s\n%s", error.c_str(), kUsage);
-        return 2;
-    }
+                    {{"-m", "--model"}, {"--memory-budget", "--budget"}, {"--tokens", "-n"}}))
+        return usage_error("demo", error);
     if (a.flags.count("--help")) {
         std::printf("%s", kUsage);
         return 0;
     }
     DemoRun run;
-    if (!read_run_options(a, run)) return 2;
+    if (!read_run_options(a, run, error)) return usage_error("demo", error);
     std::string model = a.get_or("--model", "");
     if (model.empty()) {
         const std::string dir = user_cache_dir();
@@ -122,10 +120,8 @@ int cmd_demo(const Args &args) {
         return 1;
     }
     uint64_t budget = 0;
-    if (!parse_share_or_size(a.get_or("--budget", "40%"), info.file_bytes, budget) || budget == 0) {
-        std::fprintf(stderr, "moestream demo: bad --budget\n");
-        return 2;
-    }
+    if (!parse_share_or_size(a.get_or("--budget", "40%"), info.file_bytes, budget) || budget == 0)
+        return usage_error("demo", "bad --budget");
     BenchConfig base;
     base.model = model;
     base.budget = budget;

@@ -53,10 +53,8 @@ int cmd_generate(const Args &args) {
     if (!parse_args(args,
                     {"--arch", "--preset", "--quant", "--layers", "--embd", "--heads", "--kv-heads", "--head-dim",
                      "--experts", "--top-k", "--ff-expert", "--vocab", "--seed", "-o"},
-                    {"--size-only", "--help"}, a, error, {{"--output", "-o"}})) {
-        std::fprintf(stderr, "moestream generate: %s\n%s", error.c_str(), kUsage);
-        return 2;
-    }
+                    {"--size-only", "--help"}, a, error, {{"--output", "-o"}}))
+        return usage_error("generate", error);
     if (a.flags.count("--help")) {
         std::printf("%s", kUsage);
         return 0;
@@ -84,35 +82,28 @@ int cmd_generate(const Args &args) {
     for (const IntOpt &o : ints) {
         if (auto v = a.get(o.name)) {
             int64_t x = 0;
-            if (!parse_int_in(*v, 1, o.max, x)) {
-                std::fprintf(stderr, "moestream generate: %s\n", int_range_error(o.name, *v, 1, o.max).c_str());
-                return 2;
-            }
+            if (!parse_int_in(*v, 1, o.max, x)) return usage_error("generate", int_range_error(o.name, *v, 1, o.max));
             *o.field = static_cast<int32_t>(x);
         }
     }
     if (auto v = a.get("--seed")) {
         int64_t x = 0;
-        if (!parse_int(*v, x)) {
-            std::fprintf(stderr, "moestream generate: bad --seed '%s'\n", v->c_str());
-            return 2;
-        }
+        if (!parse_int(*v, x)) return usage_error("generate", "bad --seed '" + *v + "'");
         p.seed = static_cast<uint64_t>(x);
     }
     uint64_t size = 0;
     if (const int st = moestream_generate_model_size(&p, &size); st != MOESTREAM_OK) {
+        // Invalid argument: the options do not make a model.
+        if (st == MOESTREAM_ERR_INVALID_ARGUMENT) return usage_error("generate", moestream_last_error());
         std::fprintf(stderr, "moestream generate: %s\n", moestream_last_error());
-        return st == MOESTREAM_ERR_INVALID_ARGUMENT ? 2 : 1;  // the options do not make a model
+        return 1;
     }
     if (a.flags.count("--size-only")) {
         std::printf("%llu\n", static_cast<unsigned long long>(size));
         return 0;
     }
     auto out = a.get("-o");
-    if (!out) {
-        std::fprintf(stderr, "moestream generate: -o PATH is required\n%s", kUsage);
-        return 2;
-    }
+    if (!out) return usage_error("generate", "-o PATH is required");
     std::fprintf(stderr, "generating %s (%s, preset %s, %s) -> %s\n", format_bytes(size).c_str(), arch.c_str(),
                  preset.c_str(), quant.c_str(), out->c_str());
     Progress progress;

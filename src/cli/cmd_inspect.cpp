@@ -82,24 +82,17 @@ void print_json(const std::string &path, const moestream_model_info &m, uint64_t
 int cmd_inspect(const Args &args) {
     ParsedArgs a;
     std::string error;
-    if (!parse_args(args, {"--memory-budget"}, {"--json", "--help"}, a, error, {{"-h", "--help"}})) {
-        std::fprintf(stderr, "moestream inspect: %s\n%s", error.c_str(), kUsage);
-        return 2;
-    }
+    if (!parse_args(args, {"--memory-budget"}, {"--json", "--help"}, a, error, {{"-h", "--help"}}))
+        return usage_error("inspect", error);
     if (a.flags.count("--help")) {
         std::printf("%s", kUsage);
         return 0;
     }
-    if (a.positional.size() != 1) {
-        std::fprintf(stderr, "moestream inspect: expected one MODEL argument\n%s", kUsage);
-        return 2;
-    }
+    if (a.positional.size() != 1) return usage_error("inspect", "expected one MODEL argument");
     uint64_t budget = 0;
     if (auto v = a.get("--memory-budget")) {
-        if (!parse_size(*v, budget) || budget == 0) {
-            std::fprintf(stderr, "moestream inspect: --memory-budget needs a positive size, got '%s'\n", v->c_str());
-            return 2;
-        }
+        if (!parse_size(*v, budget) || budget == 0)
+            return usage_error("inspect", "--memory-budget needs a positive size, got '" + *v + "'");
     }
     const std::string &path = a.positional[0];
     moestream_model_info info;

@@ -24,11 +24,6 @@ const char *kUsage =
     "                              [--feed greedy|random] -o TRACE\n"
     "Trace format: docs/trace-format.md. Budgets in % are shares of all expert bytes.\n";
 
-int usage_error(const std::string &what) {
-    std::fprintf(stderr, "moestream trace: %s\n%s", what.c_str(), kUsage);
-    return 2;
-}
-
 int fail_api(const char *what) {
     std::fprintf(stderr, "moestream trace %s: %s\n", what, moestream_last_error());
     return 1;
@@ -39,7 +34,7 @@ int synth(const Args &args) {
     std::string error;
     if (!parse_args(args, {"--heat", "-n", "--reuse", "--skew", "--layers", "--experts", "--top-k", "--expert-bytes", "--seed", "-o"},
                     {}, a, error, {{"--tokens", "-n"}, {"--output", "-o"}}))
-        return usage_error(error);
+        return usage_error("trace synth", error);
     moestream_trace_synth_params p;
     moestream_trace_synth_params_init(&p);
     std::string heat = a.get_or("--heat", "");
@@ -52,32 +47,33 @@ int synth(const Args &args) {
     } ints[] = {{"--layers", &p.n_layer}, {"--experts", &p.n_expert}, {"--top-k", &p.n_expert_used}};
     for (auto &o : ints)
         if (auto s = a.get(o.name)) {
-            if (!parse_int(*s, v) || v <= 0 || v > 65534) return usage_error(std::string("bad ") + o.name);
+            if (!parse_int(*s, v) || v <= 0 || v > 65534)
+                return usage_error("trace synth", std::string("bad ") + o.name);
             *o.field = static_cast<int32_t>(v);
         }
     if (auto s = a.get("-n")) {
-        if (!parse_int(*s, v) || v <= 0) return usage_error("bad -n");
+        if (!parse_int(*s, v) || v <= 0) return usage_error("trace synth", "bad -n");
         p.n_tokens = v;
     }
     if (auto s = a.get("--reuse")) {
-        if (!parse_double(*s, d) || d < 0 || d > 1) return usage_error("--reuse must be in [0, 1]");
+        if (!parse_double(*s, d) || d < 0 || d > 1) return usage_error("trace synth", "--reuse must be in [0, 1]");
         p.reuse = d;
     }
     if (auto s = a.get("--skew")) {
-        if (!parse_double(*s, d) || d < 0) return usage_error("--skew must be >= 0");
+        if (!parse_double(*s, d) || d < 0) return usage_error("trace synth", "--skew must be >= 0");
         p.skew = d;
     }
     if (auto s = a.get("--expert-bytes")) {
         uint64_t b = 0;
-        if (!parse_size(*s, b) || b == 0) return usage_error("bad --expert-bytes");
+        if (!parse_size(*s, b) || b == 0) return usage_error("trace synth", "bad --expert-bytes");
         p.bytes_per_expert = b;
     }
     if (auto s = a.get("--seed")) {
-        if (!parse_int(*s, v)) return usage_error("bad --seed");
+        if (!parse_int(*s, v)) return usage_error("trace synth", "bad --seed");
         p.seed = static_cast<uint64_t>(v);
     }
     auto out = a.get("-o");
-    if (!out) return usage_error("-o TRACE is required");
+    if (!out) return usage_error("trace synth", "-o TRACE is required");
     if (moestream_trace_synth(&p, out->c_str()) != MOESTREAM_OK) return fail_api("synth");
     moestream_trace_info info;
     moestream_trace_info_init(&info);
@@ -91,8 +87,8 @@ int synth(const Args &args) {
 int info(const Args &args) {
     ParsedArgs a;
     std::string error;
-    if (!parse_args(args, {}, {"--json"}, a, error)) return usage_error(error);
-    if (a.positional.size() != 1) return usage_error("trace info takes one TRACE");
+    if (!parse_args(args, {}, {"--json"}, a, error)) return usage_error("trace info", error);
+    if (a.positional.size() != 1) return usage_error("trace info", "expected one TRACE argument");
     moestream_trace_info i;
     moestream_trace_info_init(&i);
     if (moestream_trace_info_get(a.positional[0].c_str(), &i) != MOESTREAM_OK) return fail_api("info");
@@ -117,8 +113,9 @@ int info(const Args &args) {
 int replay(const Args &args) {
     ParsedArgs a;
     std::string error;
-    if (!parse_args(args, {"--budget", "--policy", "--warmup"}, {"--json"}, a, error)) return usage_error(error);
-    if (a.positional.size() != 1) return usage_error("trace replay takes one TRACE");
+    if (!parse_args(args, {"--budget", "--policy", "--warmup"}, {"--json"}, a, error))
+        return usage_error("trace replay", error);
+    if (a.positional.size() != 1) return usage_error("trace replay", "expected one TRACE argument");
     const std::string trace = a.positional[0];
     moestream_trace_info info;
     moestream_trace_info_init(&info);
@@ -127,10 +124,11 @@ int replay(const Args &args) {
     std::vector<std::pair<std::string, uint64_t>> budgets;
     for (const std::string &b : split_list(a.get_or("--budget", "25%,50%,75%"))) {
         uint64_t bytes = 0;
-        if (!parse_share_or_size(b, info.expert_bytes, bytes)) return usage_error("bad --budget '" + b + "'");
+        if (!parse_share_or_size(b, info.expert_bytes, bytes))
+            return usage_error("trace replay", "bad --budget '" + b + "'");
         budgets.emplace_back(b, bytes);
     }
-    if (budgets.empty()) return usage_error("--budget lists no budget");
+    if (budgets.empty()) return usage_error("trace replay", "--budget lists no budget");
     std::vector<int32_t> policies;
     for (const std::string &name : split_list(a.get_or("--policy", "all"))) {
         if (name == "all")
@@ -141,13 +139,14 @@ int replay(const Args &args) {
         else if (name == "pinned" || name == "pinned-hot") policies.push_back(MOESTREAM_CACHE_PINNED_HOT);
         else if (name == "reuse" || name == "reuse-aware") policies.push_back(MOESTREAM_CACHE_REUSE_AWARE);
         else if (name == "auto" || name == "default") policies.push_back(MOESTREAM_CACHE_AUTO);
-        else return usage_error("unknown policy '" + name + "'");
+        else return usage_error("trace replay", "unknown policy '" + name + "'");
     }
-    if (policies.empty()) return usage_error("--policy lists no policy");
+    if (policies.empty()) return usage_error("trace replay", "--policy lists no policy");
     policies.push_back(MOESTREAM_REPLAY_BELADY);  // the reference every run is compared with
     double warmup = -1;
     if (auto s = a.get("--warmup"))
-        if (!parse_double(*s, warmup) || warmup < 0 || warmup >= 1) return usage_error("--warmup must be in [0, 1)");
+        if (!parse_double(*s, warmup) || warmup < 0 || warmup >= 1)
+            return usage_error("trace replay", "--warmup must be in [0, 1)");
 
     const bool json = a.flags.count("--json");
     if (json) std::printf("{\"trace\": %s, \"expert_bytes\": %llu, \"runs\": [", json_string(trace).c_str(),
@@ -200,10 +199,7 @@ int replay(const Args &args) {
 }  // namespace
 
 int cmd_trace(const Args &args) {
-    if (args.empty()) {
-        std::fprintf(stderr, "%s", kUsage);
-        return 2;
-    }
+    if (args.empty()) return usage_error("trace", "expected a subcommand: synth, info, replay or record");
     // "trace --help" and "trace SUBCOMMAND --help" alike.
     for (const std::string &a : args)
         if (a == "--help" || a == "-h") {
@@ -215,7 +211,7 @@ int cmd_trace(const Args &args) {
     if (args[0] == "info") return info(rest);
     if (args[0] == "replay") return replay(rest);
     if (args[0] == "record") return trace_record(rest);
-    return usage_error("unknown subcommand '" + args[0] + "'");
+    return usage_error("trace", "unknown subcommand '" + args[0] + "'");
 }
 
 }  // namespace cli

@@ -1,5 +1,6 @@
 #include <cstdio>
 
+#include "cli_util.hpp"
 #include "commands.hpp"
 #include "moestream.h"
 
@@ -8,9 +9,10 @@ namespace cli {
 int cmd_version(const Args &args) {
     const char *usage = "usage: moestream version\nPrints the library version and the compute kernels in use.\n";
     if (!args.empty()) {
-        const bool help = args[0] == "--help" || args[0] == "-h";
-        std::fputs(usage, help ? stdout : stderr);
-        return help ? 0 : 2;
+        if (args[0] != "--help" && args[0] != "-h")
+            return usage_error("version", "unexpected argument '" + args[0] + "'");
+        std::fputs(usage, stdout);
+        return 0;
     }
     std::printf("moestream %s (header %s), kernels: %s\n", moestream_version_string(), MOESTREAM_VERSION_STRING,
                 moestream_kernel_isa());

@@ -154,3 +154,35 @@ def test_version_help_prints_its_usage(cli_path):
     r = cli(cli_path, "version", "--help")
     assert r.returncode == 0 and r.stdout.startswith("usage: moestream version")
     assert cli(cli_path, "version", "--bogus").returncode == 2
+
+
+# Every command reports a usage error one way: what is wrong and where the
+# options are described, on stderr without the usage text (which would push
+# the error off the screen), exit status 2, nothing written.
+@pytest.mark.parametrize("args,command,what", [
+    (["bench", "--bogus"], "bench", "unknown option --bogus"),
+    (["bench"], "bench", "-m MODEL is required"),
+    (["bench", "-m", "{model}", "--io-mode", "sideways"], "bench", "bad --io-mode 'sideways'"),
+    (["trace"], "trace", "expected a subcommand: synth, info, replay or record"),
+    (["trace", "frob"], "trace", "unknown subcommand 'frob'"),
+    (["trace", "synth", "--reuse", "3", "-o", "x.trace"], "trace synth", "--reuse must be in [0, 1]"),
+    (["trace", "info"], "trace info", "expected one TRACE argument"),
+    (["trace", "replay", "{trace}", "--policy", "sideways"], "trace replay", "unknown policy 'sideways'"),
+    (["inspect"], "inspect", "expected one MODEL argument"),
+    (["inspect", "{model}", "--memory-budget", "0"], "inspect", "--memory-budget needs a positive size, got '0'"),
+    (["demo", "-n", "0"], "demo", "-n takes an integer from 1 to 2147483647, got '0'"),
+    (["generate", "--seed", "x", "-o", "x.gguf"], "generate", "bad --seed 'x'"),
+    (["generate", "--preset", "tiny"], "generate", "-o PATH is required"),
+    (["version", "x"], "version", "unexpected argument 'x'"),
+    (["run", "-m", "{model}", "--bogus"], "run", "unknown option '--bogus'"),
+])
+def test_usage_errors_name_the_problem_and_point_to_help(cli_path, model, trace, tmp_path, args, command, what):
+    r = subprocess.run([str(cli_path), *[a.format(model=model, trace=trace) for a in args]], capture_output=True,
+                       text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr == f"moestream {command}: {what}\n'moestream {command} --help' lists the options.\n"
+    assert r.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+    # The help it points to exists.
+    help = cli(cli_path, *command.split(), "--help")
+    assert help.returncode == 0 and help.stdout.startswith(f"usage: moestream {command.split()[0]}"), help
