@@ -8,10 +8,9 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
 
+#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "moestream.h"
 
@@ -106,17 +105,12 @@ void encode_full_header(uint8_t *h, const StateShape &shape, const StateContents
 class Fd {
 public:
     explicit Fd(int fd = -1) : fd_(fd) {}
-    ~Fd() { close(); }
+    ~Fd() {
+        if (fd_ >= 0) ::close(fd_);
+    }
     Fd(const Fd &) = delete;
     Fd &operator=(const Fd &) = delete;
     int get() const { return fd_; }
-    // Returns close()'s result so the writer can see deferred write errors.
-    int close() {
-        if (fd_ < 0) return 0;
-        const int rc = ::close(fd_);
-        fd_ = -1;
-        return rc;
-    }
 
 private:
     int fd_;
@@ -126,66 +120,25 @@ private:
 // a system call per part; large ranges go straight to the file.
 class BufferedWriter {
 public:
-    BufferedWriter(int fd, const FileOps &ops, const std::string &path)
-        : fd_(fd), ops_(ops), path_(path) {
-        buf_.reserve(kBufferBytes);
-    }
+    explicit BufferedWriter(AtomicFile &file) : file_(file) { buf_.reserve(kBufferBytes); }
     void put(const uint8_t *p, size_t n) {
         if (buf_.size() + n > kBufferBytes) flush();
         if (n >= kBufferBytes) {
-            write_all(p, n);
+            file_.write(p, n);
         } else {
             buf_.insert(buf_.end(), p, p + n);
         }
     }
     void flush() {
-        if (!buf_.empty()) write_all(buf_.data(), buf_.size());
+        if (!buf_.empty()) file_.write(buf_.data(), buf_.size());
         buf_.clear();
     }
 
 private:
     static constexpr size_t kBufferBytes = 1 << 20;
-    void write_all(const uint8_t *p, size_t n) {
-        while (n > 0) {
-            const long w = ops_.write(fd_, p, n);
-            if (w < 0) {
-                if (errno == EINTR) continue;
-                fail_errno(errno, "cannot write state file %s", path_.c_str());
-            }
-            if (w == 0) fail_errno(ENOSPC, "cannot write state file %s", path_.c_str());
-            p += w;
-            n -= static_cast<size_t>(w);
-        }
-    }
-    int fd_;
-    const FileOps &ops_;
-    const std::string &path_;
+    AtomicFile &file_;
     std::vector<uint8_t> buf_;
 };
-
-// Removes the temporary file unless the rename succeeded.
-class TempFileGuard {
-public:
-    explicit TempFileGuard(std::string path) : path_(std::move(path)) {}
-    ~TempFileGuard() {
-        if (!path_.empty()) ::unlink(path_.c_str());
-    }
-    void release() { path_.clear(); }
-
-private:
-    std::string path_;
-};
-
-// After the rename the new file is in place and readable, so a directory
-// that will not sync does not undo the save: the caller hears of it as a
-// warning (the rename may not survive a power loss), not as a failed save.
-std::string sync_directory(int dir_fd, const std::string &dir, const FileOps &ops) {
-    if (ops.fsync(dir_fd) == 0 || errno == EINVAL || errno == ENOTSUP) return {};
-    const int err = errno;
-    return format("state saved, but directory %s could not be synced (%s, errno %d): the save may not survive a "
-                  "power loss",
-                  dir.c_str(), std::strerror(err), err);
-}
 
 std::string describe_type(uint32_t type_id) {
     const char *name = type_traits(type_id).name;
@@ -345,16 +298,6 @@ uint64_t SectionData::size() const {
     return n;
 }
 
-const FileOps &FileOps::posix() {
-    static const FileOps ops{
-        [](int fd, const void *buf, size_t n) -> long { return ::write(fd, buf, n); },
-        [](int fd) { return ::fsync(fd); },
-        [](const char *from, const char *to) { return std::rename(from, to); },
-        [](const char *dir) { return ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); },
-    };
-    return ops;
-}
-
 std::vector<uint8_t> encode_state(const StateShape &shape, const StateContents &contents) {
     std::vector<uint8_t> out(kHeaderSize);
     encode_full_header(out.data(), shape, contents);
@@ -365,36 +308,16 @@ std::vector<uint8_t> encode_state(const StateShape &shape, const StateContents &
 
 std::string write_state_file(const std::string &path, const StateShape &shape, const StateContents &contents,
                              const FileOps &ops) {
-    if (path.empty()) fail(Status::invalid_argument, "state file path is empty");
-    const std::filesystem::path target(path);
-    const std::string name = target.filename().string();
-    if (name.empty() || name == "." || name == "..")
-        fail(Status::invalid_argument, "state file path %s does not name a file", path.c_str());
-    const std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
-
-    // Opened first: a directory that cannot be opened fails the save while
-    // nothing has been written, let alone renamed over the previous file.
-    Fd dir_fd(ops.open_directory(dir.c_str()));
-    if (dir_fd.get() < 0) fail_errno(errno, "cannot open directory %s to save %s", dir.c_str(), path.c_str());
-
     uint8_t header[kHeaderSize];
     encode_full_header(header, shape, contents);
-
-    std::string tmp = dir + "/." + name + ".tmp.XXXXXX";
-    Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
-    if (fd.get() < 0) fail_errno(errno, "cannot create a temporary file beside %s", path.c_str());
-    TempFileGuard guard(tmp);
-
-    BufferedWriter out(fd.get(), ops, path);
+    AtomicFile file(path, ops);
+    BufferedWriter out(file);
     out.put(header, kHeaderSize);
     for_each_payload_range(contents, [&](const uint8_t *p, size_t n) { out.put(p, n); });
     out.flush();
-    if (ops.fsync(fd.get()) != 0) fail_errno(errno, "cannot sync state file %s", path.c_str());
-    if (fd.close() != 0) fail_errno(errno, "cannot close state file %s", path.c_str());
-    if (ops.rename(tmp.c_str(), path.c_str()) != 0)
-        fail_errno(errno, "cannot rename %s to %s", tmp.c_str(), path.c_str());
-    guard.release();
-    return sync_directory(dir_fd.get(), dir, ops);
+    std::string warning;
+    file.commit(&warning);
+    return warning;
 }
 
 bool peek_header(std::span<const uint8_t> image, RawHeader &out) {

@@ -8,11 +8,11 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "common/atomic_file.hpp"
 #include "common/ggml_types.hpp"
 #include "gguf/gguf_file.hpp"
 
@@ -71,23 +71,17 @@ struct StateContents {
     std::vector<SectionData> sections;
 };
 
-// The system calls the writer makes, replaceable by tests to simulate a full
-// disk or an I/O error part way. Each returns what the POSIX call returns and
-// sets errno on failure.
-struct FileOps {
-    std::function<long(int fd, const void *buf, size_t n)> write;
-    std::function<int(int fd)> fsync;  // the temporary file's, then the directory's
-    std::function<int(const char *from, const char *to)> rename;
-    std::function<int(const char *dir)> open_directory;  // read-only, for its fsync
-    static const FileOps &posix();
-};
+// The system calls the writer makes (common/atomic_file.hpp), replaceable by
+// tests to simulate a full disk or an I/O error part way.
+using FileOps = moe::FileOps;
 
-// Writes the state file atomically: open the directory, a temporary file
-// beside `path`, fsync, rename over `path`, fsync of the directory. On failure
-// throws moe::Error(io) naming the path and errno; the temporary file is
-// removed and any previous file at `path` is left as it was. Nothing can fail
-// after the rename: a directory fsync that fails then comes back as a
-// warning (the returned text; "" when none) for the caller to log.
+// Writes the state file atomically through an AtomicFile: open the directory,
+// a temporary file beside `path`, fsync, rename over `path`, fsync of the
+// directory. On failure throws moe::Error(io) naming the path and errno; the
+// temporary file is removed and any previous file at `path` is left as it
+// was. Nothing can fail after the rename: a directory fsync that fails then
+// comes back as a warning (the returned text; "" when none) for the caller
+// to log.
 std::string write_state_file(const std::string &path, const StateShape &shape,
                              const StateContents &contents, const FileOps &ops = FileOps::posix());
 

@@ -1,0 +1,115 @@
+#include "common/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "common/error.hpp"
+
+namespace moe {
+namespace {
+
+// Creates `path`, whose last six characters are replaced, under fresh names
+// until one is free. This is mkostemp but with mode 0666: the kernel then
+// applies the umask (and a default ACL) as for any new file, which a chmod
+// after mkostemp could only imitate by reading the umask, and umask(2) can
+// only be read by changing it under the process's other threads.
+int create_unique(std::string &path) {
+    static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+        // A taken name costs one more attempt (O_EXCL), so the clock will do
+        // where the kernel has no randomness yet.
+        uint64_t r;
+        if (::getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r)
+            r = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) + uint64_t(attempt);
+        for (size_t i = path.size() - 6; i < path.size(); ++i, r /= 62) path[i] = kChars[r % 62];
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+// Calls `step(bytes, count, done)` until all `n` bytes are written.
+template <typename Step>
+void write_fully(const void *data, size_t n, const std::string &target, Step &&step) {
+    const auto *p = static_cast<const uint8_t *>(data);
+    for (size_t done = 0; done < n;) {
+        const long w = step(p + done, n - done, done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) fail_errno(w < 0 ? errno : ENOSPC, "cannot write %s", target.c_str());
+        done += static_cast<size_t>(w);
+    }
+}
+
+}  // namespace
+
+const FileOps &FileOps::posix() {
+    static const FileOps ops{
+        [](int fd, const void *buf, size_t n) -> long { return ::write(fd, buf, n); },
+        [](int fd) { return ::fsync(fd); },
+        [](const char *from, const char *to) { return std::rename(from, to); },
+        [](const char *dir) { return ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); },
+    };
+    return ops;
+}
+
+AtomicFile::AtomicFile(std::string target, const FileOps &ops) : target_(std::move(target)), ops_(ops) {
+    const std::filesystem::path path(target_);
+    const std::string name = path.filename().string();
+    if (name.empty() || name == "." || name == "..")
+        fail(Status::invalid_argument, "'%s' does not name a file to write", target_.c_str());
+    dir_ = path.has_parent_path() ? path.parent_path().string() : std::string(".");
+    dir_fd_ = ops_.open_directory(dir_.c_str());
+    if (dir_fd_ < 0) fail_errno(errno, "cannot open directory %s to write %s", dir_.c_str(), target_.c_str());
+    temp_ = dir_ + "/." + name + ".tmp.XXXXXX";
+    fd_ = create_unique(temp_);
+    if (fd_ < 0) {
+        const int err = errno;
+        ::close(dir_fd_);  // no destructor runs for a constructor that throws
+        fail_errno(err, "cannot create a temporary file beside %s", target_.c_str());
+    }
+}
+
+AtomicFile::~AtomicFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!temp_.empty()) ::unlink(temp_.c_str());
+    if (dir_fd_ >= 0) ::close(dir_fd_);
+}
+
+void AtomicFile::write(const void *data, size_t n) {
+    write_fully(data, n, target_, [&](const uint8_t *p, size_t len, size_t) { return ops_.write(fd_, p, len); });
+}
+
+void AtomicFile::write_at(const void *data, size_t n, uint64_t offset) {
+    write_fully(data, n, target_, [&](const uint8_t *p, size_t len, size_t done) {
+        return long(::pwrite(fd_, p, len, off_t(offset + done)));
+    });
+}
+
+void AtomicFile::commit(std::string *warning) {
+    if (fd_ < 0) fail(Status::internal, "%s: committed twice", target_.c_str());
+    if (ops_.fsync(fd_) != 0) fail_errno(errno, "cannot sync %s", target_.c_str());
+    const int closed = ::close(fd_);  // may report a deferred write error
+    fd_ = -1;
+    if (closed != 0) fail_errno(errno, "cannot close %s", target_.c_str());
+    if (ops_.rename(temp_.c_str(), target_.c_str()) != 0)
+        fail_errno(errno, "cannot rename %s to %s", temp_.c_str(), target_.c_str());
+    temp_.clear();
+    std::string note;
+    if (ops_.fsync(dir_fd_) != 0 && errno != EINVAL && errno != ENOTSUP) {
+        const int err = errno;
+        note = format("%s written, but directory %s could not be synced (%s, errno %d): it may not survive a "
+                      "power loss",
+                      target_.c_str(), dir_.c_str(), std::strerror(err), err);
+    }
+    if (warning) *warning = std::move(note);
+}
+
+}  // namespace moe

@@ -1,0 +1,56 @@
+// A file written under a temporary name beside its target and renamed over it
+// by commit(), so the target only ever holds its previous contents or the
+// whole new file. Every file the library publishes is written through it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace moe {
+
+// The system calls AtomicFile makes, replaceable by tests to simulate a full
+// disk or an I/O error part way. Each returns what the POSIX call returns and
+// sets errno on failure.
+struct FileOps {
+    std::function<long(int fd, const void *buf, size_t n)> write;  // AtomicFile::write (write_at is not injectable)
+    std::function<int(int fd)> fsync;  // the temporary file's, then the directory's
+    std::function<int(const char *from, const char *to)> rename;
+    std::function<int(const char *dir)> open_directory;  // read-only, for its fsync
+    static const FileOps &posix();
+};
+
+class AtomicFile {
+public:
+    // Opens the target's directory first, so that one that cannot be opened
+    // (for the sync after the rename) fails before anything is written, then
+    // creates `.NAME.tmp.XXXXXX` in it, unique to this writer, with the mode
+    // open(O_CREAT, 0666) would give. Throws moe::Error: invalid_argument for
+    // a path that names no file, io naming the path and errno.
+    explicit AtomicFile(std::string target, const FileOps &ops = FileOps::posix());
+    ~AtomicFile();  // without commit(): closes and removes the temporary
+    AtomicFile(const AtomicFile &) = delete;
+    AtomicFile &operator=(const AtomicFile &) = delete;
+
+    // The temporary's descriptor, for callers that write it themselves.
+    int fd() const { return fd_; }
+    // Writes all `n` bytes at the file offset / at `offset`, resuming short writes.
+    void write(const void *data, size_t n);
+    void write_at(const void *data, size_t n, uint64_t offset);
+
+    // fsync, close, rename over the target, fsync of the directory. A failure
+    // up to the rename throws and leaves the target as it was. After the
+    // rename the new file is in place, so a directory that cannot be synced
+    // (the rename may not survive a power loss) is no failure: it is described
+    // in `*warning` when given ("" when none).
+    void commit(std::string *warning = nullptr);
+
+private:
+    std::string target_, temp_;  // temp_ is "" once renamed
+    std::string dir_;
+    FileOps ops_;
+    int dir_fd_ = -1, fd_ = -1;
+};
+
+}  // namespace moe

@@ -1,0 +1,135 @@
+// AtomicFile: the target holds its old contents or the whole new file, no
+// temporary outlives its writer, writers never share a temporary, and the
+// file gets the mode a plain create would give it.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "support/paths.hpp"
+#include "support/status_of.hpp"
+
+namespace fs = std::filesystem;
+using moe::AtomicFile;
+using moe::Status;
+using moe::test::status_of;
+
+namespace {
+
+std::string read_text(const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void write_text(const std::string &path, const std::string &text) { std::ofstream(path, std::ios::binary) << text; }
+
+std::vector<std::string> names_in(const std::string &dir) {
+    std::vector<std::string> names;
+    for (const auto &e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+    return names;
+}
+
+void put(AtomicFile &f, const std::string &text) { f.write(text.data(), text.size()); }
+
+}  // namespace
+
+TEST(AtomicFile, CommitPublishesTheWholeFile) {
+    const std::string dir = moe::test::scratch_dir(), target = dir + "/out.bin";
+    write_text(target, "old contents");
+    AtomicFile f(target);
+    put(f, "new ");
+    const char tail[] = "CONTENTS, longer than the old";
+    f.write_at(tail, sizeof tail - 1, 4);
+    EXPECT_EQ(read_text(target), "old contents");  // nothing shows before commit()
+    f.commit();
+    EXPECT_EQ(read_text(target), "new CONTENTS, longer than the old");
+    EXPECT_EQ(names_in(dir), std::vector<std::string>{"out.bin"});
+}
+
+TEST(AtomicFile, WithoutCommitTheTargetIsUntouchedAndNoTemporaryStays) {
+    const std::string dir = moe::test::scratch_dir();
+    write_text(dir + "/old.bin", "old");
+    {
+        AtomicFile replacing(dir + "/old.bin"), creating(dir + "/new.bin");
+        put(replacing, "partial");
+        put(creating, "partial");
+        EXPECT_EQ(names_in(dir).size(), 3u);  // the target and two temporaries
+    }  // destroyed as an exception would unwind them
+    EXPECT_EQ(read_text(dir + "/old.bin"), "old");
+    EXPECT_EQ(names_in(dir), std::vector<std::string>{"old.bin"});
+}
+
+TEST(AtomicFile, TwoWritersForOneTargetDoNotShareATemporary) {
+    const std::string dir = moe::test::scratch_dir(), target = dir + "/t.bin";
+    AtomicFile a(target), b(target);
+    EXPECT_EQ(names_in(dir).size(), 2u);
+    put(a, "written by a, the longer of the two");
+    put(b, "by b");
+    a.commit();
+    EXPECT_EQ(read_text(target), "written by a, the longer of the two");
+    b.commit();
+    EXPECT_EQ(read_text(target), "by b");  // the last commit wins, whole
+    EXPECT_EQ(names_in(dir), std::vector<std::string>{"t.bin"});
+}
+
+TEST(AtomicFile, ModeFollowsTheUmask) {
+    const std::string dir = moe::test::scratch_dir();
+    const mode_t saved = ::umask(0);
+    for (const mode_t mask : {mode_t(022), mode_t(027), mode_t(002), mode_t(077)}) {
+        ::umask(mask);
+        const std::string target = dir + "/m" + std::to_string(mask);
+        AtomicFile f(target);
+        f.commit();
+        struct stat st {};
+        EXPECT_EQ(::stat(target.c_str(), &st), 0);
+        EXPECT_EQ(st.st_mode & 0777, 0666 & ~mask) << std::oct << mask;
+    }
+    ::umask(saved);
+}
+
+// A sync or rename that fails is reported with the path and the system's
+// reason, and the old target stays (the last step before the rename).
+TEST(AtomicFile, FailedSyncOrRenameReportsTheErrorAndKeepsTheOldTarget) {
+    const std::string dir = moe::test::scratch_dir(), target = dir + "/keep.bin";
+    write_text(target, "old");
+    for (const bool fail_rename : {false, true}) {
+        moe::FileOps ops = moe::FileOps::posix();
+        const int err = fail_rename ? EXDEV : EIO;
+        auto failing = [err](auto...) {
+            errno = err;
+            return -1;
+        };
+        if (fail_rename)
+            ops.rename = failing;
+        else
+            ops.fsync = failing;
+        std::string message;
+        EXPECT_EQ(status_of(
+                      [&] {
+                          AtomicFile f(target, ops);
+                          put(f, "new");
+                          f.commit();
+                      },
+                      &message),
+                  Status::io);
+        EXPECT_NE(message.find(target), std::string::npos) << message;
+        EXPECT_NE(message.find(std::strerror(err)), std::string::npos) << message;
+        EXPECT_EQ(read_text(target), "old");
+        EXPECT_EQ(names_in(dir), std::vector<std::string>{"keep.bin"});
+    }
+}
+
+TEST(AtomicFile, APathWithoutAFileOrADirectoryIsRefused) {
+    std::string message;
+    EXPECT_EQ(status_of([] { AtomicFile f(""); }), Status::invalid_argument);
+    EXPECT_EQ(status_of([&] { AtomicFile f(moe::test::scratch_dir() + "/"); }), Status::invalid_argument);
+    EXPECT_EQ(status_of([&] { AtomicFile f("/nonexistent-dir/x.bin"); }, &message), Status::io);
+    EXPECT_NE(message.find("/nonexistent-dir/x.bin"), std::string::npos) << message;
+}
