@@ -155,8 +155,9 @@ typedef struct moestream_params {
     void *log_user_data;
     int32_t log_level;          /* highest level passed to log_fn */
     const char *routing_trace_path; /* write every token's routed experts here (docs/trace-format.md); NULL = off.
-                                       Written to PATH.tmp and renamed to PATH by moestream_close: until then
-                                       an earlier file at PATH stays as it was */
+                                       Written to a temporary file of its own beside PATH (.NAME.tmp.XXXXXX)
+                                       and renamed to PATH by moestream_close: until then an earlier file at
+                                       PATH stays as it was */
     int32_t lookahead_layers;   /* router lookahead depth (prefetch lookahead/both/auto): the routers of layers
                                    L+1..L+n run on layer L's state; 1..4, 0 = the measured default in
                                    docs/performance.md. Checked (0..4) whatever the prefetch mode. The env

@@ -1,13 +1,12 @@
 #include "experts/routing_trace.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <utility>
 
+#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 
 namespace moe {
@@ -69,22 +68,16 @@ uint64_t trace_expert_bytes(const TraceHeader &h) { return uint64_t(h.n_layer) *
 RoutingTraceWriter::RoutingTraceWriter(const std::string &path, const TraceHeader &header)
     : path_(path), header_(header) {
     check_header(header, path);
-    file_ = std::fopen(temp_path().c_str(), "wb");
-    if (!file_) fail_errno(errno, "%s: cannot create routing trace", temp_path().c_str());
+    file_ = std::make_unique<AtomicFile>(path);
     uint8_t h[kHeaderBytes];
     encode_header(h, header_, kRowsUnknown);
     buffer_.assign(h, h + kHeaderBytes);
     buffer_.reserve(1 << 16);
 }
 
-RoutingTraceWriter::~RoutingTraceWriter() {
-    // Not closed: the writer is being unwound past (an exception left its
-    // owner), so the rows may be a fragment; it is not published.
-    if (file_) {
-        std::fclose(file_);
-        ::unlink(temp_path().c_str());
-    }
-}
+// Not closed: the writer is being unwound past (an exception left its owner),
+// so the rows may be a fragment; the AtomicFile removes them unpublished.
+RoutingTraceWriter::~RoutingTraceWriter() = default;
 
 void RoutingTraceWriter::record(uint64_t token, uint32_t layer, std::span<const int32_t> experts) {
     if (!file_) fail(Status::internal, "%s: routing trace already closed", path_.c_str());
@@ -106,37 +99,23 @@ void RoutingTraceWriter::record(uint64_t token, uint32_t layer, std::span<const 
 }
 
 void RoutingTraceWriter::flush() {
-    if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size())
-        fail_errno(errno, "%s: cannot write routing trace", path_.c_str());
+    file_->write(buffer_.data(), buffer_.size());
     buffer_.clear();
 }
 
 void RoutingTraceWriter::close() {
     if (!file_) return;
     try {
-        finish();
+        flush();
+        uint8_t h[kHeaderBytes];
+        encode_header(h, header_, rows_);
+        file_->write_at(h, kHeaderBytes, 0);
+        file_->commit();
     } catch (...) {
-        if (file_) std::fclose(file_);
-        file_ = nullptr;
-        ::unlink(temp_path().c_str());  // a trace that could not be finished is not kept
+        file_.reset();  // a trace that could not be finished is not kept
         throw;
     }
-    if (::rename(temp_path().c_str(), path_.c_str()) != 0) {
-        const int err = errno;
-        ::unlink(temp_path().c_str());
-        fail_errno(err, "%s: cannot rename routing trace %s", path_.c_str(), temp_path().c_str());
-    }
-}
-
-void RoutingTraceWriter::finish() {
-    flush();
-    uint8_t h[kHeaderBytes];
-    encode_header(h, header_, rows_);
-    std::FILE *f = file_;
-    const bool ok = std::fseek(f, 0, SEEK_SET) == 0 && std::fwrite(h, 1, kHeaderBytes, f) == kHeaderBytes;
-    const int err = errno;
-    file_ = nullptr;
-    if (std::fclose(f) != 0 || !ok) fail_errno(ok ? errno : err, "%s: cannot finish routing trace", path_.c_str());
+    file_.reset();
 }
 
 RoutingTrace RoutingTrace::dense(const TraceHeader &header, uint64_t n_tokens) {

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace moe {
+
+class AtomicFile;
 
 constexpr uint16_t kTraceNoExpert = 0xFFFF;
 
@@ -61,9 +63,11 @@ private:
 
 // Streams rows to a file. Rows may arrive in any order (a batched step
 // visits layer-major); the reader sorts them. Not thread-safe.
-// The rows go to PATH.tmp, renamed to PATH by close(), so PATH never holds
-// a partial trace and an earlier file there stays until then; a trace that
-// cannot be finished, or whose writer is destroyed without close(), is removed.
+// The rows go to a temporary file of this writer's own beside PATH (an
+// AtomicFile), renamed to PATH by close(), so PATH never holds a partial trace,
+// an earlier file there stays until then, and two writers to one PATH do not
+// mix their rows (the last to close wins). A trace that cannot be finished,
+// or whose writer is destroyed without close(), is removed.
 class RoutingTraceWriter {
 public:
     RoutingTraceWriter(const std::string &path, const TraceHeader &header);
@@ -73,17 +77,15 @@ public:
 
     // One token's experts in one layer (at most k; order kept).
     void record(uint64_t token, uint32_t layer, std::span<const int32_t> experts);
-    // Flushes, writes the row count into the header, closes and renames the
-    // file to PATH. Throws on I/O errors (after removing PATH.tmp).
+    // Flushes, writes the row count into the header and renames the file to
+    // PATH. Throws on I/O errors (after removing the temporary file).
     void close();
 
 private:
     void flush();
-    void finish();  // everything close() does before the rename
-    std::string temp_path() const { return path_ + ".tmp"; }
     std::string path_;
     TraceHeader header_;
-    std::FILE *file_ = nullptr;
+    std::unique_ptr<AtomicFile> file_;  // null once closed
     std::vector<uint8_t> buffer_;
     uint64_t rows_ = 0;
 };

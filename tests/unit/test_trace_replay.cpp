@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <unistd.h>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -211,6 +211,17 @@ TEST(TraceFile, RoundTripsAndAcceptsRowsInAnyOrder) {
     EXPECT_EQ(u.ids, t.ids);
 }
 
+namespace {
+
+// Files in `dir` other than `keep`: the temporaries writers have open or left behind.
+size_t others_in(const std::string &dir, const std::string &keep) {
+    size_t n = 0;
+    for (const auto &e : std::filesystem::directory_iterator(dir)) n += e.path().filename() != keep;
+    return n;
+}
+
+}  // namespace
+
 TEST(TraceFile, AppearsAtItsPathOnlyWhenFinished) {
     const std::string dir = moe::test::scratch_dir();
     const std::string path = dir + "/done.trace";
@@ -225,11 +236,11 @@ TEST(TraceFile, AppearsAtItsPathOnlyWhenFinished) {
         w.record(0, 0, row);
         // While recording, the earlier trace stays whole at the path.
         EXPECT_EQ(moe::read_routing_trace(path).ids, earlier.ids);
-        EXPECT_EQ(::access((path + ".tmp").c_str(), F_OK), 0);
+        EXPECT_EQ(others_in(dir, "done.trace"), 1u);
         w.close();
     }
     EXPECT_EQ(moe::read_routing_trace(path).ids, (std::vector<uint16_t>{0, 1}));
-    EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0);
+    EXPECT_EQ(others_in(dir, "done.trace"), 0u);
     const uint16_t kept[2] = {0, 1};
     {
         moe::RoutingTraceWriter w(path, h);
@@ -239,7 +250,31 @@ TEST(TraceFile, AppearsAtItsPathOnlyWhenFinished) {
     const RoutingTrace after = moe::read_routing_trace(path);
     const auto experts = after.experts(0, 0);
     EXPECT_TRUE(std::equal(experts.begin(), experts.end(), std::begin(kept), std::end(kept)));
-    EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0);
+    EXPECT_EQ(others_in(dir, "done.trace"), 0u);
+}
+
+// Two contexts recording to one path (two runs started at once) each write a
+// file of their own: every close publishes one whole trace, the last wins.
+TEST(TraceFile, TwoWritersToOnePathDoNotMixTheirRows) {
+    const std::string dir = moe::test::scratch_dir();
+    const std::string path = dir + "/shared.trace";
+    const moe::TraceHeader h{2, 8, 2, 1};
+    moe::RoutingTraceWriter a(path, h), b(path, h);
+    const int32_t row_a[2] = {0, 1}, row_b[2] = {6, 7};
+    for (uint64_t t = 0; t < 3; ++t)
+        for (uint32_t l = 0; l < 2; ++l) {
+            a.record(t, l, row_a);
+            if (t < 2) b.record(t, l, row_b);
+        }
+    a.close();
+    RoutingTrace got = moe::read_routing_trace(path);
+    EXPECT_EQ(got.n_tokens, 3u);
+    EXPECT_EQ(got.ids, (std::vector<uint16_t>{0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1}));
+    b.close();
+    got = moe::read_routing_trace(path);
+    EXPECT_EQ(got.n_tokens, 2u);
+    EXPECT_EQ(got.ids, (std::vector<uint16_t>{6, 7, 6, 7, 6, 7, 6, 7}));
+    EXPECT_EQ(others_in(dir, "shared.trace"), 0u);
 }
 
 TEST(TraceFile, RejectsCorruptFiles) {
