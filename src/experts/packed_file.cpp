@@ -1,6 +1,5 @@
 #include "experts/packed_file.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -13,6 +12,7 @@
 #include <iterator>
 #include <memory>
 
+#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "io/read_file.hpp"
 
@@ -52,14 +52,6 @@ const ExpertMatrixLayout &matrix(const ExpertLayerLayout &l, int i) { return i =
 
 uint64_t table_bytes(uint32_t n_layer) { return sizeof(FileHeader) + uint64_t(n_layer) * sizeof(LayerEntry); }
 
-// Owns a descriptor.
-struct Fd {
-    int fd = -1;
-    ~Fd() {
-        if (fd >= 0) ::close(fd);
-    }
-};
-
 void read_exact(int fd, void *dst, uint64_t len, uint64_t off, const std::string &path) {
     uint64_t got = 0;
     while (got < len) {
@@ -70,16 +62,6 @@ void read_exact(int fd, void *dst, uint64_t len, uint64_t off, const std::string
             fail(Status::bad_format, "%s: truncated (wanted %llu bytes at offset %llu)", path.c_str(),
                  (unsigned long long)len, (unsigned long long)off);
         got += static_cast<uint64_t>(n);
-    }
-}
-
-void write_exact(int fd, const void *src, uint64_t len, uint64_t off, const std::string &path) {
-    uint64_t put = 0;
-    while (put < len) {
-        const ssize_t n = ::pwrite(fd, static_cast<const uint8_t *>(src) + put, len - put, static_cast<off_t>(off + put));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) fail_errno(n < 0 ? errno : EIO, "cannot write %s", path.c_str());
-        put += static_cast<uint64_t>(n);
     }
 }
 
@@ -285,66 +267,58 @@ void write_packed_file(const std::string &out_path, uint64_t fingerprint, const 
     std::vector<std::unique_ptr<io::ReadFile>> shards;
     for (const auto &p : shard_paths) shards.push_back(std::make_unique<io::ReadFile>(p, false));
 
-    const std::string tmp = out_path + ".tmp";
-    Fd out{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
-    if (out.fd < 0) fail_errno(errno, "cannot create %s", tmp.c_str());
-    try {
-        std::vector<uint8_t> extent(max_extent);
-        for (uint32_t l = 0; l < n_layer; ++l) {
-            const ExpertLayerLayout &L = layouts[l];
-            const LayerEntry &e = entries[l];
-            for (int32_t x = 0; x < L.n_expert; ++x) {
-                std::memset(extent.data(), 0, e.extent_bytes);
-                for (int i = 0; i < 3; ++i) {
-                    const ExpertMatrixLayout &m = matrix(L, i);
-                    const uint64_t n = m.expert_bytes();
-                    if (n == 0) continue;
-                    if (m.mapped) {
-                        std::memcpy(extent.data() + e.offset[i], m.mapped + uint64_t(x) * m.expert_stride, n);
-                    } else {
-                        if (m.shard >= shards.size())
-                            fail(Status::invalid_argument, "layer %u refers to shard %u of %zu", l, m.shard, shards.size());
-                        read_exact(shards[m.shard]->buffered_fd(), extent.data() + e.offset[i], n,
-                                   m.file_offset + uint64_t(x) * m.expert_stride, shards[m.shard]->path());
-                    }
+    AtomicFile out(out_path);
+    std::vector<uint8_t> extent(max_extent);
+    for (uint32_t l = 0; l < n_layer; ++l) {
+        const ExpertLayerLayout &L = layouts[l];
+        const LayerEntry &e = entries[l];
+        for (int32_t x = 0; x < L.n_expert; ++x) {
+            std::memset(extent.data(), 0, e.extent_bytes);
+            for (int i = 0; i < 3; ++i) {
+                const ExpertMatrixLayout &m = matrix(L, i);
+                const uint64_t n = m.expert_bytes();
+                if (n == 0) continue;
+                if (m.mapped) {
+                    std::memcpy(extent.data() + e.offset[i], m.mapped + uint64_t(x) * m.expert_stride, n);
+                } else {
+                    if (m.shard >= shards.size())
+                        fail(Status::invalid_argument, "layer %u refers to shard %u of %zu", l, m.shard, shards.size());
+                    read_exact(shards[m.shard]->buffered_fd(), extent.data() + e.offset[i], n,
+                               m.file_offset + uint64_t(x) * m.expert_stride, shards[m.shard]->path());
                 }
-                PackedExpertHeader h{};
-                h.magic = kExpertMagic;
-                h.version = kPackedVersion;
-                h.n_matrices = 3;
-                h.layer = l;
-                h.expert = static_cast<uint32_t>(x);
-                h.payload_offset = e.offset[0];
-                h.payload_bytes = e.offset[2] + e.bytes[2] - e.offset[0];
-                h.checksum = XXH3_64bits(extent.data() + h.payload_offset, h.payload_bytes);
-                for (int i = 0; i < 3; ++i)
-                    h.matrix[i] = PackedMatrix{e.type[i], 0, e.cols[i], e.rows[i], e.offset[i], e.bytes[i]};
-                std::memcpy(extent.data(), &h, sizeof h);
-                write_exact(out.fd, extent.data(), e.extent_bytes, e.first_extent + uint64_t(x) * e.extent_bytes, tmp);
             }
+            PackedExpertHeader h{};
+            h.magic = kExpertMagic;
+            h.version = kPackedVersion;
+            h.n_matrices = 3;
+            h.layer = l;
+            h.expert = static_cast<uint32_t>(x);
+            h.payload_offset = e.offset[0];
+            h.payload_bytes = e.offset[2] + e.bytes[2] - e.offset[0];
+            h.checksum = XXH3_64bits(extent.data() + h.payload_offset, h.payload_bytes);
+            for (int i = 0; i < 3; ++i)
+                h.matrix[i] = PackedMatrix{e.type[i], 0, e.cols[i], e.rows[i], e.offset[i], e.bytes[i]};
+            std::memcpy(extent.data(), &h, sizeof h);
+            out.write_at(extent.data(), e.extent_bytes, e.first_extent + uint64_t(x) * e.extent_bytes);
         }
-        std::vector<uint8_t> table(header_bytes, 0);
-        FileHeader fh{};
-        std::memcpy(fh.magic, kFileMagic, sizeof kFileMagic);
-        fh.version = kPackedVersion;
-        fh.alignment = kPackedAlignment;
-        fh.fingerprint = fingerprint;
-        fh.n_layer = n_layer;
-        fh.header_bytes = header_bytes;
-        fh.file_bytes = file_bytes;
-        std::memcpy(table.data(), &fh, sizeof fh);
-        std::memcpy(table.data() + sizeof fh, entries.data(), entries.size() * sizeof(LayerEntry));
-        const uint64_t sum = XXH3_64bits(table.data(), table_bytes(n_layer));
-        std::memcpy(table.data() + offsetof(FileHeader, header_checksum), &sum, sizeof sum);
-        write_exact(out.fd, table.data(), table.size(), 0, tmp);
-        if (::ftruncate(out.fd, static_cast<off_t>(file_bytes)) != 0) fail_errno(errno, "cannot size %s", tmp.c_str());
-        if (::fsync(out.fd) != 0) fail_errno(errno, "cannot sync %s", tmp.c_str());
-        if (::rename(tmp.c_str(), out_path.c_str()) != 0)
-            fail_errno(errno, "cannot rename %s to %s", tmp.c_str(), out_path.c_str());
-    } catch (...) {
-        ::unlink(tmp.c_str());
-        throw;
     }
+    std::vector<uint8_t> table(header_bytes, 0);
+    FileHeader fh{};
+    std::memcpy(fh.magic, kFileMagic, sizeof kFileMagic);
+    fh.version = kPackedVersion;
+    fh.alignment = kPackedAlignment;
+    fh.fingerprint = fingerprint;
+    fh.n_layer = n_layer;
+    fh.header_bytes = header_bytes;
+    fh.file_bytes = file_bytes;
+    std::memcpy(table.data(), &fh, sizeof fh);
+    std::memcpy(table.data() + sizeof fh, entries.data(), entries.size() * sizeof(LayerEntry));
+    const uint64_t sum = XXH3_64bits(table.data(), table_bytes(n_layer));
+    std::memcpy(table.data() + offsetof(FileHeader, header_checksum), &sum, sizeof sum);
+    out.write_at(table.data(), table.size(), 0);
+    if (::ftruncate(out.fd(), static_cast<off_t>(file_bytes)) != 0)
+        fail_errno(errno, "cannot size %s", out_path.c_str());
+    out.commit();
 }
 
 PackedVerifyReport verify_packed_file(const std::string &path) {

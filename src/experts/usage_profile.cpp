@@ -1,13 +1,11 @@
 #include "experts/usage_profile.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 
 namespace moe {
@@ -26,7 +24,7 @@ struct Header {
 };
 static_assert(sizeof(Header) == 32);
 
-// Owns a FILE* for the duration of a load or save.
+// Owns a FILE* for the duration of a load.
 struct FileCloser {
     FILE *f;
     ~FileCloser() {
@@ -64,33 +62,16 @@ void save_usage_profile(const std::string &path, uint64_t model_fingerprint, con
     if (profile.counts.size() != uint64_t(profile.n_layer) * profile.n_expert)
         fail(Status::internal, "usage profile has %zu counts for %ux%u keys", profile.counts.size(),
              profile.n_layer, profile.n_expert);
-    const std::string tmp = path + ".tmp";
-    {
-        FileCloser file{std::fopen(tmp.c_str(), "wb")};
-        if (!file.f) fail_errno(errno, "cannot create usage profile %s", tmp.c_str());
-        Header h{};
-        std::memcpy(h.magic, kMagic, sizeof kMagic);
-        h.version = kVersion;
-        h.n_layer = profile.n_layer;
-        h.n_expert = profile.n_expert;
-        h.fingerprint = model_fingerprint;
-        bool ok = std::fwrite(&h, sizeof h, 1, file.f) == 1 &&
-                  std::fwrite(profile.counts.data(), sizeof(uint64_t), profile.counts.size(), file.f) ==
-                      profile.counts.size();
-        ok = std::fflush(file.f) == 0 && ok;
-        const int err = errno;
-        const int rc = std::fclose(file.f);
-        file.f = nullptr;
-        if (!ok || rc != 0) {
-            std::remove(tmp.c_str());
-            fail_errno(err ? err : EIO, "cannot write usage profile %s", tmp.c_str());
-        }
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int err = errno;
-        std::remove(tmp.c_str());
-        fail_errno(err, "cannot rename %s to %s", tmp.c_str(), path.c_str());
-    }
+    Header h{};
+    std::memcpy(h.magic, kMagic, sizeof kMagic);
+    h.version = kVersion;
+    h.n_layer = profile.n_layer;
+    h.n_expert = profile.n_expert;
+    h.fingerprint = model_fingerprint;
+    AtomicFile file(path);
+    file.write(&h, sizeof h);
+    file.write(profile.counts.data(), profile.counts.size() * sizeof(uint64_t));
+    file.commit();  // a directory sync that fails is no loss: the profile is only a hint
 }
 
 }  // namespace moe

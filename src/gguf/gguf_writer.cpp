@@ -1,12 +1,9 @@
 #include "gguf/gguf_writer.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
+#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 
 namespace moe::gguf {
@@ -23,13 +20,6 @@ GgufWriter::GgufWriter(uint32_t alignment) : alignment_(alignment) {
     if (alignment == 0 || (alignment & (alignment - 1)))
         fail(Status::invalid_argument, "GGUF alignment %u is not a power of two", alignment);
     if (alignment != 32) add_u32("general.alignment", alignment);
-}
-
-GgufWriter::~GgufWriter() {
-    if (fd_ >= 0) {
-        ::close(fd_);
-        ::unlink(path_.c_str());  // unfinished: never leave a truncated model behind
-    }
 }
 
 void GgufWriter::put(const void *data, size_t size) {
@@ -49,15 +39,7 @@ void GgufWriter::put(const void *data, size_t size) {
 }
 
 void GgufWriter::flush() {
-    size_t done = 0;
-    while (done < buffer_used_) {
-        ssize_t n = ::write(fd_, buffer_.data() + done, buffer_used_ - done);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            fail_errno(errno, "%s: write failed", path_.c_str());
-        }
-        done += static_cast<size_t>(n);
-    }
+    out_->write(buffer_.data(), buffer_used_);
     buffer_used_ = 0;
 }
 
@@ -153,11 +135,9 @@ uint64_t GgufWriter::file_size() const {
     return header_size() + tensors_.back().offset + tensors_.back().nbytes;
 }
 
-void GgufWriter::begin(const std::string &path) {
-    if (fd_ >= 0) fail(Status::internal, "GgufWriter::begin called twice");
-    path_ = path;
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail_errno(errno, "%s: cannot create", path.c_str());
+void GgufWriter::begin(AtomicFile &out) {
+    if (out_) fail(Status::internal, "GgufWriter::begin called twice");
+    out_ = &out;
     std::vector<uint8_t> kv = std::move(kv_bytes_);
     header_mode_ = false;
     buffer_.resize(kBufferBytes);
@@ -189,7 +169,7 @@ void GgufWriter::write_data(const void *data, size_t size) {
     const auto *p = static_cast<const uint8_t *>(data);
     static const uint8_t zeros[256] = {};
     while (size > 0) {
-        if (current_ >= tensors_.size()) fail(Status::internal, "%s: more tensor data than declared", path_.c_str());
+        if (current_ >= tensors_.size()) fail(Status::internal, "GgufWriter: more tensor data than declared");
         const Tensor &t = tensors_[current_];
         size_t n = static_cast<size_t>(std::min<uint64_t>(size, t.nbytes - current_written_));
         put(p, n);
@@ -211,15 +191,10 @@ void GgufWriter::write_data(const void *data, size_t size) {
 }
 
 void GgufWriter::finish() {
-    if (fd_ < 0) fail(Status::internal, "GgufWriter::finish without begin");
+    if (!out_) fail(Status::internal, "GgufWriter::finish without begin");
     if (current_ != tensors_.size())
-        fail(Status::internal, "%s: tensor %s not fully written", path_.c_str(), tensors_[current_].name.c_str());
+        fail(Status::internal, "GgufWriter: tensor %s not fully written", tensors_[current_].name.c_str());
     flush();
-    if (::close(fd_) != 0) {
-        fd_ = -1;
-        fail_errno(errno, "%s: close failed", path_.c_str());
-    }
-    fd_ = -1;
 }
 
 }  // namespace moe::gguf

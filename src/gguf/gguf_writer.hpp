@@ -8,12 +8,15 @@
 
 #include "common/ggml_types.hpp"
 
+namespace moe {
+class AtomicFile;
+}
+
 namespace moe::gguf {
 
 class GgufWriter {
 public:
     explicit GgufWriter(uint32_t alignment = 32);
-    ~GgufWriter();
     GgufWriter(const GgufWriter &) = delete;
     GgufWriter &operator=(const GgufWriter &) = delete;
 
@@ -35,11 +38,12 @@ public:
     // Size the finished file will have.
     uint64_t file_size() const;
 
-    // Creates `path` and writes the header. Afterwards write every tensor's
-    // bytes in declaration order with write_data (any chunking).
-    void begin(const std::string &path);
+    // Writes the header to `out`, which the caller publishes once finish()
+    // has returned. Afterwards write every tensor's bytes in declaration
+    // order with write_data (any chunking).
+    void begin(AtomicFile &out);
     void write_data(const void *data, size_t size);
-    // Checks every tensor was fully written, flushes and closes.
+    // Checks every tensor was fully written and flushes.
     void finish();
 
 private:
@@ -63,8 +67,7 @@ private:
     std::vector<std::string> keys_;
     uint64_t n_kv_ = 0;
     std::vector<Tensor> tensors_;
-    std::string path_;
-    int fd_ = -1;
+    AtomicFile *out_ = nullptr;
     std::vector<uint8_t> buffer_;
     size_t buffer_used_ = 0;
     size_t current_ = 0;          // tensor being written

@@ -1,7 +1,5 @@
 #include "model/generator.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +7,7 @@
 #include <future>
 #include <vector>
 
+#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/ggml_types.hpp"
 #include "gguf/gguf_writer.hpp"
@@ -368,8 +367,8 @@ void generate_model(const GeneratorConfig &requested, const std::string &path,
     gguf::GgufWriter w;
     build_header(w, c, specs);
     const uint64_t total = w.file_size();
-    const std::string tmp = path + ".tmp";
-    w.begin(tmp);
+    AtomicFile out(path);
+    w.begin(out);
 
     // Two chunk buffers: one is filled while the other is written.
     constexpr uint64_t kChunk = 8u << 20;
@@ -397,11 +396,7 @@ void generate_model(const GeneratorConfig &requested, const std::string &path,
     }
     if (pending.valid()) pending.get();
     w.finish();
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        fail_errno(err, "cannot rename %s to %s", tmp.c_str(), path.c_str());
-    }
+    out.commit();
     if (progress) progress(total, total);
 }
 

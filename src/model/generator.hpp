@@ -36,7 +36,8 @@ GeneratorConfig resolve_generator_config(const GeneratorConfig &requested);
 // Bytes of the file generate_model would write.
 uint64_t generated_model_size(const GeneratorConfig &config);
 
-// Writes the model to `path` via `path`.tmp + rename.
+// Writes the model to `path` through an AtomicFile: a run that fails leaves
+// an earlier file there as it was, and no partial one.
 void generate_model(const GeneratorConfig &config, const std::string &path,
                     const std::function<void(uint64_t done, uint64_t total)> &progress = {});
 
