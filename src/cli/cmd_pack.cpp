@@ -48,12 +48,11 @@ int cmd_pack(const Args &args) {
         std::printf("%s: %" PRIu64 " experts verified, all intact\n", out.c_str(), checked);
         return 0;
     }
-    // The library writes OUT.tmp and renames it over OUT: neither may be the model.
-    for (const std::string &written : {out, out + ".tmp"})
-        if (const std::string why = output_conflict(written, {model}); !why.empty()) {
-            std::fprintf(stderr, "moestream pack: %s\n", why.c_str());
-            return 1;
-        }
+    // The library renames a fresh temporary over OUT, which therefore must not be the model.
+    if (const std::string why = output_conflict(out, {model}); !why.empty()) {
+        std::fprintf(stderr, "moestream pack: %s\n", why.c_str());
+        return 1;
+    }
     const int rc = moestream_pack(model.c_str(), out.c_str());
     if (rc != MOESTREAM_OK) {
         std::fprintf(stderr, "moestream pack: %s\n", moestream_last_error());

@@ -2,8 +2,10 @@
 // every token in every layer (moestream_params.routing_trace_path).
 // Decode steps take the argmax (--feed greedy, the default) or random
 // token ids (--feed random: routing as varied as the model makes it).
-// The trace goes to a temporary file renamed over -o only when the run
-// succeeds, so a failed run keeps an earlier trace.
+// The library writes the trace whole or not at all, but publishes it at
+// moestream_close also after a failed step; so it is given a temporary file
+// of the CLI's, renamed over -o only when the run succeeds: a failed run
+// keeps an earlier trace.
 #include <algorithm>
 #include <cstdio>
 #include <limits>
