@@ -228,6 +228,33 @@ std::string output_conflict(const std::string &output, const std::vector<std::st
     return "";
 }
 
+// Copies the finished temporary into the target (through a link, into a
+// pipe), then removes the temporary.
+bool PendingOutput::copy_into_target(std::string &error) {
+    errno = 0;
+    const int in = ::open(temp_.c_str(), O_RDONLY | O_CLOEXEC);
+    const int out = ::open(target_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    bool ok = in >= 0 && out >= 0;
+    std::vector<char> buf(ok ? 1 << 20 : 0);
+    for (ssize_t n = 0; ok && (n = ::read(in, buf.data(), buf.size())) != 0;) {
+        if (n < 0 && errno == EINTR) continue;
+        ok = n > 0;
+        for (ssize_t done = 0; ok && done < n;) {
+            const ssize_t w = ::write(out, buf.data() + done, size_t(n - done));
+            if (w < 0 && errno == EINTR) continue;
+            ok = w > 0;
+            done += ok ? w : 0;
+        }
+    }
+    if (!ok) error = "cannot write " + target_ + ": " + std::strerror(errno ? errno : EIO);
+    if (in >= 0) ::close(in);
+    if (out >= 0 && ::close(out) != 0 && ok) {
+        error = "cannot write " + target_ + ": " + std::strerror(errno);
+        ok = false;
+    }
+    return ok;  // the destructor removes the temporary
+}
+
 PendingOutput::~PendingOutput() {
     if (!temp_.empty() && !direct_) ::unlink(temp_.c_str());
 }
@@ -236,17 +263,24 @@ bool PendingOutput::create(std::string &error) {
     // Anything but a plain file is written through as it is: a pipe or a
     // device, and a symbolic link (/dev/stdout among them), which a rename
     // would replace instead of writing to what it points at.
-    if (struct stat st {}; ::lstat(target_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-        direct_ = true;
-        temp_ = target_;
-        return true;
-    }
     const std::filesystem::path target(target_);
-    const std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
+    std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
+    if (struct stat st {}; ::lstat(target_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (non_plain_ == NonPlainTarget::write_through) {
+            direct_ = true;
+            temp_ = target_;
+            return true;
+        }
+        copy_ = true;
+        std::error_code ec;
+        dir = std::filesystem::temp_directory_path(ec).string();
+        if (ec) dir = "/tmp";
+    }
     std::string temp = dir + "/." + target.filename().string() + ".tmp.XXXXXX";
     const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
     if (fd < 0) {
-        error = "cannot create a file beside " + target_ + ": " + std::strerror(errno);
+        error = "cannot create a file " + std::string(copy_ ? "in " + dir + " for " : "beside ") + target_ + ": " +
+                std::strerror(errno);
         return false;
     }
     // mkostemp makes the file private; the output gets the mode a plain create would give it.
@@ -260,6 +294,7 @@ bool PendingOutput::create(std::string &error) {
 
 bool PendingOutput::commit(std::string &error) {
     if (direct_) return true;
+    if (copy_) return copy_into_target(error);
     if (::rename(temp_.c_str(), target_.c_str()) != 0) {
         error = "cannot write " + target_ + ": " + std::strerror(errno);
         return false;

@@ -72,10 +72,17 @@ std::string output_conflict(const std::string &output, const std::vector<std::st
 // it by commit(), so a run that fails (or throws) first leaves neither a
 // partial file nor a truncated earlier one: the destructor removes an
 // uncommitted temporary. A target that exists and is not a regular file (a
-// pipe, /dev/stdout) cannot be replaced and is written directly.
+// pipe, /dev/stdout, a symbolic link) cannot be replaced by a rename: with
+// NonPlainTarget::write_through path() is the target itself; with
+// copy_on_commit (for writers that need a real file, such as the library,
+// which renames its own temporary over the path it is given) path() is a
+// temporary file of the system's temporary directory, copied into the target
+// by commit().
+enum class NonPlainTarget { write_through, copy_on_commit };
 class PendingOutput {
 public:
-    explicit PendingOutput(std::string target) : target_(std::move(target)) {}
+    explicit PendingOutput(std::string target, NonPlainTarget non_plain = NonPlainTarget::write_through)
+        : target_(std::move(target)), non_plain_(non_plain) {}
     ~PendingOutput();
     PendingOutput(const PendingOutput &) = delete;
     PendingOutput &operator=(const PendingOutput &) = delete;
@@ -88,9 +95,12 @@ public:
     bool commit(std::string &error);
 
 private:
+    bool copy_into_target(std::string &error);
     std::string target_;
+    NonPlainTarget non_plain_;
     std::string temp_;
-    bool direct_ = false;
+    bool direct_ = false;  // write_through to a target that is not a plain file
+    bool copy_ = false;    // copy_on_commit to a target that is not a plain file
 };
 
 // Passes the library's warnings to stderr ("moestream: warning: ...").

@@ -24,18 +24,13 @@ const char *kUsage =
 int cmd_pack(const Args &args) {
     ParsedArgs p;
     std::string error;
-    if (!parse_args(args, {"--output"}, {"--verify", "--help"}, p, error, {{"-o", "--output"}, {"-h", "--help"}})) {
-        std::fprintf(stderr, "moestream pack: %s\n%s", error.c_str(), kUsage);
-        return 2;
-    }
+    if (!parse_args(args, {"--output"}, {"--verify", "--help"}, p, error, {{"-o", "--output"}, {"-h", "--help"}}))
+        return usage_error("pack", error);
     if (p.has("--help")) {
         std::fputs(kUsage, stdout);
         return 0;
     }
-    if (p.positional.size() != 1) {
-        std::fputs(kUsage, stderr);
-        return 2;
-    }
+    if (p.positional.size() != 1) return usage_error("pack", "expected one MODEL argument");
     const std::string model = p.positional[0];
     const std::string out = p.get_or("--output", model + ".moepack");
     if (p.has("--verify")) {

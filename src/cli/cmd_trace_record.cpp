@@ -4,8 +4,8 @@
 // token ids (--feed random: routing as varied as the model makes it).
 // The library writes the trace whole or not at all, but publishes it at
 // moestream_close also after a failed step; so it is given a temporary file
-// of the CLI's, renamed over -o only when the run succeeds: a failed run
-// keeps an earlier trace.
+// of the CLI's, renamed over -o only when the run succeeds (copied into it
+// when -o is a pipe or a link): a failed run keeps an earlier trace.
 #include <algorithm>
 #include <cstdio>
 #include <limits>
@@ -27,7 +27,7 @@ struct RecordOptions {
     uint64_t budget = 0;
 };
 
-// Fills `o` from the parsed options; on a bad value prints a usage error naming the option.
+// Fills `o` from the parsed options; false after a usage error naming the option.
 bool read_options(const ParsedArgs &a, RecordOptions &o) {
     constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
     const struct {
@@ -39,19 +39,12 @@ bool read_options(const ParsedArgs &a, RecordOptions &o) {
                 {"--seed", &o.seed, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()},
                 {"--threads", &o.threads, 0, kInt32Max}};
     for (const auto &opt : ints)
-        if (auto s = a.get(opt.name); s && !parse_int_in(*s, opt.lo, opt.hi, *opt.field)) {
-            std::fprintf(stderr, "moestream trace record: %s\n", int_range_error(opt.name, *s, opt.lo, opt.hi).c_str());
-            return false;
-        }
-    if (auto s = a.get("--memory-budget"); s && !parse_size(*s, o.budget)) {
-        std::fprintf(stderr, "moestream trace record: bad --memory-budget '%s'\n", s->c_str());
-        return false;
-    }
+        if (auto s = a.get(opt.name); s && !parse_int_in(*s, opt.lo, opt.hi, *opt.field))
+            return usage_error("trace record", int_range_error(opt.name, *s, opt.lo, opt.hi)), false;
+    if (auto s = a.get("--memory-budget"); s && !parse_size(*s, o.budget))
+        return usage_error("trace record", "bad --memory-budget '" + *s + "'"), false;
     o.feed = a.get_or("--feed", "greedy");
-    if (o.feed != "greedy" && o.feed != "random") {
-        std::fprintf(stderr, "moestream trace record: --feed takes greedy or random\n");
-        return false;
-    }
+    if (o.feed != "greedy" && o.feed != "random") return usage_error("trace record", "--feed takes greedy or random"), false;
     return true;
 }
 
@@ -86,15 +79,10 @@ int trace_record(const Args &args) {
     ParsedArgs a;
     std::string error;
     if (!parse_args(args, {"-m", "--tokens", "--prompt", "--memory-budget", "--seed", "--threads", "--feed", "-o"}, {}, a, error,
-                    {{"--model", "-m"}, {"-n", "--tokens"}, {"--output", "-o"}, {"--budget", "--memory-budget"}})) {
-        std::fprintf(stderr, "moestream trace record: %s\n", error.c_str());
-        return 2;
-    }
+                    {{"--model", "-m"}, {"-n", "--tokens"}, {"--output", "-o"}, {"--budget", "--memory-budget"}}))
+        return usage_error("trace record", error);
     RecordOptions o;
-    if (!a.get("-m") || !a.get("-o")) {
-        std::fprintf(stderr, "moestream trace record: -m MODEL and -o TRACE are required\n");
-        return 2;
-    }
+    if (!a.get("-m") || !a.get("-o")) return usage_error("trace record", "-m MODEL and -o TRACE are required");
     o.model = *a.get("-m");
     o.out = *a.get("-o");
     if (!read_options(a, o)) return 2;
@@ -102,7 +90,7 @@ int trace_record(const Args &args) {
         std::fprintf(stderr, "moestream trace record: %s\n", why.c_str());
         return 1;
     }
-    PendingOutput trace(o.out);
+    PendingOutput trace(o.out, NonPlainTarget::copy_on_commit);
     if (!trace.create(error)) {
         std::fprintf(stderr, "moestream trace record: %s\n", error.c_str());
         return 1;

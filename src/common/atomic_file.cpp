@@ -1,6 +1,7 @@
 #include "common/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -16,11 +17,11 @@ namespace moe {
 namespace {
 
 // Creates `path`, whose last six characters are replaced, under fresh names
-// until one is free. This is mkostemp but with mode 0666: the kernel then
+// until one is free. This is mkostemp but with the caller's mode: the kernel then
 // applies the umask (and a default ACL) as for any new file, which a chmod
 // after mkostemp could only imitate by reading the umask, and umask(2) can
 // only be read by changing it under the process's other threads.
-int create_unique(std::string &path) {
+int create_unique(std::string &path, unsigned mode) {
     static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     for (int attempt = 0; attempt < 1000; ++attempt) {
         // A taken name costs one more attempt (O_EXCL), so the clock will do
@@ -29,7 +30,7 @@ int create_unique(std::string &path) {
         if (::getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r)
             r = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) + uint64_t(attempt);
         for (size_t i = path.size() - 6; i < path.size(); ++i, r /= 62) path[i] = kChars[r % 62];
-        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(mode));
         if (fd >= 0 || errno != EEXIST) return fd;
     }
     errno = EEXIST;
@@ -48,6 +49,28 @@ void write_fully(const void *data, size_t n, const std::string &target, Step &&s
     }
 }
 
+// The file a rename over `target` should replace. A symbolic link is followed
+// (a rename would replace the link itself, and /dev/stdout is one), so the
+// link keeps pointing at the new file. Whatever else is not a plain file
+// cannot be replaced by a rename without destroying it.
+std::string file_to_replace(const std::string &target) {
+    struct stat st {};
+    if (::lstat(target.c_str(), &st) != 0) return target;  // a new file; a missing directory fails later
+    std::string path = target;
+    if (S_ISLNK(st.st_mode)) {
+        std::error_code ec;
+        path = std::filesystem::canonical(target, ec).string();
+        if (ec || ::stat(path.c_str(), &st) != 0)
+            fail(Status::invalid_argument, "cannot write %s: it is a symbolic link to nothing that can be replaced",
+                 target.c_str());
+    }
+    if (!S_ISREG(st.st_mode))
+        fail(Status::invalid_argument,
+             "cannot write %s: it is not a plain file (files are written beside their target and renamed over it)",
+             target.c_str());
+    return path;
+}
+
 }  // namespace
 
 const FileOps &FileOps::posix() {
@@ -60,16 +83,17 @@ const FileOps &FileOps::posix() {
     return ops;
 }
 
-AtomicFile::AtomicFile(std::string target, const FileOps &ops) : target_(std::move(target)), ops_(ops) {
-    const std::filesystem::path path(target_);
-    const std::string name = path.filename().string();
+AtomicFile::AtomicFile(std::string target, const FileOps &ops, unsigned mode) : target_(std::move(target)), ops_(ops) {
+    const std::string name = std::filesystem::path(target_).filename().string();
     if (name.empty() || name == "." || name == "..")
         fail(Status::invalid_argument, "'%s' does not name a file to write", target_.c_str());
+    dest_ = file_to_replace(target_);
+    const std::filesystem::path path(dest_);
     dir_ = path.has_parent_path() ? path.parent_path().string() : std::string(".");
     dir_fd_ = ops_.open_directory(dir_.c_str());
     if (dir_fd_ < 0) fail_errno(errno, "cannot open directory %s to write %s", dir_.c_str(), target_.c_str());
-    temp_ = dir_ + "/." + name + ".tmp.XXXXXX";
-    fd_ = create_unique(temp_);
+    temp_ = dir_ + "/." + path.filename().string() + ".tmp.XXXXXX";
+    fd_ = create_unique(temp_, mode);
     if (fd_ < 0) {
         const int err = errno;
         ::close(dir_fd_);  // no destructor runs for a constructor that throws
@@ -99,8 +123,8 @@ void AtomicFile::commit(std::string *warning) {
     const int closed = ::close(fd_);  // may report a deferred write error
     fd_ = -1;
     if (closed != 0) fail_errno(errno, "cannot close %s", target_.c_str());
-    if (ops_.rename(temp_.c_str(), target_.c_str()) != 0)
-        fail_errno(errno, "cannot rename %s to %s", temp_.c_str(), target_.c_str());
+    if (ops_.rename(temp_.c_str(), dest_.c_str()) != 0)
+        fail_errno(errno, "cannot rename %s to %s", temp_.c_str(), dest_.c_str());
     temp_.clear();
     std::string note;
     if (ops_.fsync(dir_fd_) != 0 && errno != EINVAL && errno != ENOTSUP) {

@@ -26,9 +26,12 @@ public:
     // Opens the target's directory first, so that one that cannot be opened
     // (for the sync after the rename) fails before anything is written, then
     // creates `.NAME.tmp.XXXXXX` in it, unique to this writer, with the mode
-    // open(O_CREAT, 0666) would give. Throws moe::Error: invalid_argument for
-    // a path that names no file, io naming the path and errno.
-    explicit AtomicFile(std::string target, const FileOps &ops = FileOps::posix());
+    // open(O_CREAT, mode) would give (the umask applies). A target that is a
+    // symbolic link is followed: the file it names is replaced and the link
+    // stays a link. Throws moe::Error: invalid_argument for a path that names
+    // no file or names something a rename cannot replace (a pipe, a device,
+    // a directory, a link that leads nowhere), io naming the path and errno.
+    explicit AtomicFile(std::string target, const FileOps &ops = FileOps::posix(), unsigned mode = 0666);
     ~AtomicFile();  // without commit(): closes and removes the temporary
     AtomicFile(const AtomicFile &) = delete;
     AtomicFile &operator=(const AtomicFile &) = delete;
@@ -47,7 +50,9 @@ public:
     void commit(std::string *warning = nullptr);
 
 private:
-    std::string target_, temp_;  // temp_ is "" once renamed
+    std::string target_;  // as given, for messages
+    std::string dest_;    // what the rename replaces: target_ with symbolic links followed
+    std::string temp_;    // "" once renamed
     std::string dir_;
     FileOps ops_;
     int dir_fd_ = -1, fd_ = -1;

@@ -310,7 +310,8 @@ std::string write_state_file(const std::string &path, const StateShape &shape, c
                              const FileOps &ops) {
     uint8_t header[kHeaderSize];
     encode_full_header(header, shape, contents);
-    AtomicFile file(path, ops);
+    // Private: a state holds the conversation (its tokens and KV cache).
+    AtomicFile file(path, ops, 0600);
     BufferedWriter out(file);
     out.put(header, kHeaderSize);
     for_each_payload_range(contents, [&](const uint8_t *p, size_t n) { out.put(p, n); });

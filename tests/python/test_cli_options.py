@@ -175,6 +175,10 @@ def test_version_help_prints_its_usage(cli_path):
     (["generate", "--preset", "tiny"], "generate", "-o PATH is required"),
     (["version", "x"], "version", "unexpected argument 'x'"),
     (["run", "-m", "{model}", "--bogus"], "run", "unknown option '--bogus'"),
+    (["pack"], "pack", "expected one MODEL argument"),
+    (["trace", "record", "-m", "{model}", "-o", "x.trace", "--feed", "sideways"], "trace record",
+     "--feed takes greedy or random"),
+    (["trace", "record", "-o", "x.trace"], "trace record", "-m MODEL and -o TRACE are required"),
 ])
 def test_usage_errors_name_the_problem_and_point_to_help(cli_path, model, trace, tmp_path, args, command, what):
     r = subprocess.run([str(cli_path), *[a.format(model=model, trace=trace) for a in args]], capture_output=True,

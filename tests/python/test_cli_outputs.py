@@ -102,6 +102,42 @@ def test_logits_write_through_symbolic_links(cli_path, model):
     assert link.is_symlink() and real.stat().st_size == size
 
 
+def test_trace_record_copies_into_pipes_and_through_links(cli_path, model):
+    # The library renames a finished trace over the path it is given, which
+    # would replace a link (or, for root, /dev/stdout itself): the CLI gives it
+    # a file of its own and copies the trace into the target at the end.
+    # /proc/self/fd/1 is such a link that no rename can replace.
+    r = subprocess.run([str(cli_path), "trace", "record", "-m", str(model), "--prompt", "3", "--tokens", "2",
+                        "-o", "/proc/self/fd/1"], capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    piped = model.parent / "piped.trace"
+    piped.write_bytes(r.stdout.split(b"wrote ")[0])
+    real, link = model.parent / "real.trace", model.parent / "link.trace"
+    real.write_bytes(b"old")
+    link.symlink_to(real)
+    r = cli(cli_path, "trace", "record", "-m", model, "--prompt", "3", "--tokens", "2", "-o", link)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and real.read_bytes() == piped.read_bytes()
+    info = cli(cli_path, "trace", "info", real)
+    assert info.returncode == 0 and "tokens" in info.stdout, info.stdout + info.stderr
+    assert leftovers(model.parent, "m.gguf", "piped.trace", "real.trace", "link.trace") == []
+
+
+def test_pack_and_generate_follow_links_and_refuse_pipes(cli_path, model):
+    real, link = model.parent / "real.gguf", model.parent / "link.gguf"
+    real.write_bytes(b"old")
+    link.symlink_to(real)
+    r = cli(cli_path, "generate", "--preset", "tiny", "-o", link)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and digest(real) == digest(model)
+    fifo = model.parent / "fifo"
+    os.mkfifo(fifo)
+    r = cli(cli_path, "generate", "--preset", "tiny", "-o", fifo)
+    assert r.returncode == 1 and "not a plain file" in r.stderr, r.stderr
+    assert fifo.is_fifo()
+    assert leftovers(model.parent, "m.gguf", "real.gguf", "link.gguf", "fifo") == []
+
+
 def test_a_failed_trace_record_leaves_no_trace_and_keeps_the_earlier_one(cli_path, model):
     trace = model.parent / "r.trace"
     good = cli(cli_path, "trace", "record", "-m", model, "--prompt", "3", "--tokens", "2", "-o", trace)

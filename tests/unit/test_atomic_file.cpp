@@ -94,6 +94,49 @@ TEST(AtomicFile, ModeFollowsTheUmask) {
     ::umask(saved);
 }
 
+TEST(AtomicFile, APrivateModeStaysPrivate) {
+    const std::string target = moe::test::scratch_dir() + "/private.bin";
+    const mode_t saved = ::umask(002);
+    AtomicFile f(target, moe::FileOps::posix(), 0600);
+    f.commit();
+    ::umask(saved);
+    struct stat st {};
+    ASSERT_EQ(::stat(target.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// A rename over a symbolic link would replace the link (as root, /dev/stdout
+// itself): the file it points at is replaced instead, and the link stays.
+TEST(AtomicFile, ASymbolicLinkIsFollowedAndStaysALink) {
+    const std::string dir = moe::test::scratch_dir();
+    fs::create_directory(dir + "/real");
+    write_text(dir + "/real/file.bin", "old");
+    fs::create_symlink("real/file.bin", dir + "/link.bin");
+    AtomicFile f(dir + "/link.bin");
+    put(f, "new");
+    f.commit();
+    EXPECT_TRUE(fs::is_symlink(dir + "/link.bin"));
+    EXPECT_EQ(read_text(dir + "/real/file.bin"), "new");
+    EXPECT_EQ(names_in(dir + "/real"), std::vector<std::string>{"file.bin"});
+}
+
+// What a rename cannot replace without destroying it is refused before
+// anything is written: a pipe, a device, a directory, a dangling link.
+TEST(AtomicFile, TargetsThatAreNotPlainFilesAreRefused) {
+    const std::string dir = moe::test::scratch_dir();
+    ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0600), 0);
+    fs::create_directory(dir + "/sub");
+    fs::create_symlink("nowhere/file.bin", dir + "/dangling");
+    for (const std::string target : {dir + "/fifo", dir + "/sub", dir + "/dangling", std::string("/dev/null")}) {
+        std::string message;
+        EXPECT_EQ(status_of([&] { AtomicFile f(target); }, &message), Status::invalid_argument) << target;
+        EXPECT_NE(message.find(target), std::string::npos) << message;
+    }
+    EXPECT_TRUE(fs::is_symlink(dir + "/dangling"));
+    EXPECT_TRUE(fs::is_fifo(dir + "/fifo"));
+    EXPECT_EQ(names_in(dir).size(), 3u);
+}
+
 // A sync or rename that fails is reported with the path and the system's
 // reason, and the old target stays (the last step before the rename).
 TEST(AtomicFile, FailedSyncOrRenameReportsTheErrorAndKeepsTheOldTarget) {

@@ -128,6 +128,10 @@ TEST(StateFile, RoundTripsThroughAFile) {
     EXPECT_EQ(read_bytes(dir + "/a.state"), s.encode());
     expect_matches(read_state_file(dir + "/a.state", s.shape), s);
     EXPECT_EQ(count_temp_files(dir), 0u);
+    // Private whatever the umask: the file holds the conversation.
+    struct stat st {};
+    ASSERT_EQ(::stat((dir + "/a.state").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
     // Sections start 8-aligned so token ids can be viewed in place.
     const LoadedState got = read_state_file(dir + "/a.state", s.shape);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(got.tokens.data()) % 8, 0u);
