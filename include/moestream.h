@@ -26,6 +26,13 @@
  *   tokenizer) are not detected. The Python binding refuses such a close
  *   during any call (Error with status BUSY).
  * - The library never prints on its own; pass a log callback to see messages.
+ * - Every file the library writes (state files, packed expert files, generated
+ *   models, routing traces, usage profiles) is written to a temporary file of
+ *   its own beside the target (.NAME.tmp.XXXXXX), synced and renamed over the
+ *   target, so the target holds its old contents or the whole new file. A
+ *   target that is a symbolic link is followed (the file it names is
+ *   replaced, the link stays); one that is not a plain file (a pipe, a
+ *   device) is refused with MOESTREAM_ERR_INVALID_ARGUMENT.
  */
 #ifndef MOESTREAM_H
 #define MOESTREAM_H
