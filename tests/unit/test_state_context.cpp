@@ -173,9 +173,10 @@ TEST(StateContext, SaveFailureKeepsThePreviousFile) {
     step(c, kPrompt);
     c.save_state(dir + "/s.state");
     EXPECT_EQ(status_of([&] { c.save_state(dir + "/no-such-dir/s.state"); }), moe::Status::io);
-    // A directory in the way of the rename.
+    // A directory in the way: refused before anything is written.
     fs::create_directories(dir + "/taken.state/x");
-    EXPECT_EQ(status_of([&] { c.save_state(dir + "/taken.state"); }), moe::Status::io);
+    EXPECT_EQ(status_of([&] { c.save_state(dir + "/taken.state"); }), moe::Status::invalid_argument);
+    EXPECT_TRUE(fs::is_directory(dir + "/taken.state/x"));
     for (const auto &e : fs::directory_iterator(dir))
         EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
     moe::Context d(params_for(path));
