@@ -30,9 +30,12 @@
  *   models, routing traces, usage profiles) is written to a temporary file of
  *   its own beside the target (.NAME.tmp.XXXXXX), synced and renamed over the
  *   target, so the target holds its old contents or the whole new file. A
- *   target that is a symbolic link is followed (the file it names is
- *   replaced, the link stays); one that is not a plain file (a pipe, a
- *   device) is refused with MOESTREAM_ERR_INVALID_ARGUMENT.
+ *   target that is a symbolic link to a file is followed (the temporary goes
+ *   beside the file it names, which is replaced; the link stays); one that is
+ *   not a plain file (a pipe, a device, a directory) is refused with
+ *   MOESTREAM_ERR_INVALID_ARGUMENT, or, for the usage profile saved by
+ *   moestream_close (which returns nothing), not written and logged as a
+ *   warning.
  */
 #ifndef MOESTREAM_H
 #define MOESTREAM_H

@@ -228,62 +228,88 @@ std::string output_conflict(const std::string &output, const std::vector<std::st
     return "";
 }
 
-// Copies the finished temporary into the target (through a link, into a
-// pipe), then removes the temporary.
+namespace {
+
+bool write_all(int fd, const char *data, size_t n) {
+    while (n > 0) {
+        const ssize_t w = ::write(fd, data, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        data += w;
+        n -= size_t(w);
+    }
+    return true;
+}
+
+}  // namespace
+
+// Copies the finished temporary into the target opened by create() (a pipe,
+// a device), then lets the destructor remove the temporary.
 bool PendingOutput::copy_into_target(std::string &error) {
-    errno = 0;
+    std::vector<char> buf(size_t(1) << 20);
     const int in = ::open(temp_.c_str(), O_RDONLY | O_CLOEXEC);
-    const int out = ::open(target_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
-    bool ok = in >= 0 && out >= 0;
-    std::vector<char> buf(ok ? 1 << 20 : 0);
+    bool ok = in >= 0;
     for (ssize_t n = 0; ok && (n = ::read(in, buf.data(), buf.size())) != 0;) {
         if (n < 0 && errno == EINTR) continue;
-        ok = n > 0;
-        for (ssize_t done = 0; ok && done < n;) {
-            const ssize_t w = ::write(out, buf.data() + done, size_t(n - done));
-            if (w < 0 && errno == EINTR) continue;
-            ok = w > 0;
-            done += ok ? w : 0;
-        }
+        ok = n > 0 && write_all(out_fd_, buf.data(), size_t(n));
     }
-    if (!ok) error = "cannot write " + target_ + ": " + std::strerror(errno ? errno : EIO);
+    if (!ok) error = "cannot write " + target_ + ": " + std::strerror(errno);
     if (in >= 0) ::close(in);
-    if (out >= 0 && ::close(out) != 0 && ok) {
-        error = "cannot write " + target_ + ": " + std::strerror(errno);
-        ok = false;
-    }
-    return ok;  // the destructor removes the temporary
+    return ok;
 }
 
 PendingOutput::~PendingOutput() {
     if (!temp_.empty() && !direct_) ::unlink(temp_.c_str());
+    if (out_fd_ >= 0) ::close(out_fd_);
 }
 
 bool PendingOutput::create(std::string &error) {
-    // Anything but a plain file is written through as it is: a pipe or a
-    // device, and a symbolic link (/dev/stdout among them), which a rename
-    // would replace instead of writing to what it points at.
-    const std::filesystem::path target(target_);
-    std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
-    if (struct stat st {}; ::lstat(target_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-        if (non_plain_ == NonPlainTarget::write_through) {
-            direct_ = true;
-            temp_ = target_;
-            return true;
+    // A symbolic link to a plain file is followed, so the file it names is
+    // replaced by the rename and the link stays a link. Anything else that is
+    // not a plain file (a pipe, a device, /dev/stdout leading to one) cannot
+    // be replaced by a rename: it is written through, or gets a copy of the
+    // finished output.
+    dest_ = target_;
+    struct stat st {};
+    if (::lstat(target_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISLNK(st.st_mode) && ::stat(target_.c_str(), &st) != 0) {
+            error = "cannot write " + target_ + ": it is a symbolic link to nothing";
+            return false;
         }
-        copy_ = true;
         std::error_code ec;
-        dir = std::filesystem::temp_directory_path(ec).string();
-        if (ec) dir = "/tmp";
+        if (S_ISREG(st.st_mode)) dest_ = std::filesystem::canonical(target_, ec).string();
+        if (!S_ISREG(st.st_mode) || ec) {
+            if (non_plain_ == NonPlainTarget::write_through) {
+                direct_ = true;
+                temp_ = target_;
+                return true;
+            }
+            // Opened now, so that a target that cannot be written fails before the work is done.
+            out_fd_ = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC);
+            if (out_fd_ < 0) {
+                error = "cannot write " + target_ + ": " + std::strerror(errno);
+                return false;
+            }
+            copy_ = true;
+        }
     }
-    std::string temp = dir + "/." + target.filename().string() + ".tmp.XXXXXX";
-    const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
-    if (fd < 0) {
-        error = "cannot create a file " + std::string(copy_ ? "in " + dir + " for " : "beside ") + target_ + ": " +
-                std::strerror(errno);
+    const std::filesystem::path dest(dest_);
+    std::error_code ec;
+    const std::filesystem::path dir = copy_ ? std::filesystem::temp_directory_path(ec)
+                                    : dest.has_parent_path() ? dest.parent_path()
+                                                             : std::filesystem::path(".");
+    if (ec) {
+        error = "no temporary directory for " + target_ + ": " + ec.message();
         return false;
     }
-    // mkostemp makes the file private; the output gets the mode a plain create would give it.
+    std::string temp = dir.string() + "/." + dest.filename().string() + ".tmp.XXXXXX";
+    const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
+    if (fd < 0) {
+        error = "cannot create a file in " + dir.string() + " for " + target_ + ": " + std::strerror(errno);
+        return false;
+    }
+    // mkostemp makes the file private; the output gets the mode a plain create
+    // would give it (reading the umask sets it: the CLI has no other threads here).
     const mode_t mask = ::umask(0);
     ::umask(mask);
     ::fchmod(fd, 0666 & ~mask);
@@ -295,7 +321,7 @@ bool PendingOutput::create(std::string &error) {
 bool PendingOutput::commit(std::string &error) {
     if (direct_) return true;
     if (copy_) return copy_into_target(error);
-    if (::rename(temp_.c_str(), target_.c_str()) != 0) {
+    if (::rename(temp_.c_str(), dest_.c_str()) != 0) {
         error = "cannot write " + target_ + ": " + std::strerror(errno);
         return false;
     }

@@ -71,8 +71,9 @@ std::string output_conflict(const std::string &output, const std::vector<std::st
 // An output written under a temporary name beside its target and renamed over
 // it by commit(), so a run that fails (or throws) first leaves neither a
 // partial file nor a truncated earlier one: the destructor removes an
-// uncommitted temporary. A target that exists and is not a regular file (a
-// pipe, /dev/stdout, a symbolic link) cannot be replaced by a rename: with
+// uncommitted temporary. A symbolic link to a plain file is followed (the
+// link stays a link). A target that is not a plain file (a pipe, a device,
+// /dev/stdout leading to one) cannot be replaced by a rename: with
 // NonPlainTarget::write_through path() is the target itself; with
 // copy_on_commit (for writers that need a real file, such as the library,
 // which renames its own temporary over the path it is given) path() is a
@@ -98,9 +99,11 @@ private:
     bool copy_into_target(std::string &error);
     std::string target_;
     NonPlainTarget non_plain_;
+    std::string dest_;     // what the rename replaces: target_ with a link to a plain file followed
     std::string temp_;
     bool direct_ = false;  // write_through to a target that is not a plain file
     bool copy_ = false;    // copy_on_commit to a target that is not a plain file
+    int out_fd_ = -1;      // copy_on_commit: the target, opened by create()
 };
 
 // Passes the library's warnings to stderr ("moestream: warning: ...").

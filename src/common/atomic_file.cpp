@@ -56,15 +56,17 @@ void write_fully(const void *data, size_t n, const std::string &target, Step &&s
 std::string file_to_replace(const std::string &target) {
     struct stat st {};
     if (::lstat(target.c_str(), &st) != 0) return target;  // a new file; a missing directory fails later
-    std::string path = target;
+    if (!S_ISLNK(st.st_mode) && S_ISREG(st.st_mode)) return target;
+    // stat() follows links the kernel resolves itself (/proc/self/fd/N);
+    // canonical() names the file only when the link leads to a path.
+    std::error_code ec;
+    std::string path;
     if (S_ISLNK(st.st_mode)) {
-        std::error_code ec;
-        path = std::filesystem::canonical(target, ec).string();
-        if (ec || ::stat(path.c_str(), &st) != 0)
-            fail(Status::invalid_argument, "cannot write %s: it is a symbolic link to nothing that can be replaced",
-                 target.c_str());
+        if (::stat(target.c_str(), &st) != 0)
+            fail(Status::invalid_argument, "cannot write %s: it is a symbolic link to nothing", target.c_str());
+        if (S_ISREG(st.st_mode)) path = std::filesystem::canonical(target, ec).string();
     }
-    if (!S_ISREG(st.st_mode))
+    if (path.empty() || ec)
         fail(Status::invalid_argument,
              "cannot write %s: it is not a plain file (files are written beside their target and renamed over it)",
              target.c_str());
@@ -90,9 +92,9 @@ AtomicFile::AtomicFile(std::string target, const FileOps &ops, unsigned mode) : 
     dest_ = file_to_replace(target_);
     const std::filesystem::path path(dest_);
     dir_ = path.has_parent_path() ? path.parent_path().string() : std::string(".");
+    temp_ = dir_ + "/." + path.filename().string() + ".tmp.XXXXXX";  // before any descriptor: may throw
     dir_fd_ = ops_.open_directory(dir_.c_str());
     if (dir_fd_ < 0) fail_errno(errno, "cannot open directory %s to write %s", dir_.c_str(), target_.c_str());
-    temp_ = dir_ + "/." + path.filename().string() + ".tmp.XXXXXX";
     fd_ = create_unique(temp_, mode);
     if (fd_ < 0) {
         const int err = errno;

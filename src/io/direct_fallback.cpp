@@ -67,7 +67,7 @@ bool DirectFallbackBackend::retry_buffered(uint32_t slot) {
     try {
         // There is room: the refused attempt has just left the inner queue.
         inner().submit(again);
-    } catch (const Error &) {
+    } catch (...) {
         // Throwing here would lose the completions reaped with this one.
         return false;
     }
@@ -81,19 +81,24 @@ size_t DirectFallbackBackend::reap(std::span<ReadCompletion> out, bool wait) {
         const size_t got = inner().reap(out, wait);
         size_t n = 0;
         for (size_t i = 0; i < got; ++i) {
-            const uint32_t slot = uint32_t(out[i].tag);
+            const uint64_t slot = out[i].tag;
+            // A completion for no read of ours would free a slot twice and
+            // hand the next read's completion to another caller.
+            if (slot >= slots_.size() || !slots_[slot].used)
+                fail(Status::internal, "direct fallback: completion for slot %llu, which has no read in flight",
+                     static_cast<unsigned long long>(slot));
             Slot &s = slots_[slot];
             int64_t result = out[i].result;
             if (result == -EINVAL && s.direct) {
                 twins_[s.request.file].refused = true;  // later reads go buffered without a failed attempt
                 if (s.cancelled)
                     result = -ECANCELED;  // given up by the caller: not read, and no error of the file's
-                else if (retry_buffered(slot))
+                else if (retry_buffered(uint32_t(slot)))
                     continue;
             }
             out[n++] = ReadCompletion{s.request.tag, result};
             s.used = false;
-            free_slots_.push_back(slot);
+            free_slots_.push_back(uint32_t(slot));
         }
         // Every completion reaped may have been a refused attempt whose retry
         // has only just started: a waiting caller waits for it.

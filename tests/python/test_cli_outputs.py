@@ -120,7 +120,14 @@ def test_trace_record_copies_into_pipes_and_through_links(cli_path, model):
     assert link.is_symlink() and real.read_bytes() == piped.read_bytes()
     info = cli(cli_path, "trace", "info", real)
     assert info.returncode == 0 and "tokens" in info.stdout, info.stdout + info.stderr
-    assert leftovers(model.parent, "m.gguf", "piped.trace", "real.trace", "link.trace") == []
+    # Through a link a failed run keeps the earlier trace too (written beside the file, renamed).
+    bad = cli(cli_path, "trace", "record", "-m", model, "--prompt", "100000", "-o", link)
+    assert bad.returncode == 1 and real.read_bytes() == piped.read_bytes()
+    dangling = model.parent / "dangling.trace"
+    dangling.symlink_to(model.parent / "nowhere" / "x.trace")
+    bad = cli(cli_path, "trace", "record", "-m", model, "-o", dangling)
+    assert bad.returncode == 1 and "symbolic link to nothing" in bad.stderr, bad.stderr
+    assert leftovers(model.parent, "m.gguf", "piped.trace", "real.trace", "link.trace", "dangling.trace") == []
 
 
 def test_pack_and_generate_follow_links_and_refuse_pipes(cli_path, model):

@@ -191,6 +191,11 @@ def test_unsupported_architecture(lib, models, tmp_path):
     assert status == Status.UNSUPPORTED
     assert "qwen9moe" in lib.last_error()
     assert not out
+    info = _ffi.ModelInfo()
+    lib.moestream_model_info_init(ctypes.byref(info))
+    assert lib.raw("moestream_inspect")(str(tmp_path / "other-arch.gguf").encode(), 0,
+                                        ctypes.byref(info)) == Status.UNSUPPORTED
+    assert "qwen9moe" in lib.last_error()
 
 
 def test_unsupported_state_version(lib, ctx, tmp_path):

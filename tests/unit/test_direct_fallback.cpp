@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "common/error.hpp"
 #include "experts/slot_arena.hpp"
 #include "io/direct_fallback.hpp"
 #include "io/observed_backend.hpp"
@@ -206,3 +207,22 @@ TEST(DirectFallback, ReadCancelledBeforeTheRefusalIsNotRetried) {
 }
 
 }  // namespace
+
+// A completion for a slot with no read in flight (an inner backend that
+// queued a read and then threw, or a duplicate) would free the slot twice:
+// it is an internal error, not a completion handed to some caller.
+TEST(DirectFallback, CompletionForNoReadInFlightIsAnInternalError) {
+    Scripted s(4);
+    s.fallback.submit(ReadRequest{0, 0, 4096, nullptr, 7});
+    s.complete_last(4096);
+    ASSERT_EQ(1u, s.reap().size());
+    s.script->complete(s.script->submitted.back().tag, 4096);  // the same slot again
+    try {
+        s.reap();
+        FAIL() << "a stray completion was accepted";
+    } catch (const moe::Error &e) {
+        EXPECT_EQ(moe::Status::internal, e.status());
+    }
+    s.script->complete(99, 0);  // no such slot
+    EXPECT_THROW(s.reap(), moe::Error);
+}
