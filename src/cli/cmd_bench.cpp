@@ -246,12 +246,6 @@ int cmd_bench(const Args &args) {
         return 0;
     }
     if (!model) return usage_error("bench", "-m MODEL is required");
-    moestream_model_info info;
-    moestream_model_info_init(&info);
-    if (int st = moestream_inspect(model->c_str(), 0, &info); st != MOESTREAM_OK) {
-        std::fprintf(stderr, "moestream bench: %s\n", moestream_last_error());
-        return 1;
-    }
     BenchConfig base;
     base.model = *model;
     base.cold = !a.flags.count("--warm");
@@ -294,6 +288,25 @@ int cmd_bench(const Args &args) {
         return usage_error("bench", e.what());
     }
 
+    std::vector<std::pair<int32_t, bool>> modes;  // (io mode, resident)
+    const std::string default_modes = a.get("--sweep") ? "direct,mmap" : "auto";
+    bool any_resident = false;
+    for (const std::string &m : split_list(a.get_or("--io-mode", default_modes))) {
+        int32_t mode = 0;
+        bool resident = false;
+        if (!parse_io_mode(m, mode, resident)) return usage_error("bench", "bad --io-mode '" + m + "'");
+        modes.emplace_back(mode, resident);
+        any_resident = any_resident || resident;
+    }
+    if (modes.empty()) return usage_error("bench", "--io-mode lists no mode");
+    // Budgets given as shares need the model's size: the options above are checked first,
+    // so a usage error is reported as one whatever the model.
+    moestream_model_info info;
+    moestream_model_info_init(&info);
+    if (int st = moestream_inspect(model->c_str(), 0, &info); st != MOESTREAM_OK) {
+        std::fprintf(stderr, "moestream bench: %s\n", moestream_last_error());
+        return 1;
+    }
     std::vector<uint64_t> budgets;
     if (auto s = a.get("--sweep")) {
         for (const std::string &b : split_list(*s)) {
@@ -309,17 +322,6 @@ int cmd_bench(const Args &args) {
             return usage_error("bench", "bad --memory-budget");
         budgets.push_back(bytes);
     }
-    std::vector<std::pair<int32_t, bool>> modes;  // (io mode, resident)
-    const std::string default_modes = a.get("--sweep") ? "direct,mmap" : "auto";
-    bool any_resident = false;
-    for (const std::string &m : split_list(a.get_or("--io-mode", default_modes))) {
-        int32_t mode = 0;
-        bool resident = false;
-        if (!parse_io_mode(m, mode, resident)) return usage_error("bench", "bad --io-mode '" + m + "'");
-        modes.emplace_back(mode, resident);
-        any_resident = any_resident || resident;
-    }
-    if (modes.empty()) return usage_error("bench", "--io-mode lists no mode");
     // Weight bytes a decode token touches, from the tensor table.
     std::vector<GgufTensorSize> tensor_sizes;
     std::string gguf_why;

@@ -163,6 +163,9 @@ def test_version_help_prints_its_usage(cli_path):
     (["bench", "--bogus"], "bench", "unknown option --bogus"),
     (["bench"], "bench", "-m MODEL is required"),
     (["bench", "-m", "{model}", "--io-mode", "sideways"], "bench", "bad --io-mode 'sideways'"),
+    # Checked before the model is opened: a usage error whatever the model.
+    (["bench", "-m", "missing.gguf", "--seed", "x"], "bench", "bad --seed"),
+    (["bench", "-m", "missing.gguf", "--io-mode", "sideways"], "bench", "bad --io-mode 'sideways'"),
     (["trace"], "trace", "expected a subcommand: synth, info, replay or record"),
     (["trace", "frob"], "trace", "unknown subcommand 'frob'"),
     (["trace", "synth", "--reuse", "3", "-o", "x.trace"], "trace synth", "--reuse must be in [0, 1]"),
