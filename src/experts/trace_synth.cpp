@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "common/error.hpp"
+#include "common/splitmix64.hpp"
 
 namespace moe {
 namespace {
@@ -15,12 +16,7 @@ namespace {
 struct Rng {  // xoshiro-style quality is not needed; splitmix64 is fast and reproducible
     uint64_t s;
     explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
-    uint64_t next() {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
+    uint64_t next() { return splitmix64(s); }
     double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
 };
 

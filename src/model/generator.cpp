@@ -10,6 +10,7 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/ggml_types.hpp"
+#include "common/splitmix64.hpp"
 #include "gguf/gguf_writer.hpp"
 #include "kernels/kernels.hpp"
 
@@ -21,12 +22,7 @@ namespace {
 struct Rng {
     uint64_t s;
     explicit Rng(uint64_t seed) : s(seed ^ 0x9E3779B97F4A7C15ull) {}
-    uint64_t next() {  // splitmix64
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
+    uint64_t next() { return splitmix64(s); }
     float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0,1)
     void fill(uint8_t *p, size_t n) {
         while (n >= 8) {

@@ -5,17 +5,11 @@
 #include <limits>
 
 #include "common/error.hpp"
+#include "common/splitmix64.hpp"
 
 namespace moe {
 
 namespace {
-
-uint64_t splitmix64(uint64_t &x) {
-    uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 constexpr uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
