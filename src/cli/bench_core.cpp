@@ -254,17 +254,6 @@ bool read_all(int fd, void *data, size_t size) {
     return true;
 }
 
-void write_all(int fd, const void *data, size_t size) {
-    const auto *p = static_cast<const uint8_t *>(data);
-    while (size > 0) {
-        const ssize_t n = ::write(fd, p, size);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return;
-        p += n;
-        size -= size_t(n);
-    }
-}
-
 }  // namespace
 
 uint64_t cgroup_limit_for(uint64_t budget) { return budget + std::max<uint64_t>(budget / 20, 64ull << 20); }
@@ -312,7 +301,7 @@ BenchResult run_bench(const BenchConfig &c) {
                           c.cgroup ? (cgroup ? add_why.c_str() : why.c_str()) : "");
         }
         measure(c, r);
-        write_all(to_parent.get(), &r, sizeof r);
+        (void)write_all(to_parent.get(), &r, sizeof r);  // a short result is the parent's error to report
         to_parent.reset();
         std::fflush(stderr);
         ::_exit(0);

@@ -228,20 +228,17 @@ std::string output_conflict(const std::string &output, const std::vector<std::st
     return "";
 }
 
-namespace {
-
-bool write_all(int fd, const char *data, size_t n) {
-    while (n > 0) {
-        const ssize_t w = ::write(fd, data, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        data += w;
-        n -= size_t(w);
+bool write_all(int fd, const void *data, size_t size) {
+    const auto *p = static_cast<const uint8_t *>(data);
+    while (size > 0) {
+        const ssize_t n = ::write(fd, p, size);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        p += n;
+        size -= size_t(n);
     }
     return true;
 }
-
-}  // namespace
 
 // Copies the finished temporary into the target opened by create() (a pipe,
 // a device), then lets the destructor remove the temporary.

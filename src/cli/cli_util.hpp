@@ -68,6 +68,9 @@ std::string read_input_file(const std::string &path);
 // directory. Checked before anything is opened for writing.
 std::string output_conflict(const std::string &output, const std::vector<std::string> &inputs);
 
+// Writes all `size` bytes to `fd`, resuming short writes; false on an error.
+bool write_all(int fd, const void *data, size_t size);
+
 // An output written under a temporary name beside its target and renamed over
 // it by commit(), so a run that fails (or throws) first leaves neither a
 // partial file nor a truncated earlier one: the destructor removes an
