@@ -197,10 +197,16 @@ TEST(DenseCopy, ODirectRefusedForReadsFallsBackToBufferedReads) {
     if (!io::ReadFile(path, true).direct()) GTEST_SKIP() << "no O_DIRECT on this filesystem";
     const auto file = gguf::GgufFile::open(path);
     // The refused reads move no bytes, so the exact copy below shows the retry read them.
-    auto refusing = std::make_unique<test::RefusingBackend>(io::make_read_backend(io::BackendKind::pread, 4));
-    const test::RefusingBackend *device = refusing.get();
+    // The copy owns (and destroys) the backend: the refusing files are counted here.
+    uint32_t refusing_files = 0;
+    auto refusing = std::make_unique<test::RefusingBackend>(
+        io::make_read_backend(io::BackendKind::pread, 4), [&refusing_files](int fd) {
+            const bool refuses = test::RefusingBackend::opened_direct(fd);
+            refusing_files += refuses;
+            return refuses;
+        });
     const DenseCopy copy(*file, NumaPlacement::local, true, nullptr, std::move(refusing));
-    EXPECT_GT(device->refused, 0u);
+    EXPECT_GT(refusing_files, 0u);
     expect_exact_copy(*file, copy);
     EXPECT_FALSE(copy.direct());
     EXPECT_EQ(copy.describe().find("O_DIRECT"), std::string::npos) << copy.describe();
