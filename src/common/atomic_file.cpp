@@ -56,7 +56,7 @@ void write_fully(const void *data, size_t n, const std::string &target, Step &&s
 std::string file_to_replace(const std::string &target) {
     struct stat st {};
     if (::lstat(target.c_str(), &st) != 0) return target;  // a new file; a missing directory fails later
-    if (!S_ISLNK(st.st_mode) && S_ISREG(st.st_mode)) return target;
+    if (S_ISREG(st.st_mode)) return target;
     // stat() follows links the kernel resolves itself (/proc/self/fd/N);
     // canonical() names the file only when the link leads to a path.
     std::error_code ec;

@@ -8,6 +8,7 @@
 #include "common/monotonic_clock.hpp"
 #include "common/saturating.hpp"
 #include "experts/usage_profile.hpp"
+#include "io/direct_fallback.hpp"
 
 namespace moe {
 
@@ -73,14 +74,15 @@ StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg
     slot_bytes_ = slot_bytes_for(cfg_.layers, packed_.get(), cfg_.direct);
     arena_ = SlotArena(uint64_t(n_slots_) * slot_bytes_, cfg_.numa);
 
+    io::DirectFallbackBackend *fallback = nullptr;  // inside backend_: registers the files below
     {
         auto inner = cfg_.backend_override ? std::move(cfg_.backend_override)
                                            : io::make_read_backend(cfg_.backend, std::max<uint32_t>(cfg_.queue_depth, 4));
         // Below the observer: a read refused through O_DIRECT and read again
         // buffered is one read to it, as to this source.
-        auto fallback = std::make_unique<io::DirectFallbackBackend>(std::move(inner));
-        fallback_ = fallback.get();
-        auto observed = std::make_unique<io::ObservedBackend>(std::move(fallback));
+        auto owned = std::make_unique<io::DirectFallbackBackend>(std::move(inner));
+        fallback = owned.get();
+        auto observed = std::make_unique<io::ObservedBackend>(std::move(owned));
         observed_ = observed.get();
         backend_ = std::move(observed);
     }
@@ -95,7 +97,7 @@ StreamingExpertSource::StreamingExpertSource(StreamingSourceConfig config) : cfg
     }
     if (!backend_->memory_pinned()) arena_.populate();
     for (const auto &f : files_) {
-        const uint32_t id = fallback_->add_read_file(f);
+        const uint32_t id = fallback->add_read_file(f);
         observed_->name_file(id, f.path());
         file_ids_.push_back(id);
     }

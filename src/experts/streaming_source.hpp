@@ -20,7 +20,6 @@
 #include "experts/expert_source.hpp"
 #include "experts/packed_file.hpp"
 #include "experts/slot_arena.hpp"
-#include "io/direct_fallback.hpp"
 #include "io/observed_backend.hpp"
 #include "io/read_backend.hpp"
 #include "io/read_file.hpp"
@@ -188,8 +187,7 @@ private:
     std::vector<uint32_t> file_ids_;     // by files_ index: the backend index its reads use
     SlotArena arena_;                    // before backend_: reads land here until the backend is gone
     std::unique_ptr<io::ReadBackend> backend_;
-    io::ObservedBackend *observed_ = nullptr;  // = backend_, wrapping fallback_
-    io::DirectFallbackBackend *fallback_ = nullptr;  // wrapping the real one
+    io::ObservedBackend *observed_ = nullptr;  // = backend_, wrapping a DirectFallbackBackend over the real one
     std::unique_ptr<CachePolicy> policy_;
     Stats own_stats_;
     Stats *stats_;
