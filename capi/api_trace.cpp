@@ -1,6 +1,8 @@
 // C API of routing traces: synthesis, statistics and cache replay.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <initializer_list>
 
 #include "experts/routing_trace.hpp"
 #include "experts/trace_replay.hpp"
@@ -8,6 +10,9 @@
 #include "firewall.hpp"
 
 namespace {
+
+// 0.2's layout ended at seed (docs/errors.md: earlier layouts are accepted).
+constexpr std::initializer_list<size_t> kEarlierSynthSizes = {offsetof(moestream_trace_synth_params, window)};
 
 // The policy the engine uses when asked for MOESTREAM_CACHE_AUTO.
 constexpr moe::CachePolicyKind kDefaultPolicy = moe::CachePolicyKind::reuse_aware;
@@ -29,7 +34,7 @@ MOESTREAM_API int moestream_trace_synth(const moestream_trace_synth_params *p, c
     return moe::capi::guarded(__func__, [&] {
         moe::capi::require(p, "params");
         moe::capi::require(path, "path");
-        moe::capi::require_struct_size(p->struct_size, sizeof *p, "moestream_trace_synth_params");
+        moe::capi::require_struct_size(p->struct_size, sizeof *p, kEarlierSynthSizes, "moestream_trace_synth_params");
         moe::SynthConfig c;
         if (p->heat_path) {
             moe::load_heat_file(p->heat_path, c);
@@ -49,6 +54,7 @@ MOESTREAM_API int moestream_trace_synth(const moestream_trace_synth_params *p, c
         if (p->skew >= 0) c.skew = p->skew;
         if (p->bytes_per_expert) c.bytes_per_expert = p->bytes_per_expert;
         c.seed = p->seed;
+        if (p->struct_size == sizeof *p) c.window = p->window, c.recall = p->recall;
         moe::write_routing_trace(path, moe::synthesize_trace(c));
     });
 }

@@ -54,16 +54,16 @@ extern "C" {
 #endif
 
 #define MOESTREAM_VERSION_MAJOR 0
-#define MOESTREAM_VERSION_MINOR 2
+#define MOESTREAM_VERSION_MINOR 3
 #define MOESTREAM_VERSION_PATCH 0
 /* MAJOR*10000 + MINOR*100 + PATCH */
 #define MOESTREAM_VERSION_NUMBER \
     (MOESTREAM_VERSION_MAJOR * 10000 + MOESTREAM_VERSION_MINOR * 100 + MOESTREAM_VERSION_PATCH)
-#define MOESTREAM_VERSION_STRING "0.2.0"
+#define MOESTREAM_VERSION_STRING "0.3.0"
 
 /* Runtime version of the loaded library, as MOESTREAM_VERSION_NUMBER. */
 MOESTREAM_API int moestream_version_number(void);
-/* Runtime version string, e.g. "0.2.0". Static storage. */
+/* Runtime version string, e.g. "0.3.0". Static storage. */
 MOESTREAM_API const char *moestream_version_string(void);
 /* Instruction set the compute kernels use: "avx512", "avx2" or "scalar" (the
  * best this CPU supports, lowered by MOESTREAM_ISA=scalar|avx2|avx512; other
@@ -122,7 +122,8 @@ typedef enum moestream_cache_policy {
     MOESTREAM_CACHE_LRU = 1,
     MOESTREAM_CACHE_LFU_DECAY = 2, /* frequency-weighted LRU with decay */
     MOESTREAM_CACHE_PINNED_HOT = 3, /* learned hot set pinned + LFU for the rest */
-    MOESTREAM_CACHE_REUSE_AWARE = 4 /* keeps last token's experts by measured reuse, others by routing rate */
+    MOESTREAM_CACHE_REUSE_AWARE = 4 /* keeps last token's experts by measured reuse, others by routing rate
+                                       scaled by how often their layer returns to experts that recent */
 } moestream_cache_policy;
 
 /* Where the engine's own large buffers live on a machine with several NUMA
@@ -509,6 +510,11 @@ typedef struct moestream_trace_synth_params {
     double skew;                 /* Zipf exponent without heat; < 0 = 0.47 (top 20% take ~40%) */
     uint64_t bytes_per_expert;   /* recorded for byte counts; 0 = a Qwen3-30B-A3B Q4_K_M expert */
     uint64_t seed;
+    /* Since 0.3: locality over several tokens. A draw that is not a reuse comes,
+       with probability `recall`, from the experts the layer used in its last
+       `window` tokens. 0 / 0 = a token depends only on its predecessor. */
+    uint32_t window;             /* tokens; at most 65536 */
+    double recall;               /* in [0, 1] */
 } moestream_trace_synth_params;
 
 MOESTREAM_API void moestream_trace_synth_params_init(moestream_trace_synth_params *params);

@@ -23,7 +23,7 @@ __all__ = ["ABI_MAJOR", "Context", "Error", "Sampler", "Status", "generate_model
 
 
 def version():
-    """The loaded library's version string, e.g. "0.2.0"."""
+    """The loaded library's version string, e.g. "0.3.0"."""
     return _ffi.lib().version_string()
 
 

@@ -116,7 +116,7 @@ GenerateParams = _struct("GenerateParams", "moestream_generate_params", """
 
 TraceSynthParams = _struct("TraceSynthParams", "moestream_trace_synth_params", """
     size_t struct_size; char* heat_path; int32_t n_layer, n_expert, n_expert_used; int64_t n_tokens;
-    double reuse, skew; uint64_t bytes_per_expert, seed""")
+    double reuse, skew; uint64_t bytes_per_expert, seed; uint32_t window; double recall""")
 
 TraceInfo = _struct("TraceInfo", "moestream_trace_info", """
     size_t struct_size; int32_t n_layer, n_expert, n_expert_used; int64_t n_tokens;

@@ -9,8 +9,10 @@ POLICIES = {"auto": 0, "lru": 1, "lfu-decay": 2, "pinned-hot": 3, "reuse-aware":
 
 
 def trace_synth(path, *, heat=None, n_tokens=1000, reuse=0.4, skew=None, n_layer=0, n_expert=0, n_expert_used=0,
-                bytes_per_expert=0, seed=1):
-    """Writes a synthetic routing trace (docs/trace-format.md) to path."""
+                bytes_per_expert=0, seed=1, window=0, recall=0.0):
+    """Writes a synthetic routing trace (docs/trace-format.md) to path; window / recall add
+    locality over several tokens (a draw that is not a reuse comes, with probability recall,
+    from the experts of the layer's last window tokens)."""
     lib = _ffi.lib()
     p = _ffi.TraceSynthParams()
     lib.moestream_trace_synth_params_init(ctypes.byref(p))
@@ -20,8 +22,9 @@ def trace_synth(path, *, heat=None, n_tokens=1000, reuse=0.4, skew=None, n_layer
     p.reuse = float(reuse)
     if skew is not None:
         p.skew = float(skew)
+    p.recall = float(recall)
     for name, value in (("n_layer", n_layer), ("n_expert", n_expert), ("n_expert_used", n_expert_used),
-                        ("bytes_per_expert", bytes_per_expert), ("seed", seed)):
+                        ("bytes_per_expert", bytes_per_expert), ("seed", seed), ("window", window)):
         cv.set_int(p, name, value)
     lib.moestream_trace_synth(ctypes.byref(p), os.fsencode(os.fspath(path)))
 

@@ -15,7 +15,7 @@ int trace_record(const Args &args);  // cmd_trace_record.cpp
 namespace {
 
 const char *kUsage =
-    "usage: moestream trace synth [--heat FILE.json] [-n TOKENS] [--reuse 0.4] [--skew 0.47]\n"
+    "usage: moestream trace synth [--heat FILE.json] [-n TOKENS] [--reuse 0.4] [--skew 0.47] [--window 0 --recall 0]\n"
     "                             [--layers N --experts N] [--top-k K] [--expert-bytes SIZE] [--seed N] -o TRACE\n"
     "       moestream trace info TRACE [--json]\n"
     "       moestream trace replay TRACE [--budget 25%|50%|75%|SIZE[,...]] [--policy lru|lfu-decay|pinned-hot|reuse-aware|auto|all]\n"
@@ -32,7 +32,7 @@ int fail_api(const char *what) {
 int synth(const Args &args) {
     ParsedArgs a;
     std::string error;
-    if (!parse_args(args, {"--heat", "-n", "--reuse", "--skew", "--layers", "--experts", "--top-k", "--expert-bytes", "--seed", "-o"},
+    if (!parse_args(args, {"--heat", "-n", "--reuse", "--skew", "--window", "--recall", "--layers", "--experts", "--top-k", "--expert-bytes", "--seed", "-o"},
                     {}, a, error, {{"--tokens", "-n"}, {"--output", "-o"}}))
         return usage_error("trace synth", error);
     moestream_trace_synth_params p;
@@ -63,6 +63,15 @@ int synth(const Args &args) {
         if (!parse_double(*s, d) || d < 0) return usage_error("trace synth", "--skew must be >= 0");
         p.skew = d;
     }
+    if (auto s = a.get("--window")) {
+        if (!parse_int(*s, v) || v < 0 || v > 65536) return usage_error("trace synth", "--window must be in [0, 65536]");
+        p.window = static_cast<uint32_t>(v);
+    }
+    if (auto s = a.get("--recall")) {
+        if (!parse_double(*s, d) || d < 0 || d > 1) return usage_error("trace synth", "--recall must be in [0, 1]");
+        p.recall = d;
+    }
+    if (p.window == 0 && p.recall > 0) return usage_error("trace synth", "--recall needs --window");
     if (auto s = a.get("--expert-bytes")) {
         uint64_t b = 0;
         if (!parse_size(*s, b) || b == 0) return usage_error("trace synth", "bad --expert-bytes");

@@ -1,6 +1,8 @@
 #include "experts/cache_policy.hpp"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -232,7 +234,16 @@ public:
 //                                       before having used it, over the
 //                                       visits that did not follow a use
 //                                       (both decayed counts);
-// and the victim is the key with the lowest p. Counting fresh draws on their
+// and the victim is the key with the lowest p. Real routing also comes back
+// to experts a few tokens later more often than popularity says (a topic
+// holds several tokens; the published LRU hit rates of real models rise with
+// the cache faster than one-token reuse explains), so when the layer shape is
+// known a key not used at the latest visit has its fresh-draw rate scaled by
+// how much more (or less) often than its layer's average the layer uses keys
+// of its recency class: next visit 2, 3-4, 5-8, 9-16, 17-32 or more visits
+// after the key's last use, rates measured per layer like the reuse rate. On
+// order-1 routing every class measures the average and the factor is 1.
+// Counting fresh draws on their
 // own measures exactly the chance that matters for a key that was not just
 // used; a rate over all uses mixes in the length of reuse runs, which only
 // adds noise (0.2-0.4% of Belady more at the synth defaults). Keeping the keys
@@ -270,6 +281,11 @@ public:
         layer_uses_.assign(n_layer, 0.0);
         layer_reused_.assign(n_layer, 0.0);
         layer_reuse_.assign(n_layer, kPriorReuse);
+        if (period_known_) {
+            counted_visit_.assign(n_layer, kNever);
+            class_expected_.assign(size_t(n_layer) * kRecallClasses, 0.0);
+            class_uses_.assign(size_t(n_layer) * kRecallClasses, 0.0);
+        }
     }
 
     void on_insert(uint32_t key, uint64_t tick) override {
@@ -296,23 +312,17 @@ public:
         resident_.remove(key);
     }
     bool choose_victim(bool (*evictable)(void *, uint32_t), void *ctx, uint32_t *out) override {
-        // Visits of a layer so far, decayed, in the epoch's units: sum over
-        // tokens i of 2^((now - i * period - epoch) / H).
-        const double tokens_seen = std::max(1.0, static_cast<double>(now_) / static_cast<double>(period_));
-        const double h_tokens = kHalfLifeTokens;
-        const double visits = (1.0 - std::exp2(-tokens_seen / h_tokens)) / (1.0 - std::exp2(-1.0 / h_tokens)) *
-                              weight_of(now_);
-        // A key with few visits off reuse starts from the average fresh-draw
-        // rate, worth kPriorVisits visits.
-        const double prior_visits = kPriorVisits * weight_of(now_);
-        const double off_reuse_all = visits * static_cast<double>(n_keys_) - total_uses_;
-        const double mean_fresh = off_reuse_all > 0 ? std::min(1.0, total_fresh_ / off_reuse_all) : 0.0;
+        const FreshRates fresh_rates(*this, now_);
+        const double recall_prior = kRecallPriorUses * weight_of(now_);
         auto next_visit_probability = [&](uint32_t k) {
             if (prefetched_at_[k] != kNever && layer_ran_at_[layer_of(k)] <= prefetched_at_[k])
                 return KeepRank{1.0, prefetched_at_[k]};  // its layer has not run since the read-ahead
             if (now_ - last_[k] < period_) return KeepRank{layer_reuse_[layer_of(k)], last_[k]};
-            const double off_reuse = std::max(0.0, visits - uses_[k]);
-            return KeepRank{(fresh_[k] + prior_visits * mean_fresh) / (off_reuse + prior_visits), last_[k]};
+            const double fresh = fresh_rates.of(k);
+            if (!period_known_) return KeepRank{fresh, last_[k]};
+            const uint64_t visits_since_use_at_next = (now_ - last_[k]) / period_ + 1;
+            return KeepRank{std::min(1.0, fresh * recall_factor(layer_of(k), visits_since_use_at_next, recall_prior)),
+                            last_[k]};
         };
         return pick_lowest(resident_, evictable, ctx, next_visit_probability, [](uint32_t) { return false; }, out);
     }
@@ -330,6 +340,73 @@ private:
     static constexpr double kHalfLifeTokens = 1024.0;
     static constexpr double kPriorVisits = 2.0;
     static constexpr double kRebaseHalfLives = 256.0;
+    // Recency classes of a key not used at its layer's latest visit, by the
+    // visits from its last use to the next visit: 2, 3-4, 5-8, 9-16, 17-32,
+    // more (or never used).
+    static constexpr uint32_t kRecallClasses = 6;
+    // Uses a class's own count is worth against the class over all layers,
+    // and that against no difference from the fresh-draw rates.
+    static constexpr double kRecallPriorUses = 64.0;
+
+    // Each key's fresh-draw rate at `now`: uses not following a use over the
+    // visits that did not follow one (decayed), starting from the average.
+    class FreshRates {
+    public:
+        FreshRates(const ReuseAwarePolicy &p, uint64_t now) : p_(p) {
+            // Visits of a layer so far, decayed, in the epoch's units: sum over
+            // tokens i of 2^((now - i * period - epoch) / H).
+            const double tokens_seen = std::max(1.0, static_cast<double>(now) / static_cast<double>(p.period_));
+            const double h_tokens = kHalfLifeTokens;
+            visits_ = (1.0 - std::exp2(-tokens_seen / h_tokens)) / (1.0 - std::exp2(-1.0 / h_tokens)) * p.weight_of(now);
+            // A key with few visits off reuse starts from the average fresh-draw
+            // rate, worth kPriorVisits visits.
+            prior_visits_ = kPriorVisits * p.weight_of(now);
+            const double off_reuse_all = visits_ * static_cast<double>(p.n_keys_) - p.total_uses_;
+            mean_fresh_ = off_reuse_all > 0 ? std::min(1.0, p.total_fresh_ / off_reuse_all) : 0.0;
+        }
+        double of(uint32_t k) const {
+            const double off_reuse = std::max(0.0, visits_ - p_.uses_[k]);
+            return (p_.fresh_[k] + prior_visits_ * mean_fresh_) / (off_reuse + prior_visits_);
+        }
+
+    private:
+        const ReuseAwarePolicy &p_;
+        double visits_, prior_visits_, mean_fresh_;
+    };
+
+    static uint32_t recall_class(uint64_t visits_since_use) {
+        if (visits_since_use > 32) return kRecallClasses - 1;
+        return static_cast<uint32_t>(std::bit_width(visits_since_use - 1)) - 1;
+    }
+    // How much more often than their fresh-draw rates say the layer uses keys
+    // of this recency class (uses over expected uses); 1 without evidence.
+    // Measured against the keys' own rates, not the layer's average, because
+    // the keys left unused longest are the unpopular ones: a class factor
+    // must not count popularity a second time.
+    double recall_factor(uint32_t layer, uint64_t visits_since_use, double prior) const {
+        const uint32_t c = recall_class(visits_since_use);
+        const double all_layers = (class_uses_all_[c] + prior) / (class_expected_all_[c] + prior);
+        const size_t i = size_t(layer) * kRecallClasses + c;
+        return (class_uses_[i] + prior * all_layers) / (class_expected_[i] + prior);
+    }
+    // At the first use of a layer visit (before any key of it is marked used):
+    // every key of the layer not used at the previous visit adds its fresh-draw
+    // rate to the uses its class is expected to have.
+    void count_visit(uint32_t layer, uint64_t tick) {
+        counted_visit_[layer] = tick;
+        const FreshRates fresh_rates(*this, tick);
+        const double w = weight_of(tick);
+        const uint32_t first = layer * keys_per_layer_;
+        for (uint32_t k = first; k < first + keys_per_layer_; ++k) {
+            const uint64_t since = last_[k] == kNever ? kNever : visits_between(last_[k], tick);
+            if (since < 2) continue;
+            const double expected = w * fresh_rates.of(k);
+            class_expected_[size_t(layer) * kRecallClasses + recall_class(since)] += expected;
+            class_expected_all_[recall_class(since)] += expected;
+        }
+    }
+    // Layer visits from one tick to a later one (ticks of one layer are a period apart).
+    uint64_t visits_between(uint64_t from, uint64_t to) const { return (to - from + period_ / 2) / period_; }
 
     double half_life_ticks() const { return kHalfLifeTokens * static_cast<double>(period_); }
     uint32_t layer_of(uint32_t key) const { return key / keys_per_layer_; }
@@ -341,8 +418,18 @@ private:
     void use(uint32_t key, uint64_t tick) {
         now_ = std::max(now_, tick);
         prefetched_at_[key] = kNever;
-        layer_ran_at_[layer_of(key)] = std::max(layer_ran_at_[layer_of(key)], tick);
+        const uint32_t layer = layer_of(key);
+        layer_ran_at_[layer] = std::max(layer_ran_at_[layer], tick);
+        if (period_known_ && counted_visit_[layer] != tick) count_visit(layer, tick);
         if (last_[key] == tick) return;  // one use per layer visit
+        if (period_known_) {
+            const uint64_t since = last_[key] == kNever ? kNever : visits_between(last_[key], tick);
+            if (since >= 2) {
+                const double w = weight_of(tick);
+                class_uses_[size_t(layer) * kRecallClasses + recall_class(since)] += w;
+                class_uses_all_[recall_class(since)] += w;
+            }
+        }
         bool reused = false;
         if (last_[key] != kNever && tick > last_[key]) {
             const uint64_t gap = tick - last_[key];
@@ -363,6 +450,8 @@ private:
         const double scale = 1.0 / weight_of(tick);
         for (double &u : uses_) u *= scale;
         for (double &f : fresh_) f *= scale;
+        for (auto *counts : {&class_expected_, &class_uses_}) for (double &c : *counts) c *= scale;
+        for (auto *counts : {&class_expected_all_, &class_uses_all_}) for (double &c : *counts) c *= scale;
         total_uses_ *= scale, total_fresh_ *= scale;
         epoch_ = tick;
     }
@@ -384,6 +473,11 @@ private:
     std::vector<uint32_t> gap_histogram_;
     std::vector<double> layer_uses_, layer_reused_, layer_reuse_;
     std::vector<uint64_t> layer_ran_at_;  // latest tick a key of the layer was used
+    // Recency classes, per layer (only with a known shape): decayed uses of
+    // keys of each class and the uses their fresh-draw rates expected.
+    std::vector<uint64_t> counted_visit_;
+    std::vector<double> class_expected_, class_uses_;
+    std::array<double, kRecallClasses> class_expected_all_{}, class_uses_all_{};  // over all layers
     std::vector<uint32_t> no_pins_;
     uint32_t period_ = 1;
     bool period_known_ = false;

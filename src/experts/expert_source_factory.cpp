@@ -183,7 +183,12 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
         cfg.profile_save_path = profile_path;
         cfg.log = params.log;
     }
-    cfg.profile = profile->counts.empty() ? nullptr : profile.get();
+    // Without a profile the policies still learn from the model's shape (the
+    // reuse-aware policy measures per layer, by layer visit); zero counts pin nothing.
+    if (profile->counts.empty())
+        *profile = UsageProfile{uint32_t(cfg.layers.size()), uint32_t(max_expert),
+                                std::vector<uint64_t>(cfg.layers.size() * size_t(max_expert), 0)};
+    cfg.profile = profile.get();
 
     if (faults) {
         // Diagnostic: MOESTREAM_FAULT_INJECT (docs/errors.md); packed extents are checksummed as they arrive.

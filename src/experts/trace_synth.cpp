@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <numeric>
 
 #include "common/error.hpp"
@@ -125,12 +126,15 @@ std::vector<double> inclusion_targets(std::vector<double> p, uint32_t k, double 
 // One layer's token-by-token process; see synthesize_trace.
 class LayerProcess {
 public:
-    LayerProcess(uint32_t n_expert, uint32_t k, double reuse, std::vector<double> weights)
-        : n_(n_expert), k_(k), reuse_(reuse), w_(std::move(weights)), prev_(), cur_(), in_prev_(n_expert, 0) {}
+    LayerProcess(uint32_t n_expert, uint32_t k, double reuse, uint32_t window, double recall, std::vector<double> weights)
+        : n_(n_expert), k_(k), reuse_(reuse), window_(window), recall_(recall), w_(std::move(weights)),
+          in_prev_(n_expert, 0), in_window_(n_expert, 0) {}
 
     void reset() {
         prev_.clear();
         std::fill(in_prev_.begin(), in_prev_.end(), 0);
+        std::fill(in_window_.begin(), in_window_.end(), 0);
+        history_.clear();
     }
     const std::vector<uint16_t> &step(Rng &rng) {
         cur_.clear();
@@ -142,12 +146,12 @@ public:
         for (uint32_t e = 0; e < n_; ++e)
             if (!in_prev_[e] && w_[e] > 0) avail_.push_back(static_cast<uint16_t>(e)), total += w_[e];
         while (cur_.size() < k_ && !avail_.empty()) {
-            double u = rng.uniform() * total;
-            size_t i = 0;
-            for (; i + 1 < avail_.size(); ++i) {
-                u -= w_[avail_[i]];
-                if (u < 0) break;
-            }
+            double window_total = 0;
+            // Only a windowed process draws this number, so order-1 traces keep their bytes.
+            if (window_ > 0 && rng.uniform() < recall_)
+                for (uint16_t e : avail_)
+                    if (in_window_[e]) window_total += w_[e];
+            const size_t i = window_total > 0 ? pick(rng.uniform() * window_total, true) : pick(rng.uniform() * total, false);
             cur_.push_back(avail_[i]);
             total -= w_[avail_[i]];
             avail_[i] = avail_.back();
@@ -159,16 +163,45 @@ public:
         for (uint16_t e : prev_) in_prev_[e] = 0;
         prev_ = cur_;
         for (uint16_t e : prev_) in_prev_[e] = 1;
+        remember(cur_);
         return cur_;
     }
     std::vector<double> &weights() { return w_; }
 
 private:
+    // The available expert where the running weight sum passes u (the last
+    // candidate when rounding leaves u unspent); window_only skips experts
+    // outside the window.
+    size_t pick(double u, bool window_only) const {
+        size_t chosen = avail_.size() - 1;
+        for (size_t i = 0; i < avail_.size(); ++i) {
+            if (window_only && !in_window_[avail_[i]]) continue;
+            chosen = i;
+            u -= w_[avail_[i]];
+            if (u < 0) break;
+        }
+        return chosen;
+    }
+    // The window: the sets of the last `window_` tokens and how many of them hold each expert.
+    void remember(const std::vector<uint16_t> &set) {
+        if (window_ == 0) return;
+        history_.push_back(set);
+        for (uint16_t e : set) ++in_window_[e];
+        if (history_.size() > window_) {
+            for (uint16_t e : history_.front()) --in_window_[e];
+            history_.pop_front();
+        }
+    }
+
     uint32_t n_, k_;
     double reuse_;
+    uint32_t window_;
+    double recall_;
     std::vector<double> w_;
     std::vector<uint16_t> prev_, cur_, avail_;
     std::vector<uint8_t> in_prev_;
+    std::vector<uint32_t> in_window_;
+    std::deque<std::vector<uint16_t>> history_;
 };
 
 }  // namespace
@@ -215,6 +248,9 @@ RoutingTrace synthesize_trace(const SynthConfig &c) {
              c.n_expert, c.n_expert_used, static_cast<unsigned long long>(c.bytes_per_expert),
              trace_header_limits().c_str());
     if (!(c.reuse >= 0 && c.reuse <= 1)) fail(Status::invalid_argument, "trace synth: reuse %g not in [0, 1]", c.reuse);
+    if (!(c.recall >= 0 && c.recall <= 1))
+        fail(Status::invalid_argument, "trace synth: recall %g not in [0, 1]", c.recall);
+    if (c.window > 65536) fail(Status::invalid_argument, "trace synth: window %u above 65536 tokens", c.window);
     if (!(c.skew >= 0 && c.skew <= 8)) fail(Status::invalid_argument, "trace synth: skew %g not in [0, 8]", c.skew);
     if (!c.heat.empty() && (c.heat.size() != c.n_layer || c.heat[0].size() != c.n_expert))
         fail(Status::invalid_argument, "trace synth: heat shape does not match %u x %u", c.n_layer, c.n_expert);
@@ -238,7 +274,7 @@ RoutingTrace synthesize_trace(const SynthConfig &c) {
     std::vector<LayerProcess> layers;
     for (uint32_t l = 0; l < c.n_layer; ++l) {
         std::vector<double> target = feasible_inclusion(popularity[l], k, c.reuse);
-        LayerProcess proc(c.n_expert, k, c.reuse, target);
+        LayerProcess proc(c.n_expert, k, c.reuse, c.window, c.recall, target);
         // Calibrate draw weights on pilot runs: multiplicative updates toward the target inclusion.
         const uint32_t pilot = std::max<uint32_t>(2000, 40 * c.n_expert / k);
         std::vector<double> seen(c.n_expert);

@@ -14,6 +14,12 @@ struct SynthConfig {
     uint32_t n_layer = 48, n_expert = 128, n_expert_used = 8;
     uint64_t n_tokens = 1000;
     double reuse = 0.4;   // expected share of a layer's experts also used by the previous token
+    // Locality over several tokens: each draw that is not a reuse comes, with
+    // probability `recall`, from the experts the layer used in its last
+    // `window` tokens (weighted by popularity) instead of from all experts.
+    // 0 / 0 = order-1 routing (a token depends only on its predecessor).
+    uint32_t window = 0;
+    double recall = 0.0;
     // Zipf exponent of popularity when no heat is given. 0.47 gives the top 20%
     // of a layer's experts 40% of its routings (with top-8 of 128 and reuse
     // 0.4), the share usually quoted for real models.
@@ -30,7 +36,9 @@ void load_heat_file(const std::string &path, SynthConfig &config);
 
 // Each token keeps every expert of its previous token's set in the same layer
 // with probability `reuse` and draws the rest from the layer's popularity,
-// excluding the previous set, so the expected reuse is exactly `reuse`. Draw
+// excluding the previous set, so the expected reuse is exactly `reuse`; with
+// a window, a draw first picks (probability `recall`) among the experts of the
+// window's tokens, when any is left to pick. Draw
 // weights are calibrated so each expert's share of routings matches the
 // target popularity despite sampling without replacement and the reuse rule.
 RoutingTrace synthesize_trace(const SynthConfig &config);

@@ -1,6 +1,7 @@
 """struct_size is accepted only when it is exactly the size of a layout the
 library knows: the struct this header declares or, for the structs that have
-grown (moestream_params, moestream_stats), one of their earlier layouts. Any
+grown (moestream_params, moestream_stats, moestream_trace_synth_params), one
+of their earlier layouts. Any
 other size would have the library read or write part of a field, so it is
 INVALID_ARGUMENT naming struct_size, for every struct that carries one."""
 import ctypes
@@ -15,6 +16,8 @@ from moestream._errors import Status
 # routing_trace_path, 0.1's (up to lookahead_layers, with tail padding), today's.
 PARAMS_SIZES = (88, 96, 104, ctypes.sizeof(_ffi.Params))
 STATS_SIZES = (_ffi.Stats.io_busy_ns.offset, _ffi.Stats.attention_ns.offset, ctypes.sizeof(_ffi.Stats))
+# 0.2's moestream_trace_synth_params ended at seed; today's adds window and recall.
+SYNTH_SIZES = (_ffi.TraceSynthParams.window.offset, ctypes.sizeof(_ffi.TraceSynthParams))
 
 
 def wrong_sizes(known):
@@ -65,6 +68,32 @@ def test_stats_sizes(lib, ctx):
         assert stats.io_busy_ns == 7 and stats.attention_ns == 7  # not a byte written
 
 
+def test_trace_synth_sizes(lib, tmp_path):
+    """0.2's layout is read without the window fields: the bytes beyond it are not looked at."""
+    assert SYNTH_SIZES == (72, 88)
+    synth = lib.raw("moestream_trace_synth")
+
+    def write(name, size, window, recall):
+        p = _ffi.TraceSynthParams()
+        lib.moestream_trace_synth_params_init(ctypes.byref(p))
+        p.n_layer, p.n_expert, p.n_tokens = 4, 16, 300
+        p.window, p.recall, p.struct_size = window, recall, size
+        path = tmp_path / name
+        return synth(ctypes.byref(p), str(path).encode()), path
+
+    status, old = write("old.trace", SYNTH_SIZES[0], 8, 0.9)
+    assert status == Status.OK, lib.last_error()
+    status, order1 = write("order1.trace", SYNTH_SIZES[1], 0, 0.0)
+    assert status == Status.OK, lib.last_error()
+    status, windowed = write("windowed.trace", SYNTH_SIZES[1], 8, 0.9)
+    assert status == Status.OK, lib.last_error()
+    assert old.read_bytes() == order1.read_bytes() != windowed.read_bytes()
+    for size in wrong_sizes(SYNTH_SIZES):
+        status, path = write("refused.trace", size, 0, 0.0)
+        refused(lib, status)
+        assert not path.exists()
+
+
 def single_size_calls(lib, ctx, model_path, tmp_path):
     """(struct type, call taking an instance) for every other sized struct."""
     sampler = _ffi.SamplerPtr()
@@ -95,7 +124,6 @@ def single_size_calls(lib, ctx, model_path, tmp_path):
         (_ffi.ReadReplay, lambda s: lib.raw("moestream_read_log_replay")(ctx, ctypes.byref(s))),
         (_ffi.GenerateParams, lambda s: lib.raw("moestream_generate_model_size")(ctypes.byref(s),
                                                                                ctypes.byref(ctypes.c_uint64()))),
-        (_ffi.TraceSynthParams, lambda s: lib.raw("moestream_trace_synth")(ctypes.byref(s), trace)),
         (_ffi.TraceInfo, lambda s: lib.raw("moestream_trace_info_get")(trace, ctypes.byref(s))),
         (_ffi.ReplayParams, replay_params),
         (_ffi.ReplayResult, replay_result),

@@ -32,6 +32,26 @@ def test_synth_info_replay_cli(cli_path, tmp_path):
     assert "lru" in text and "belady" in text
 
 
+def test_synth_window_brings_experts_back(cli_path, tmp_path, binding):
+    """--window/--recall (and the binding's window/recall) make recent experts come back: LRU gains."""
+    def lru_hits(trace):
+        rep = json.loads(run(cli_path, "trace", "replay", trace, "--budget", "50%", "--policy", "lru", "--json"))
+        return next(r["hits"] for r in rep["runs"] if r["policy"] == "lru")
+
+    common = ("--layers", "4", "--experts", "64", "-n", "800", "--seed", "3")
+    plain, windowed, bound = tmp_path / "plain.trace", tmp_path / "windowed.trace", tmp_path / "bound.trace"
+    run(cli_path, "trace", "synth", *common, "-o", plain)
+    run(cli_path, "trace", "synth", *common, "--window", "12", "--recall", "0.5", "-o", windowed)
+    binding.trace_synth(bound, n_tokens=800, n_layer=4, n_expert=64, seed=3, window=12, recall=0.5)
+    assert bound.read_bytes() == windowed.read_bytes() != plain.read_bytes()
+    assert lru_hits(windowed) > 1.1 * lru_hits(plain)
+    for args in (("--recall", "0.5"), ("--window", "8", "--recall", "1.5"), ("--window", "-1")):
+        bad = subprocess.run([str(cli_path), "trace", "synth", *args, "-o", tmp_path / "x"], capture_output=True,
+                             text=True)
+        assert bad.returncode == 2, args
+    assert not (tmp_path / "x").exists()
+
+
 def test_cli_rejects_bad_input(cli_path, tmp_path):
     bad = subprocess.run([str(cli_path), "trace", "replay", tmp_path / "missing.trace"], capture_output=True, text=True)
     assert bad.returncode == 1 and "missing.trace" in bad.stderr

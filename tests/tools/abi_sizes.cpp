@@ -161,6 +161,8 @@ int main() {
     FIELD(moestream_trace_synth_params, skew);
     FIELD(moestream_trace_synth_params, bytes_per_expert);
     FIELD(moestream_trace_synth_params, seed);
+    FIELD(moestream_trace_synth_params, window);
+    FIELD(moestream_trace_synth_params, recall);
     end();
 
     STRUCT(moestream_trace_info, false);
