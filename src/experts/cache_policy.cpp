@@ -239,10 +239,11 @@ public:
 // holds several tokens; the published LRU hit rates of real models rise with
 // the cache faster than one-token reuse explains), so when the layer shape is
 // known a key not used at the latest visit has its fresh-draw rate scaled by
-// how much more (or less) often than its layer's average the layer uses keys
-// of its recency class: next visit 2, 3-4, 5-8, 9-16, 17-32 or more visits
-// after the key's last use, rates measured per layer like the reuse rate. On
-// order-1 routing every class measures the average and the factor is 1.
+// how much more (or less) often than their fresh-draw rates predict the layer
+// uses keys of its recency class (next visit 2, 3-4, 5-8, 9-16, 17-32 or more
+// visits after the key's last use), measured per layer against the class over
+// all layers. On order-1 routing every class uses what the rates predict and
+// the factor is 1.
 // Counting fresh draws on their
 // own measures exactly the chance that matters for a key that was not just
 // used; a rate over all uses mixes in the length of reuse runs, which only
