@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -240,8 +239,8 @@ public:
 // the cache faster than one-token reuse explains), so when the layer shape is
 // known a key not used at the latest visit has its fresh-draw rate scaled by
 // how much more (or less) often than their fresh-draw rates predict the layer
-// uses keys of its recency class (next visit 2, 3-4, 5-8, 9-16, 17-32 or more
-// visits after the key's last use), measured per layer against the class over
+// uses keys of its recency class (its next visit 2, 3, ..., 33 or more visits
+// after its last use), measured per layer against the class over
 // all layers. On order-1 routing every class uses what the rates predict and
 // the factor is 1.
 // Counting fresh draws on their
@@ -342,9 +341,10 @@ private:
     static constexpr double kPriorVisits = 2.0;
     static constexpr double kRebaseHalfLives = 256.0;
     // Recency classes of a key not used at its layer's latest visit, by the
-    // visits from its last use to the next visit: 2, 3-4, 5-8, 9-16, 17-32,
-    // more (or never used).
-    static constexpr uint32_t kRecallClasses = 6;
+    // visits from its last use to the next visit: 2, 3, ..., 33, more (or
+    // never used). Single visits, not ranges: a topic's experts come back
+    // within some tokens and then stop, and a range across that edge blurs it.
+    static constexpr uint32_t kRecallClasses = 33;
     // Uses a class's own count is worth against the class over all layers,
     // and that against no difference from the fresh-draw rates.
     static constexpr double kRecallPriorUses = 64.0;
@@ -376,8 +376,8 @@ private:
     };
 
     static uint32_t recall_class(uint64_t visits_since_use) {
-        if (visits_since_use > 32) return kRecallClasses - 1;
-        return static_cast<uint32_t>(std::bit_width(visits_since_use - 1)) - 1;
+        if (visits_since_use > 33) return kRecallClasses - 1;
+        return static_cast<uint32_t>(visits_since_use - 2);
     }
     // How much more often than their fresh-draw rates say the layer uses keys
     // of this recency class (uses over expected uses); 1 without evidence.
