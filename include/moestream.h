@@ -514,7 +514,7 @@ typedef struct moestream_trace_synth_params {
        with probability `recall`, from the experts the layer used in its last
        `window` tokens. 0 / 0 = a token depends only on its predecessor. */
     uint32_t window;             /* tokens; at most 65536 */
-    double recall;               /* in [0, 1] */
+    double recall;               /* in [0, 1]; above 0 only with a window */
 } moestream_trace_synth_params;
 
 MOESTREAM_API void moestream_trace_synth_params_init(moestream_trace_synth_params *params);

@@ -251,6 +251,8 @@ RoutingTrace synthesize_trace(const SynthConfig &c) {
     if (!(c.recall >= 0 && c.recall <= 1))
         fail(Status::invalid_argument, "trace synth: recall %g not in [0, 1]", c.recall);
     if (c.window > 65536) fail(Status::invalid_argument, "trace synth: window %u above 65536 tokens", c.window);
+    // A recall with no window would be ignored: refuse it rather than write an order-1 trace the caller did not ask for.
+    if (c.window == 0 && c.recall > 0) fail(Status::invalid_argument, "trace synth: recall %g needs a window", c.recall);
     if (!(c.skew >= 0 && c.skew <= 8)) fail(Status::invalid_argument, "trace synth: skew %g not in [0, 8]", c.skew);
     if (!c.heat.empty() && (c.heat.size() != c.n_layer || c.heat[0].size() != c.n_expert))
         fail(Status::invalid_argument, "trace synth: heat shape does not match %u x %u", c.n_layer, c.n_expert);

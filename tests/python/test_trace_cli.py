@@ -50,6 +50,10 @@ def test_synth_window_brings_experts_back(cli_path, tmp_path, binding):
                              text=True)
         assert bad.returncode == 2, args
     assert not (tmp_path / "x").exists()
+    with pytest.raises(binding.Error) as refused:  # the library refuses it too, not only the CLI
+        binding.trace_synth(tmp_path / "x", n_tokens=10, n_layer=2, n_expert=16, recall=0.5)
+    assert refused.value.status == binding.Status.INVALID_ARGUMENT and "window" in str(refused.value)
+    assert not (tmp_path / "x").exists()
 
 
 def test_cli_rejects_bad_input(cli_path, tmp_path):

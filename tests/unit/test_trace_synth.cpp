@@ -199,4 +199,6 @@ TEST(TraceSynth, AWindowBringsBackExpertsOfRecentTokens) {
     c.recall = 0.5;
     c.window = 70000;
     EXPECT_THROW(moe::synthesize_trace(c), moe::Error);
+    c.window = 0;  // a recall needs a window to draw from
+    EXPECT_THROW(moe::synthesize_trace(c), moe::Error);
 }
