@@ -50,8 +50,9 @@ MOESTREAM_API int moestream_trace_synth(const moestream_trace_synth_params *p, c
                       p->heat_path, c.n_layer, c.n_expert);
         if (p->n_expert_used > 0) c.n_expert_used = static_cast<uint32_t>(p->n_expert_used);
         if (p->n_tokens > 0) c.n_tokens = static_cast<uint64_t>(p->n_tokens);
-        if (p->reuse >= 0) c.reuse = p->reuse;
-        if (p->skew >= 0) c.skew = p->skew;
+        // Only a negative value asks for the default: NaN must reach the range checks and be refused.
+        if (!(p->reuse < 0)) c.reuse = p->reuse;
+        if (!(p->skew < 0)) c.skew = p->skew;
         if (p->bytes_per_expert) c.bytes_per_expert = p->bytes_per_expert;
         c.seed = p->seed;
         if (p->struct_size == sizeof *p) c.window = p->window, c.recall = p->recall;

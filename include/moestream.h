@@ -506,8 +506,8 @@ typedef struct moestream_trace_synth_params {
     int32_t n_expert;            /* without heat: 0 = 128 */
     int32_t n_expert_used;       /* 0 = the heat file's "k", else 8 */
     int64_t n_tokens;            /* 0 = 1000 */
-    double reuse;                /* share of a layer's experts reused from the previous token; < 0 = 0.4 */
-    double skew;                 /* Zipf exponent without heat; < 0 = 0.47 (top 20% take ~40%) */
+    double reuse;                /* share of a layer's experts reused from the previous token; < 0 = 0.4; NaN refused */
+    double skew;                 /* Zipf exponent without heat; < 0 = 0.47 (top 20% take ~40%); NaN refused */
     uint64_t bytes_per_expert;   /* recorded for byte counts; 0 = a Qwen3-30B-A3B Q4_K_M expert */
     uint64_t seed;
     /* Since 0.3: locality over several tokens. A draw that is not a reuse comes,

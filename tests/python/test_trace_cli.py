@@ -56,6 +56,20 @@ def test_synth_window_brings_experts_back(cli_path, tmp_path, binding):
     assert not (tmp_path / "x").exists()
 
 
+def test_synth_refuses_nan_as_the_cli_does(cli_path, tmp_path, binding):
+    """NaN is not "use the default" (only a negative value is): the library refuses it like the CLI."""
+    for name in ("reuse", "skew"):
+        bad = subprocess.run([str(cli_path), "trace", "synth", "--" + name, "nan", "-o", tmp_path / "x"],
+                             capture_output=True, text=True)
+        assert bad.returncode == 2, name
+        with pytest.raises(binding.Error) as refused:
+            binding.trace_synth(tmp_path / "x", n_tokens=10, n_layer=2, n_expert=16, **{name: float("nan")})
+        assert refused.value.status == binding.Status.INVALID_ARGUMENT and name in str(refused.value)
+        assert not (tmp_path / "x").exists()
+    binding.trace_synth(tmp_path / "default.trace", n_tokens=10, n_layer=2, n_expert=16, reuse=-1, skew=-1)
+    assert (tmp_path / "default.trace").exists()
+
+
 def test_cli_rejects_bad_input(cli_path, tmp_path):
     bad = subprocess.run([str(cli_path), "trace", "replay", tmp_path / "missing.trace"], capture_output=True, text=True)
     assert bad.returncode == 1 and "missing.trace" in bad.stderr
