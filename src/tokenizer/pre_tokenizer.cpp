@@ -14,12 +14,18 @@ const char *const kLlama3 = MOE_CONTRACTIONS
     R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char *const kQwen2 = MOE_CONTRACTIONS
     R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-// Upper-then-lower letter runs, written with lookaheads so that letters
-// without case count as both.
+// Upper-then-lower letter runs. "Upper" is any letter but a-z and "lower" any
+// letter but A-Z, so letters without ASCII case count as both. Each is a
+// single class: a lookahead inside a repeated group costs JIT stack per
+// character and overflows it on long runs of letters.
+#define MOE_UPPER R"([^\P{L}a-z])"
+#define MOE_LOWER R"([^\P{L}A-Z])"
 const char *const kGpt4o =
-    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+)" MOE_CONTRACTIONS
-    R"(?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*)" MOE_CONTRACTIONS
+    R"([^\r\n\p{L}\p{N}]?)" MOE_UPPER "*" MOE_LOWER "+" MOE_CONTRACTIONS
+    R"(?|[^\r\n\p{L}\p{N}]?)" MOE_UPPER "+" MOE_LOWER "*" MOE_CONTRACTIONS
     R"(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+#undef MOE_UPPER
+#undef MOE_LOWER
 #undef MOE_CONTRACTIONS
 
 // Letters with case (the cased-letter ranges of the DeepSeek LLM pre-tokenizer).

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@
 #include "support/gguf_builder.hpp"
 #include "support/paths.hpp"
 #include "support/vocab_tokens.hpp"
+#include "tokenizer/pre_tokenizer.hpp"
+#include "tokenizer/regex_split.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace {
@@ -91,7 +94,8 @@ TEST(Tokenizer, BpeMergesInRankOrder) {
 }
 
 TEST(Tokenizer, BpeRoundTripsOnSyntheticVocab) {
-    for (const char *pre : {"qwen2", "gpt-2", "llama-bpe", "default", "deepseek-llm", "deepseek-coder", "deepseek-v3"}) {
+    for (const char *pre : {"qwen2", "gpt-2", "llama-bpe", "default", "deepseek-llm", "deepseek-coder", "deepseek-v3",
+                            "gpt-4o"}) {
         SCOPED_TRACE(pre);
         const auto t = load(bpe_vocab(pre));
         for (const std::string &s : kRoundTripTexts) {
@@ -255,6 +259,70 @@ TEST(Tokenizer, MergesOfUnknownTextsAndDuplicateTokensDoNotBreakTokenizing) {
     const auto t = load(b);
     const auto ids = tokenize(*t, "qzy hex");
     EXPECT_EQ(t->detokenize(ids), "qzy hex");
+}
+
+// The gpt-4o expression as first written, with a lookahead in each repeated
+// group: the reference for the splits of the single-class rewrite.
+const char *const kGpt4oLookarounds =
+    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?)"
+    R"(|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+TEST(Tokenizer, Gpt4oPreTokenizerSplitsAsTheLookaroundExpression) {
+    using moe::tok::Piece;
+    const moe::tok::RegexSplitter current(moe::tok::pre_tokenizer_spec("gpt-4o").patterns);
+    const moe::tok::RegexSplitter reference({kGpt4oLookarounds});
+    // Letters of every case kind (lower, upper, accented, title case, modifier,
+    // uncased), marks, digits, contractions, spaces, line breaks, symbols.
+    const std::vector<std::string> parts = {
+        "a", "z", "A", "Z", "\xC3\xA9", "\xC3\x89", "\xC7\x85", "\xCA\xB0", "\xE6\x97\xA5", "\xE0\xA4\xBE",
+        "\xCC\x81", "1", "42", "\xD9\xA3", "'", "'s", "'S", "'ll", "'Re", "'d", " ", "  ", "\t", "\n", "\r\n",
+        "\r", "/", "!", "...", "-", "\xC2\xA0", "\xF0\x9F\xA6\x99", "\xD0\x96", "\xD0\xB6", "\xCE\xA3"};
+    std::vector<std::string> texts = kRoundTripTexts;
+    std::mt19937 rng(7);
+    for (int i = 0; i < 4000; ++i) {
+        std::string s;
+        for (int n = int(rng() % 24) + 1; n > 0; --n) s += parts[rng() % parts.size()];
+        texts.push_back(s);
+    }
+    std::vector<Piece> got, want;
+    moe::tok::SplitScratch scratch;
+    auto as_text = [](const std::string &s, const std::vector<Piece> &pieces) {
+        std::string out;
+        for (const Piece &p : pieces) out += "[" + s.substr(p.begin, p.end - p.begin) + "]";
+        return out;
+    };
+    for (const std::string &s : texts) {
+        got.clear();
+        want.clear();
+        current.split(s, {0, s.size()}, got, scratch);
+        reference.split(s, {0, s.size()}, want, scratch);
+        EXPECT_EQ(as_text(s, got), as_text(s, want));
+    }
+}
+
+// Runs of one kind of letter far longer than any word: each must come back
+// whole, with no error from the expression engine.
+TEST(Tokenizer, LongLetterRunsSplitWithTheGpt4oPreTokenizer) {
+    const auto t = load(bpe_vocab("gpt-4o"));
+    const size_t n = 300000;
+    std::string mixed;
+    for (size_t i = 0; i < n / 2; ++i) mixed += i % 2 ? "b" : "A";
+    std::string accented, cjk;
+    for (size_t i = 0; i < n; ++i) accented += "\xC3\xA9";  // é: neither a-z nor A-Z
+    for (size_t i = 0; i < n; ++i) cjk += "\xE6\x97\xA5";       // 日: a letter without case
+    for (const std::string &s : {std::string(n, 'a'), std::string(n, 'A'), "Hello" + std::string(n, 'x') + "'s",
+                                 mixed, accented, cjk}) {
+        SCOPED_TRACE(s.substr(0, 8));
+        std::vector<int32_t> ids;
+        try {
+            t->tokenize(s, false, false, ids);
+        } catch (const moe::Error &e) {
+            ADD_FAILURE() << e.what();
+            continue;
+        }
+        EXPECT_EQ(t->detokenize(ids), s);
+    }
 }
 
 }  // namespace
