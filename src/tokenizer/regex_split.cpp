@@ -3,11 +3,25 @@
 
 #include <pcre2.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "common/error.hpp"
 #include "tokenizer/utf8.hpp"
 
 namespace moe::tok {
 namespace {
+
+// PCRE2's default step limit, and the steps allowed per byte of subject above
+// it: the whitespace alternatives backtrack over a whole run before matching
+// it, so the steps a piece needs grow with its length.
+constexpr uint64_t kMinMatchLimit = 10'000'000;
+constexpr uint64_t kMatchStepsPerByte = 16;
+
+uint32_t match_limit_for(size_t length) {
+    const uint64_t steps = std::max<uint64_t>(kMinMatchLimit, kMatchStepsPerByte * uint64_t(length));
+    return uint32_t(std::min<uint64_t>(steps, UINT32_MAX));
+}
 
 std::string pcre2_message(int code) {
     PCRE2_UCHAR buf[256];
@@ -98,6 +112,7 @@ void RegexSplitter::split_one(const Compiled &re, std::string_view text, Piece r
     const auto *subject = reinterpret_cast<PCRE2_SPTR>(text.data() + range.begin);
     const size_t length = range.end - range.begin;
     size_t pos = 0, gap_start = 0;
+    pcre2_set_match_limit(ms.context(), match_limit_for(length));
     while (pos < length) {
         const int rc = pcre2_match(re.code, subject, length, pos, PCRE2_NO_UTF_CHECK, ms.data(), ms.context());
         if (rc == PCRE2_ERROR_NOMATCH) break;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -322,6 +323,36 @@ TEST(Tokenizer, LongLetterRunsSplitWithTheGpt4oPreTokenizer) {
             continue;
         }
         EXPECT_EQ(t->detokenize(ids), s);
+    }
+}
+
+// One piece longer than ten megabytes still splits: a run of spaces, which
+// the whitespace alternatives backtrack over, takes more steps than PCRE2's
+// default limit, so the limit grows with the text. (Tokenizing the same
+// text would hold hundreds of megabytes of merge symbols, hence the splitter
+// alone.)
+TEST(Tokenizer, PiecesBeyondTenMegabytesSplit) {
+    using moe::tok::Piece;
+    const size_t n = 11u << 20;
+    const std::string spaces(n, ' '), spaces_x = spaces + "x";
+    auto split = [](const char *pre, const std::string &s) {
+        const moe::tok::RegexSplitter splitter(moe::tok::pre_tokenizer_spec(pre).patterns);
+        std::vector<Piece> pieces;
+        moe::tok::SplitScratch scratch;
+        try {
+            splitter.split(s, {0, s.size()}, pieces, scratch);
+        } catch (const moe::Error &e) {
+            ADD_FAILURE() << e.what();
+        }
+        std::vector<std::pair<size_t, size_t>> out;
+        for (const Piece &p : pieces) out.emplace_back(p.begin, p.end);
+        return out;
+    };
+    for (const char *pre : {"qwen2", "gpt-4o"}) {
+        SCOPED_TRACE(pre);
+        EXPECT_EQ(split(pre, spaces), (std::vector<std::pair<size_t, size_t>>{{0, n}}));
+        // The last space goes with the word.
+        EXPECT_EQ(split(pre, spaces_x), (std::vector<std::pair<size_t, size_t>>{{0, n - 1}, {n - 1, n + 1}}));
     }
 }
 
