@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "common/error.hpp"
 #include "tokenizer/byte_unicode.hpp"
+#include "tokenizer/utf8.hpp"
 
 namespace moe::tok {
 
@@ -47,12 +49,44 @@ void BpeTokenizer::tokenize_piece(std::vector<int32_t> &out, BpeScratch &s) cons
             out.push_back(sym.id);
             continue;
         }
-        // Not a token: fall back to the single bytes of its text that are.
-        for (uint32_t k = 0; k < sym.len; ++k) {
-            const int32_t id = vocab_.find(mapped.substr(sym.begin + k, 1));
-            if (id >= 0) out.push_back(id);
+        // Not a token (a merge result or a character the vocabulary lacks):
+        // emit it character by character rather than lose any of it.
+        for (uint32_t k = 0; k < sym.len;) {
+            const size_t len = std::min<size_t>(utf8_char_len(static_cast<uint8_t>(mapped[sym.begin + k])), sym.len - k);
+            emit_character(mapped.substr(sym.begin + k, len), out);
+            k += uint32_t(len);
         }
     }
+}
+
+void BpeTokenizer::emit_character(std::string_view character, std::vector<int32_t> &out) const {
+    const int32_t id = vocab_.find(character);
+    if (id >= 0) {
+        out.push_back(id);
+        return;
+    }
+    // No token of its own: the tokens of its single bytes if all exist, else
+    // the unknown token.
+    const size_t start = out.size();
+    for (const char &c : character) {
+        const int32_t byte_id = vocab_.find(std::string_view(&c, 1));
+        if (byte_id < 0) {
+            out.resize(start);
+            break;
+        }
+        out.push_back(byte_id);
+    }
+    if (out.size() > start) return;
+    if (vocab_.unk() >= 0) {
+        out.push_back(vocab_.unk());
+        return;
+    }
+    size_t pos = 0;
+    const int b = unicode_to_byte(decode_utf8(character, pos));  // the text's byte this character stands for
+    fail(Status::bad_format,
+         "the vocabulary has no token for byte 0x%02X of the text: none for its byte-level character '%.*s' or that "
+         "character's single bytes, and no unknown token",
+         unsigned(b < 0 ? 0 : b), int(character.size()), character.data());
 }
 
 }  // namespace moe::tok

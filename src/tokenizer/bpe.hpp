@@ -33,6 +33,9 @@ public:
 
 private:
     void tokenize_piece(std::vector<int32_t> &out, BpeScratch &s) const;
+    // Appends the token(s) of one byte-level character; throws bad_format when
+    // neither it, nor its single bytes, nor an unknown token is in the vocabulary.
+    void emit_character(std::string_view character, std::vector<int32_t> &out) const;
 
     const Vocab &vocab_;
     PreTokenizerSpec spec_;

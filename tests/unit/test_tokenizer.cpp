@@ -356,4 +356,59 @@ TEST(Tokenizer, PiecesBeyondTenMegabytesSplit) {
     }
 }
 
+// A byte-level vocabulary (token i is byte i) with some tokens renamed out of
+// the way and extra tokens appended, and the given merges.
+GgufBuilder odd_bpe_vocab(const std::vector<std::string> &merges, const std::vector<int> &renamed = {},
+                          const std::vector<std::string> &extra = {}) {
+    VocabTokens v = moe::test::byte_level_tokens();
+    for (int b : renamed) v.tokens[size_t(b)] = "<renamed-" + std::to_string(b) + ">";
+    for (const std::string &t : extra) v.add(t, moe::test::kNormal);
+    GgufBuilder b;
+    b.kv_string("tokenizer.ggml.model", "gpt2")
+        .kv_string("tokenizer.ggml.pre", "gpt-2")
+        .kv_array_string("tokenizer.ggml.tokens", v.tokens)
+        .kv_array_i32("tokenizer.ggml.token_type", v.types)
+        .kv_array_string("tokenizer.ggml.merges", merges);
+    return b;
+}
+
+std::vector<int32_t> byte_ids(const std::string &s) {
+    std::vector<int32_t> ids;
+    for (char c : s) ids.push_back(static_cast<uint8_t>(c));
+    return ids;
+}
+
+TEST(Tokenizer, MergesIntoTextsThatAreNotTokensKeepEveryCharacter) {
+    // None of the merged texts is a token: each symbol falls back to the
+    // tokens of its characters, two-byte stand-ins (Ã, ©, Ġ) included.
+    const std::vector<std::string> merges = {"\xC3\x83 \xC2\xA9", byte_level(" ") + " " + byte_level(" "), "c a"};
+    const auto t = load(odd_bpe_vocab(merges));
+    for (const std::string &s : {std::string("caf\xC3\xA9"), std::string("a   "), std::string("ca \xC3\xA9t\xC3\xA9")}) {
+        SCOPED_TRACE(s);
+        const auto ids = tokenize(*t, s);
+        EXPECT_EQ(ids, byte_ids(s));
+        EXPECT_EQ(t->detokenize(ids), s);
+    }
+    // A character without a token of its own (Ã, the stand-in for byte 0xC3)
+    // falls back to tokens of its single bytes when the vocabulary has them.
+    const auto t2 = load(odd_bpe_vocab(merges, {0xC3}, {"\xC3", "\x83"}));
+    EXPECT_EQ(tokenize(*t2, "caf\xC3\xA9"), (std::vector<int32_t>{'c', 'a', 'f', 256, 257, 0xA9}));
+}
+
+TEST(Tokenizer, CharactersWithoutAnyTokenAreTheUnknownTokenOrAnError) {
+    // Neither Ã nor its bytes are tokens.
+    auto b = odd_bpe_vocab({"\xC3\x83 \xC2\xA9"}, {0xC3});
+    std::vector<int32_t> ids;
+    try {
+        load(b)->tokenize("caf\xC3\xA9", false, false, ids);
+        ADD_FAILURE() << "dropped a character";
+    } catch (const moe::Error &e) {
+        EXPECT_EQ(e.status(), Status::bad_format);
+        EXPECT_NE(std::string(e.what()).find("0xC3"), std::string::npos) << e.what();
+    }
+    b = odd_bpe_vocab({"\xC3\x83 \xC2\xA9"}, {0xC3}, {"<unk>"});
+    b.kv_u32("tokenizer.ggml.unknown_token_id", 256);
+    EXPECT_EQ(tokenize(*load(b), "caf\xC3\xA9"), (std::vector<int32_t>{'c', 'a', 'f', 256, 0xA9}));
+}
+
 }  // namespace
