@@ -3,6 +3,7 @@ synthetic byte-level vocabulary, special tokens, errors, reference vectors on
 models carrying the shared reference vocabularies (skipped without them), and
 the CLI commands that take text."""
 import os
+import pathlib
 import subprocess
 
 import pytest
@@ -108,24 +109,51 @@ def test_model_without_tokenizer_is_unsupported(models):
         assert c.bos_token is None and c.eos_token is None
 
 
+def _reference_vocab_dir():
+    """MOESTREAM_VOCAB_DIR, else vocab/ in the shared directory beside the source tree (as the C++ test)."""
+    if os.environ.get("MOESTREAM_VOCAB_DIR"):
+        return pathlib.Path(os.environ["MOESTREAM_VOCAB_DIR"])
+    source = pathlib.Path(os.environ.get("MOESTREAM_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
+    return source.parent / "shared" / "vocab"
+
+
+def _reference_vocabs():
+    """Every ggml-vocab-*.gguf there: each one is a test case, so none can be left out."""
+    d = _reference_vocab_dir()
+    if not d.is_dir():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no reference vocabularies in {d}"))]
+    names = sorted(p.name for p in d.glob("ggml-vocab-*.gguf"))
+    if not names:
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no ggml-vocab-*.gguf in {d}"))]
+    return names
+
+
 def _vectors(base):
-    with open(str(base) + ".inp", "rb") as f:
-        texts = f.read().decode("utf-8").split("\n__ggml_vocab_test__\n")[:-1]
-    with open(str(base) + ".out", encoding="utf-8") as f:
-        expected = [[int(x) for x in line.split()] for line in f.read().split("\n")[: len(texts)]]
-    return texts, expected
+    """The test strings of <base>.inp and the expected ids of <base>.out, checked to pair up."""
+    inp, out = pathlib.Path(str(base) + ".inp"), pathlib.Path(str(base) + ".out")
+    assert inp.exists() and out.exists(), f"{base.name} has no .inp/.out test vectors beside it"
+    texts = inp.read_bytes().decode("utf-8").split("\n__ggml_vocab_test__\n")
+    assert texts[-1] == "", f"{inp.name} does not end with a separator"
+    texts = texts[:-1]
+    lines = out.read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines = lines[:-1]
+    assert texts, f"{inp.name} holds no test strings"
+    assert len(lines) == len(texts), f"{inp.name} has {len(texts)} strings but {out.name} {len(lines)} lines"
+    return texts, [[int(x) for x in line.split()] for line in lines]
 
 
-@pytest.mark.parametrize("name", ["gpt-2", "llama-spm"])
-def test_reference_vocab_through_a_model(lib, shared_dir, tmp_path, name):
-    base = shared_dir / "vocab" / f"ggml-vocab-{name}.gguf" if shared_dir else None
-    if base is None or not base.exists() or not os.path.exists(str(base) + ".inp"):
-        pytest.skip("reference vocabularies not available")
-    path = _model(tmp_path, "m.gguf", f"copy:{base}")
+@pytest.mark.parametrize("vocab", _reference_vocabs())
+def test_reference_vocab_through_a_model(lib, tmp_path, vocab):
+    base = _reference_vocab_dir() / vocab
     texts, expected = _vectors(base)
+    path = _model(tmp_path, "m.gguf", f"copy:{base}")
+    compared = 0
     with moestream.Context(path, n_threads=1, n_ctx=64, profile_path="") as c:
         for text, ids in zip(texts, expected):
             assert c.tokenize(text, add_special=False, parse_special=False) == ids, repr(text)
+            compared += 1
+    assert compared == len(texts) > 0
 
 
 def test_cli_tokenize_run_and_perplexity(cli_path, ctx, models, tmp_path):
