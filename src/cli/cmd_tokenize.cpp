@@ -68,7 +68,10 @@ int cmd_tokenize(const Args &args) {
                 moestream_close(ctx);
                 return 1;
             }
-            std::printf("%d\t'%s'\n", ids[i], piece.c_str());
+            // Written by length: a piece may hold NUL bytes.
+            std::printf("%d\t'", ids[i]);
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
+            std::fputs("'\n", stdout);
         } else {
             std::printf("%s%d", i ? " " : "", ids[i]);
         }

@@ -156,6 +156,18 @@ def test_reference_vocab_through_a_model(lib, tmp_path, vocab):
     assert compared == len(texts) > 0
 
 
+def test_cli_pieces_keep_nul_bytes(cli_path, ctx, models, tmp_path):
+    text = tmp_path / "nul.txt"
+    text.write_bytes(b"a\x00b c\x00")
+    r = subprocess.run([str(cli_path), "tokenize", "-m", str(models["synthetic"]), "-f", str(text), "--pieces"],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    ids = ctx.tokenize(b"a\x00b c\x00", parse_special=True)
+    expected = b"".join(b"%d\t'%s'\n" % (i, ctx.token_to_piece(i)) for i in ids)
+    assert expected.count(b"\x00") == 2
+    assert r.stdout == expected
+
+
 def test_cli_tokenize_run_and_perplexity(cli_path, ctx, models, tmp_path):
     model = str(models["synthetic"])
     r = subprocess.run([str(cli_path), "tokenize", "-m", model, "-p", "the fox<|endoftext|>"],
