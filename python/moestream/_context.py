@@ -183,8 +183,14 @@ class Context(OwnedHandle):
     # --- tokenizer ----------------------------------------------------------
 
     def tokenize(self, text, *, add_special=True, parse_special=False):
-        """Token ids of text (str, encoded as UTF-8, or bytes)."""
-        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        """Token ids of text (str, encoded as UTF-8, or bytes, bytearray, memoryview)."""
+        if isinstance(text, str):
+            data = text.encode("utf-8")
+        elif isinstance(text, (bytes, bytearray, memoryview)):
+            data = bytes(text)
+        else:
+            # bytes() would turn an int into that many NUL bytes and a list of ints into their bytes.
+            raise TypeError(f"tokenize() takes str or bytes, not {type(text).__name__}")
         with self._claim() as handle:
             return self._tokenize(handle, data, add_special, parse_special)
 

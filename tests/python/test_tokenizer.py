@@ -86,6 +86,16 @@ def test_errors(lib, ctx):
         assert e.value.status == Status.INVALID_ARGUMENT
 
 
+def test_tokenize_refuses_what_is_not_text(ctx):
+    # bytes(5) would be five NUL bytes, bytes([104, 105]) "hi": neither is text.
+    for bad in (5, None, 2.5, [104, 105]):
+        with pytest.raises(TypeError):
+            ctx.tokenize(bad)
+    expected = ctx.tokenize("the fox", add_special=False)
+    for text in (b"the fox", bytearray(b"the fox"), memoryview(b"the fox")):
+        assert ctx.tokenize(text, add_special=False) == expected
+
+
 def test_small_capacity_reports_the_count(lib, ctx):
     import ctypes
     text = b"the quick brown fox"
