@@ -35,7 +35,7 @@ int32_t int32_option(const Args &args, size_t &i, int64_t lo, int64_t hi) {
 const char *const kModelOptionsHelp =
     "model options:\n"
     "  -m, --model MODEL        the GGUF model (required)\n"
-    "  -t, --threads N          compute threads (default: one per physical core)\n"
+    "  -t, --threads N          compute threads (default: one per physical core it may run on)\n"
     "  -c, --ctx N              context length (default: the model's, at most 4096)\n"
     "  --io-mode M              auto, mmap, direct or pread\n"
     "  --memory-budget SIZE     bytes for the whole engine (512MiB, 8GiB, ...; default 80% of available)\n"

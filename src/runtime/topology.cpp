@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,15 +41,47 @@ public:
 private:
     Topology() {
         if (hwloc_topology_init(&topo_) != 0) return;
+        // Only the CPUs the process is bound to (taskset, numactl
+        // --cpunodebind, sched_setaffinity before the first context): hwloc
+        // otherwise leaves out only the cgroup's disallowed CPUs, and the
+        // pool would count, and pin its threads to, cores the process was
+        // kept off. The binding is read once, when the topology is loaded.
+#if HWLOC_API_VERSION >= 0x00020500
+        (void)hwloc_topology_set_flags(
+            topo_, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM | HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_CPUBINDING);
+#endif
         if (hwloc_topology_load(topo_) != 0) {
             hwloc_topology_destroy(topo_);
             return;
         }
+#if HWLOC_API_VERSION < 0x00020500
+        if (hwloc_bitmap_t bound = hwloc_bitmap_alloc()) {
+            if (hwloc_get_cpubind(topo_, bound, HWLOC_CPUBIND_PROCESS) == 0 && !hwloc_bitmap_iszero(bound))
+                (void)hwloc_topology_restrict(topo_, bound, 0);
+            hwloc_bitmap_free(bound);
+        }
+#endif
         ok_ = true;
     }
     hwloc_topology_t topo_{};
     bool ok_ = false;
 };
+
+// The CPUs the calling thread may run on, for when hwloc cannot tell
+// (hardware_concurrency() counts CPUs the process may not use).
+std::vector<int> affinity_cpus() {
+    std::vector<int> out;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &set)) out.push_back(c);
+    if (out.empty()) {
+        const unsigned n = std::max(1u, std::thread::hardware_concurrency());
+        for (unsigned i = 0; i < n; ++i) out.push_back(int(i));
+    }
+    return out;
+}
 
 int read_int_file(const std::string &path, int fallback) {
     std::ifstream in(path);
@@ -75,8 +108,7 @@ int physical_cores() {
         const int n = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
         if (n > 0) return n;
     }
-    const unsigned hc = std::thread::hardware_concurrency();
-    return hc > 0 ? static_cast<int>(hc) : 1;
+    return static_cast<int>(affinity_cpus().size());
 }
 
 int numa_nodes() {
@@ -317,10 +349,7 @@ DevicePlacement compute_placement(dev_t dev) {
 std::vector<int> allowed_cpus() {
     std::vector<int> out;
     if (hwloc_topology_t t = Topology::get().handle()) out = to_cpus(hwloc_topology_get_allowed_cpuset(t));
-    if (out.empty()) {
-        const unsigned n = std::max(1u, std::thread::hardware_concurrency());
-        for (unsigned i = 0; i < n; ++i) out.push_back(int(i));
-    }
+    if (out.empty()) out = affinity_cpus();
     return out;
 }
 

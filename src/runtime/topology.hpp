@@ -22,8 +22,9 @@ bool bind_thread_to_core(int index);
 // Binds the calling thread to the CPUs of a NUMA node; false if not possible.
 bool bind_thread_to_numa_node(int node);
 
-// CPUs this process may use (the cgroup's cpuset as hwloc sees it), ascending;
-// never empty (falls back to 0..hardware_concurrency-1).
+// CPUs this process may use (the cgroup's cpuset and the process's CPU
+// binding, as hwloc sees them when it loads), ascending; never empty (falls
+// back to the calling thread's affinity).
 std::vector<int> allowed_cpus();
 
 // Where I/O threads for a storage device should run.

@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "runtime/numa_memory.hpp"
+#include "runtime/thread_pool.hpp"
 #include "runtime/topology.hpp"
 #include "support/paths.hpp"
 
@@ -107,6 +109,53 @@ TEST(DevicePlacement, ThreadsCanBeBoundToTheDeviceCpus) {
         }
     });
     u.join();
+}
+
+std::vector<int> affinity_of_this_thread() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::vector<int> out;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) out.push_back(c);
+    return out;
+}
+
+// In a process bound to CPU `only` (as by `taskset -c N` or `numactl
+// --cpunodebind`): the number of checks that fail.
+int checks_within_binding(int only) {
+    int bad = 0;
+    auto check = [&bad](bool ok, const char *what) {
+        if (!ok) std::fprintf(stderr, "%s\n", what), ++bad;
+    };
+    const std::vector<int> just{only};
+    check(moe::topology::physical_cores() == 1, "physical_cores() counts cores outside the binding");
+    check(moe::topology::allowed_cpus() == just, "allowed_cpus() lists CPUs outside the binding");
+    const auto p = moe::topology::placement_for_path(moe::test::source_dir() + "/CMakeLists.txt");
+    check(p.cpus == just, "the I/O threads' CPUs lie outside the binding");
+    moe::ThreadPool pool(2);
+    std::vector<std::vector<int>> worker_cpus(2);
+    pool.on_each_worker([&](int64_t, int32_t w) { worker_cpus[size_t(w)] = affinity_of_this_thread(); });
+    for (const auto &cpus : worker_cpus) check(cpus == just, "a compute thread is pinned outside the binding");
+    return bad;
+}
+
+// The core count, the allowed CPUs, the I/O threads' CPUs and the compute
+// threads' pinning must all stay within the CPUs the process may run on.
+// Run in a fresh process, as the topology is loaded once per process.
+TEST(Topology, EverythingStaysWithinTheProcessCpuBinding) {
+    const std::vector<int> initial = affinity_of_this_thread();
+    if (initial.size() < 2) GTEST_SKIP() << "needs two CPUs to leave one out";
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(initial.front(), &set);
+            if (sched_setaffinity(0, sizeof set, &set) != 0) std::_Exit(100);
+            std::_Exit(checks_within_binding(initial.front()));
+        },
+        ::testing::ExitedWithCode(0), "");
 }
 
 TEST(DevicePlacement, CpuListText) {
