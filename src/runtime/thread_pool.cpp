@@ -199,7 +199,9 @@ ThreadPool::ThreadPool(int32_t n_threads) : impl_(std::make_unique<Impl>()) {
     Impl &im = *impl_;
     im.n_threads = n_threads;
     im.ranges = std::make_unique<TaskRange[]>(size_t(n_threads));
-    const int32_t cpus = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+    // The CPUs this process may run on (affinity, cgroup cpuset), not the
+    // machine's: spinning workers on too few CPUs hold them from the others.
+    const int32_t cpus = static_cast<int32_t>(topology::allowed_cpus().size());
     const bool oversubscribed = n_threads > cpus;
     im.spin_ns = env_int("MOESTREAM_SPIN_US", oversubscribed ? 0 : 200) * 1000;
     // A pool that never spins does not spin within steps either.

@@ -5,7 +5,7 @@
 // Idle workers spin for a short while before sleeping, because the engine
 // issues thousands of short parallel_for calls per token and a futex wakeup
 // per call would dominate them. MOESTREAM_SPIN_US overrides the spin time
-// (default 200 us; 0 when the pool has more threads than the machine has CPUs).
+// (default 200 us; 0 when the pool has more threads than the process has CPUs).
 // MOESTREAM_STEP_SPIN_US (default 0 = off) lets them spin longer while a
 // step is open (StepScope): a streamed layer waits for reads between groups
 // of experts, often for longer than the short spin, and a worker woken from

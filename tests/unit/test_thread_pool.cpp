@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "runtime/thread_pool.hpp"
+#include "runtime/topology.hpp"
 
 namespace {
 
@@ -106,7 +108,7 @@ bool worker_slept_during_pause(moe::ThreadPool &pool, bool in_step, std::chrono:
 }
 
 TEST(ThreadPool, WithAStepSpinIdleWorkersStayAwakeInStepsAndSleepOtherwise) {
-    if (std::thread::hardware_concurrency() < 2 || std::getenv("MOESTREAM_SPIN_US") ||
+    if (moe::topology::allowed_cpus().size() < 2 || std::getenv("MOESTREAM_SPIN_US") ||
         std::getenv("MOESTREAM_STEP_SPIN_US"))
         GTEST_SKIP() << "the pool does not spin on one CPU or with MOESTREAM_SPIN_US / MOESTREAM_STEP_SPIN_US set";
     ::setenv("MOESTREAM_STEP_SPIN_US", "5000", 1);
@@ -124,7 +126,7 @@ TEST(ThreadPool, WithAStepSpinIdleWorkersStayAwakeInStepsAndSleepOtherwise) {
 }
 
 TEST(ThreadPool, ByDefaultStepsKeepTheShortSpin) {
-    if (std::thread::hardware_concurrency() < 2 || std::getenv("MOESTREAM_SPIN_US") ||
+    if (moe::topology::allowed_cpus().size() < 2 || std::getenv("MOESTREAM_SPIN_US") ||
         std::getenv("MOESTREAM_STEP_SPIN_US"))
         GTEST_SKIP() << "the pool does not spin on one CPU or with MOESTREAM_SPIN_US / MOESTREAM_STEP_SPIN_US set";
     moe::ThreadPool pool(2);
@@ -132,6 +134,31 @@ TEST(ThreadPool, ByDefaultStepsKeepTheShortSpin) {
     for (int attempt = 0; attempt < 10 && !asleep_in_step; ++attempt)
         asleep_in_step = worker_slept_during_pause(pool, true, std::chrono::milliseconds(2));
     EXPECT_TRUE(asleep_in_step) << "by default the worker stayed awake through a 2 ms pause in a step";
+}
+
+// A pool with more threads than the CPUs the process may run on does not
+// spin (a spinning worker would hold the CPU the others need), also when the
+// machine has more CPUs than that: with a step spin of 5 s, the worker still
+// goes to sleep during a pause in a step. Run in a fresh process bound to one
+// CPU, as the topology is read once per process.
+int pool_bound_to_one_cpu_sleeps() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(sched_getcpu() >= 0 ? sched_getcpu() : 0, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) return 100;
+    ::setenv("MOESTREAM_STEP_SPIN_US", "5000000", 1);
+    moe::ThreadPool pool(2);
+    bool slept = false;
+    for (int attempt = 0; attempt < 10 && !slept; ++attempt)
+        slept = worker_slept_during_pause(pool, true, std::chrono::milliseconds(50));
+    return slept ? 0 : 1;
+}
+
+TEST(ThreadPool, MoreThreadsThanTheAllowedCpusDoNotSpin) {
+    if (std::getenv("MOESTREAM_SPIN_US") || std::getenv("MOESTREAM_STEP_SPIN_US"))
+        GTEST_SKIP() << "MOESTREAM_SPIN_US or MOESTREAM_STEP_SPIN_US is set";
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(std::_Exit(pool_bound_to_one_cpu_sleeps()), ::testing::ExitedWithCode(0), "");
 }
 
 // Per-thread set-up: every worker runs its own task, on its own thread, even
