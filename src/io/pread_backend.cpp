@@ -48,16 +48,18 @@ public:
     PreadBackend(uint32_t depth, uint32_t n_threads) : depth_(depth), pending_(depth), done_(depth) {
         if (depth == 0) fail(Status::invalid_argument, "pread backend: queue depth must be positive");
         if (n_threads == 0) n_threads = depth < 8 ? depth : 8;
-        for (uint32_t i = 0; i < n_threads; ++i) workers_.emplace_back([this] { work(); });
-    }
-    ~PreadBackend() override {
-        {
-            std::lock_guard lock(mu_);
-            stop_ = true;
+        workers_.reserve(n_threads);
+        try {
+            for (uint32_t i = 0; i < n_threads; ++i) workers_.emplace_back([this] { work(); });
+        } catch (const std::exception &e) {
+            // A thread that cannot start (a pids limit, no room for its
+            // stack) must not leave the ones started joinable: destroying
+            // them would call std::terminate.
+            stop_workers();
+            fail(Status::out_of_memory, "pread backend: cannot start %u threads: %s", n_threads, e.what());
         }
-        work_cv_.notify_all();
-        for (auto &t : workers_) t.join();
     }
+    ~PreadBackend() override { stop_workers(); }
 
     const char *name() const override { return "pread"; }
     uint32_t add_file(int fd) override {
@@ -104,6 +106,15 @@ private:
         ReadRequest request;
         bool cancelled;
     };
+
+    void stop_workers() {
+        {
+            std::lock_guard lock(mu_);
+            stop_ = true;
+        }
+        work_cv_.notify_all();
+        for (auto &t : workers_) t.join();
+    }
 
     void work() {
         std::unique_lock lock(mu_);

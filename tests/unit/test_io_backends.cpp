@@ -17,6 +17,7 @@
 #include "io/read_backend.hpp"
 #include "io/read_file.hpp"
 #include "support/paths.hpp"
+#include "support/thread_limit.hpp"
 
 namespace {
 
@@ -233,4 +234,24 @@ TEST(IoUringBackend, UnpinnableMemoryIsReportedNotRegistered) {
     MemoryRegion writable{arena.data(), arena.size()};
     pool->register_memory({&writable, 1});
     EXPECT_FALSE(pool->memory_pinned());
+}
+
+// Starting the pool's threads can fail part way (a pids limit, no address
+// space for a stack): the backend reports it instead of leaving the threads it
+// did start joinable, whose destruction would end the process.
+static int pread_pool_that_cannot_start_every_thread() {
+    if (!moe::test::allow_only_a_few_more_threads(2)) return 100;
+    try {
+        auto b = make_pread_backend(16, 8);
+        return 1;  // every thread started: the limit did not bite
+    } catch (const moe::Error &e) {
+        return e.status() == moe::Status::out_of_memory ? 0 : 2;
+    } catch (...) {
+        return 3;
+    }
+}
+
+TEST(PreadBackend, ThreadsThatCannotStartAreAnError) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(std::_Exit(pread_pool_that_cannot_start_every_thread()), ::testing::ExitedWithCode(0), "");
 }
