@@ -212,12 +212,13 @@ ThreadPool::ThreadPool(int32_t n_threads) : impl_(std::make_unique<Impl>()) {
     im.threads.reserve(static_cast<size_t>(n_threads - 1));
     try {
         for (int32_t w = 1; w < n_threads; ++w) im.threads.emplace_back([&im, w, pin] { im.worker_main(w, pin); });
-    } catch (const std::system_error &e) {
+    } catch (const std::exception &e) {  // system_error, or bad_alloc for a thread's state
         im.stopping.store(true);
         im.epoch.fetch_add(1);
         im.epoch.notify_all();
         for (auto &t : im.threads) t.join();
-        fail(Status::internal, "thread pool: cannot start %d threads: %s", n_threads, e.what());
+        // The process's thread limit or address space, not a bug: out_of_memory (docs/errors.md).
+        fail(Status::out_of_memory, "thread pool: cannot start %d threads: %s", n_threads, e.what());
     }
 }
 

@@ -9,8 +9,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/error.hpp"
 #include "runtime/thread_pool.hpp"
 #include "runtime/topology.hpp"
+#include "support/thread_limit.hpp"
 
 namespace {
 
@@ -190,6 +192,26 @@ TEST(ThreadPool, OnEachWorkerRunsOnceOnEveryThread) {
         pool.parallel_for(100, [&](int64_t, int32_t) { tasks.fetch_add(1); });
         EXPECT_EQ(tasks.load(), 100);
     }
+}
+
+// Threads that cannot start (a pids limit, no room for a stack) are a
+// resource the process lacks, not a bug of the library: out_of_memory, as
+// docs/errors.md says, and the threads started are stopped.
+int pool_that_cannot_start_every_thread() {
+    if (!moe::test::allow_only_a_few_more_threads(2)) return 100;
+    try {
+        moe::ThreadPool pool(8);
+        return 1;  // every thread started: the limit did not bite
+    } catch (const moe::Error &e) {
+        return e.status() == moe::Status::out_of_memory ? 0 : 2;
+    } catch (...) {
+        return 3;
+    }
+}
+
+TEST(ThreadPool, ThreadsThatCannotStartAreOutOfMemory) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(std::_Exit(pool_that_cannot_start_every_thread()), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(ThreadPool, DefaultSizeIsAtLeastOne) {
