@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -60,6 +61,12 @@ int64_t env_int(const char *name, int64_t fallback) {
     char *end = nullptr;
     const long long x = std::strtoll(v, &end, 10);
     return (end && *end == 0 && x >= 0) ? x : fallback;
+}
+
+// Microseconds from the environment as nanoseconds, saturated: a huge value
+// means "spin for ever", and x * 1000 must not wrap to a negative time.
+int64_t env_us_as_ns(const char *name, int64_t fallback_us) {
+    return std::min<int64_t>(env_int(name, fallback_us), INT64_MAX / 1000) * 1000;
 }
 
 }  // namespace
@@ -203,10 +210,10 @@ ThreadPool::ThreadPool(int32_t n_threads) : impl_(std::make_unique<Impl>()) {
     // machine's: spinning workers on too few CPUs hold them from the others.
     const int32_t cpus = static_cast<int32_t>(topology::allowed_cpus().size());
     const bool oversubscribed = n_threads > cpus;
-    im.spin_ns = env_int("MOESTREAM_SPIN_US", oversubscribed ? 0 : 200) * 1000;
+    im.spin_ns = env_us_as_ns("MOESTREAM_SPIN_US", oversubscribed ? 0 : 200);
     // A pool that never spins does not spin within steps either.
     im.step_spin_ns =
-        im.spin_ns > 0 ? std::max(im.spin_ns, env_int("MOESTREAM_STEP_SPIN_US", 0) * 1000) : 0;
+        im.spin_ns > 0 ? std::max(im.spin_ns, env_us_as_ns("MOESTREAM_STEP_SPIN_US", 0)) : 0;
     const char *no_pin = std::getenv("MOESTREAM_NO_PIN");
     const bool pin = !(no_pin && *no_pin && *no_pin != '0') && n_threads <= topology::physical_cores();
     im.threads.reserve(static_cast<size_t>(n_threads - 1));

@@ -138,6 +138,23 @@ TEST(ThreadPool, ByDefaultStepsKeepTheShortSpin) {
     EXPECT_TRUE(asleep_in_step) << "by default the worker stayed awake through a 2 ms pause in a step";
 }
 
+// A spin longer than int64 nanoseconds hold is as good as forever: it must
+// not wrap around to a negative time, which would turn spinning off.
+TEST(ThreadPool, AHugeSpinTimeSpinsInsteadOfWrappingAround) {
+    if (moe::topology::allowed_cpus().size() < 2 || std::getenv("MOESTREAM_SPIN_US") ||
+        std::getenv("MOESTREAM_STEP_SPIN_US"))
+        GTEST_SKIP() << "the pool does not spin on one CPU or with MOESTREAM_SPIN_US / MOESTREAM_STEP_SPIN_US set";
+    std::optional<moe::ThreadPool> pool;
+    {
+        const moe::test::ScopedEnv spin("MOESTREAM_SPIN_US", "18446744073709551");  // x 1000 = 2^64 - 616
+        pool.emplace(2);
+    }
+    bool awake = false;
+    for (int attempt = 0; attempt < 10 && !awake; ++attempt)
+        awake = !worker_slept_during_pause(*pool, false, std::chrono::milliseconds(2));
+    EXPECT_TRUE(awake) << "the worker slept during every 2 ms pause";
+}
+
 // A pool with more threads than the CPUs the process may run on does not
 // spin (a spinning worker would hold the CPU the others need), also when the
 // machine has more CPUs than that: with a step spin of 5 s, the worker still
