@@ -75,6 +75,12 @@ struct ThreadPool::Impl {
     int32_t n_threads = 1;
     int64_t spin_ns = 0;
     std::vector<std::thread> threads;
+    std::vector<int> cores;  // cores[w - 1]: worker w's core when pinned (claimed, released with the pool)
+
+    Impl() = default;
+    Impl(const Impl &) = delete;
+    Impl &operator=(const Impl &) = delete;
+    ~Impl() { topology::release_cores(cores); }  // the threads have been joined
 
     // The current job; written by the caller before publishing a generation.
     const TaskRef *job = nullptr;
@@ -180,8 +186,8 @@ struct ThreadPool::Impl {
         return e;
     }
 
-    void worker_main(int32_t worker, bool pin) {
-        if (pin) topology::bind_thread_to_core(worker);
+    void worker_main(int32_t worker) {
+        if (size_t(worker - 1) < cores.size()) topology::bind_thread_to_core(cores[size_t(worker - 1)]);
         uint32_t seen = 0;
         for (;;) {
             const uint32_t e = wait_for_epoch(seen);
@@ -216,9 +222,13 @@ ThreadPool::ThreadPool(int32_t n_threads) : impl_(std::make_unique<Impl>()) {
         im.spin_ns > 0 ? std::max(im.spin_ns, env_us_as_ns("MOESTREAM_STEP_SPIN_US", 0)) : 0;
     const char *no_pin = std::getenv("MOESTREAM_NO_PIN");
     const bool pin = !(no_pin && *no_pin && *no_pin != '0') && n_threads <= topology::physical_cores();
+    // The least used cores, not cores 1..n-1 every time: the pools of
+    // contexts stepped side by side would otherwise share their first cores
+    // and leave the rest idle.
+    if (pin) im.cores = topology::claim_cores(n_threads - 1);
     im.threads.reserve(static_cast<size_t>(n_threads - 1));
     try {
-        for (int32_t w = 1; w < n_threads; ++w) im.threads.emplace_back([&im, w, pin] { im.worker_main(w, pin); });
+        for (int32_t w = 1; w < n_threads; ++w) im.threads.emplace_back([&im, w] { im.worker_main(w); });
     } catch (const std::exception &e) {  // system_error, or bad_alloc for a thread's state
         im.stopping.store(true);
         im.epoch.fetch_add(1);

@@ -1,6 +1,7 @@
 // Persistent compute threads. The calling thread takes part as worker 0, so
 // a pool of n threads starts n - 1 OS threads. Workers are pinned to physical
-// cores (hwloc) when the machine allows it (MOESTREAM_NO_PIN=1 disables).
+// cores (hwloc) when the machine allows it (MOESTREAM_NO_PIN=1 disables), to
+// the cores the process's live pools have pinned the fewest threads to.
 //
 // Idle workers spin for a short while before sleeping, because the engine
 // issues thousands of short parallel_for calls per token and a futex wakeup

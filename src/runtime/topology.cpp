@@ -150,6 +150,47 @@ bool bind_thread_to_core(int index) {
     return core && bind_to(core->cpuset);
 }
 
+namespace {
+// Threads pinned to each core by this process (index: hwloc's logical core
+// index). Never destroyed: a pool may outlive static destruction.
+struct CoreUse {
+    std::mutex mu;
+    std::vector<int> threads;
+};
+CoreUse &core_use() {
+    static CoreUse *use = new CoreUse;
+    return *use;
+}
+}  // namespace
+
+std::vector<int> claim_cores(int n) {
+    std::vector<int> out;
+    hwloc_topology_t t = Topology::get().handle();
+    const int cores = t ? hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE) : 0;
+    if (cores <= 0 || n <= 0) return out;
+    CoreUse &use = core_use();
+    std::lock_guard lock(use.mu);
+    use.threads.resize(size_t(cores), 0);
+    for (int k = 0; k < n; ++k) {
+        int best = -1;
+        for (int i = 1; i <= cores; ++i) {
+            const int c = i % cores;
+            if (best < 0 || use.threads[size_t(c)] < use.threads[size_t(best)]) best = c;
+        }
+        ++use.threads[size_t(best)];
+        out.push_back(best);
+    }
+    return out;
+}
+
+void release_cores(const std::vector<int> &cores) {
+    if (cores.empty()) return;
+    CoreUse &use = core_use();
+    std::lock_guard lock(use.mu);
+    for (int c : cores)
+        if (c >= 0 && size_t(c) < use.threads.size() && use.threads[size_t(c)] > 0) --use.threads[size_t(c)];
+}
+
 bool bind_thread_to_numa_node(int node) {
     hwloc_topology_t t = Topology::get().handle();
     if (!t || node < 0) return false;

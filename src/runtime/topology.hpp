@@ -19,6 +19,14 @@ int numa_node_of_path(const std::string &path);
 // Binds the calling thread to physical core `index` (taken modulo
 // physical_cores()). Returns false if binding is not possible.
 bool bind_thread_to_core(int index);
+// Physical cores for `n` threads of one pool to be pinned to, one each: the
+// cores this process has pinned the fewest threads to so far (ties in the
+// order 1, 2, ..., 0: a lone pool leaves core 0 to its unpinned caller), so
+// that the pools of contexts alive together do not crowd onto the same
+// cores. Each counts as taken until release_cores(). Empty when hwloc cannot
+// tell.
+std::vector<int> claim_cores(int n);
+void release_cores(const std::vector<int> &cores);
 // Binds the calling thread to the CPUs of a NUMA node; false if not possible.
 bool bind_thread_to_numa_node(int node);
 

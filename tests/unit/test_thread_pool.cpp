@@ -231,6 +231,39 @@ TEST(ThreadPool, ThreadsThatCannotStartAreOutOfMemory) {
     EXPECT_EXIT(std::_Exit(pool_that_cannot_start_every_thread()), ::testing::ExitedWithCode(0), "");
 }
 
+std::vector<int> cpus_of_this_thread() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::vector<int> out;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &set)) out.push_back(c);
+    return out;
+}
+
+// The CPUs the pool's workers 1.. are bound to.
+std::vector<std::vector<int>> worker_cpus(moe::ThreadPool &pool) {
+    std::vector<std::vector<int>> cpus(size_t(pool.size()));
+    pool.on_each_worker([&](int64_t, int32_t w) { cpus[size_t(w)] = cpus_of_this_thread(); });
+    cpus.erase(cpus.begin());
+    return cpus;
+}
+
+// Two contexts stepped from two threads, each with half the cores: their
+// pools' workers go to different cores instead of sharing the first ones.
+TEST(ThreadPool, PoolsAliveTogetherPinTheirWorkersToDifferentCores) {
+    const char *no_pin = std::getenv("MOESTREAM_NO_PIN");
+    if ((no_pin && *no_pin && *no_pin != '0') || moe::topology::physical_cores() < 2)
+        GTEST_SKIP() << "pinning is off, or fewer than two cores";
+    const int32_t half = moe::topology::physical_cores() / 2 + 1;  // each pool's caller is not pinned
+    moe::ThreadPool a(half), b(half);
+    const auto in_a = worker_cpus(a), in_b = worker_cpus(b);
+    for (const auto &cpus : in_a)
+        if (cpus.size() != 1) GTEST_SKIP() << "workers are not pinned here";
+    for (const auto &x : in_a)
+        for (const auto &y : in_b) EXPECT_NE(x, y) << "two pools' workers share CPU " << x.front();
+}
+
 TEST(ThreadPool, DefaultSizeIsAtLeastOne) {
     moe::ThreadPool pool(0);
     EXPECT_GE(pool.size(), 1);
