@@ -131,8 +131,11 @@ typedef enum moestream_cache_policy {
  * modes), the copy of the dense weights. The placement is a preference: a
  * node that runs out spills to the others. On one node both are the same. */
 typedef enum moestream_numa_placement {
-    MOESTREAM_NUMA_LOCAL = 0,     /* the node of the thread that opens the context */
-    MOESTREAM_NUMA_INTERLEAVE = 1 /* pages spread over every node: the memory bandwidth of
+    MOESTREAM_NUMA_LOCAL = 0,     /* the node of the thread that opens the context; a memory
+                                     policy the process was given (numactl --membind,
+                                     --interleave, --preferred) is kept instead */
+    MOESTREAM_NUMA_INTERLEAVE = 1 /* pages spread over every node (every node a numactl
+                                     --membind binding allows): the memory bandwidth of
                                      all sockets, for compute threads on all of them */
 } moestream_numa_placement;
 

@@ -49,6 +49,36 @@ bool prefer_node(void *data, size_t len, int node) {
     return ok;
 }
 
+// Mode flags get_mempolicy(2) reports with the mode: MPOL_F_STATIC_NODES,
+// MPOL_F_RELATIVE_NODES, MPOL_F_NUMA_BALANCING.
+constexpr int kModeFlags = 7 << 13;
+
+struct Nodemask {
+    struct bitmask *mask = numa_allocate_nodemask();
+    ~Nodemask() { numa_free_nodemask(mask); }
+    Nodemask() = default;
+    Nodemask(const Nodemask &) = delete;
+    Nodemask &operator=(const Nodemask &) = delete;
+};
+
+// The memory policy the calling thread was given (numactl --membind,
+// --interleave or --preferred before the program started, or set_mempolicy
+// in the application), with its flags; MPOL_DEFAULT when none.
+int given_policy(struct bitmask *nodes) {
+    int mode = MPOL_DEFAULT;
+    if (get_mempolicy(&mode, nodes->maskp, nodes->size + 1, nullptr, 0) != 0) return MPOL_DEFAULT;
+    return (mode & ~kModeFlags) == MPOL_LOCAL ? MPOL_DEFAULT : mode;
+}
+
+const char *policy_name(int mode) {
+    switch (mode & ~kModeFlags) {
+    case MPOL_BIND: return "bind";
+    case MPOL_INTERLEAVE: return "interleave";
+    case MPOL_PREFERRED: return "preferred";
+    default: return "other";
+    }
+}
+
 int current_node() {
     const int cpu = sched_getcpu();
     return cpu >= 0 ? numa_node_of_cpu(cpu) : -1;
@@ -73,8 +103,19 @@ NumaBuffer::NumaBuffer(size_t bytes, NumaPlacement placement, int node) {
     // It is applied even on a one-node machine, where it changes nothing but
     // can be read back (get_mempolicy), so the same code runs everywhere.
     if (numa_supported()) {
+        // mbind() on the range beats the process's policy: a policy the
+        // process was given is kept for the local placement (the default)
+        // and bounds the interleaved one, instead of being overridden.
+        const Nodemask given;
+        const int given_mode = given_policy(given.mask);
+        const bool bound = (given_mode & ~kModeFlags) == MPOL_BIND && numa_bitmask_weight(given.mask) > 0;
         switch (placement) {
         case NumaPlacement::local:
+            if (given_mode != MPOL_DEFAULT && apply_policy(data_, mapped_, given_mode, given.mask)) {
+                numa_placed_ = true;
+                placement_ = format("the process's NUMA policy (%s)", policy_name(given_mode));
+                break;
+            }
             node = current_node();
             numa_placed_ = prefer_node(data_, mapped_, node);
             if (numa_placed_) {
@@ -91,8 +132,9 @@ NumaBuffer::NumaBuffer(size_t bytes, NumaPlacement placement, int node) {
             if (numa_placed_) placement_ = format("node %d", node);
             break;
         case NumaPlacement::interleave: {
-            numa_placed_ = apply_policy(data_, mapped_, MPOL_INTERLEAVE, numa_all_nodes_ptr);
-            const unsigned nodes = numa_bitmask_weight(numa_all_nodes_ptr);
+            const struct bitmask *over = bound ? given.mask : numa_all_nodes_ptr;
+            numa_placed_ = apply_policy(data_, mapped_, MPOL_INTERLEAVE, over);
+            const unsigned nodes = numa_bitmask_weight(over);
             if (numa_placed_) placement_ = format("interleaved over %u node%s", nodes, nodes > 1 ? "s" : "");
             break;
         }

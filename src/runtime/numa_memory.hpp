@@ -10,8 +10,9 @@
 namespace moe {
 
 enum class NumaPlacement {
-    local,       // preferably the node of the allocating thread's CPU
-    interleave,  // pages spread over all nodes: every socket's memory bandwidth, for data all threads read
+    local,       // preferably the node of the allocating thread's CPU; a policy the process was given is kept
+    interleave,  // pages spread over all nodes (those a process binding allows): every socket's
+                 // memory bandwidth, for data all threads read
     node,        // preferably an explicit node
 };
 
@@ -20,7 +21,8 @@ public:
     NumaBuffer() = default;
     // Allocates `bytes` (zero-filled). `node` is used with NumaPlacement::node.
     // The policy is a preference, not a binding: when the chosen node runs
-    // out of memory the kernel takes pages elsewhere rather than failing.
+    // out of memory the kernel takes pages elsewhere rather than failing
+    // (unless the process was bound to nodes, e.g. numactl --membind).
     // Throws moe::Error(out_of_memory) when the mapping fails and
     // invalid_argument for a node that does not exist.
     NumaBuffer(size_t bytes, NumaPlacement placement, int node = -1);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "runtime/numa_memory.hpp"
@@ -208,6 +209,58 @@ TEST(NumaBuffer, PlacementIsTheKernelsPolicyForTheRange) {
     const std::string text = spread.placement();
     moe::NumaBuffer moved = std::move(spread);
     EXPECT_EQ(moved.placement(), text);
+}
+
+}  // namespace
+
+namespace {
+
+int range_policy(void *p) {
+    int mode = -1;
+    unsigned long nodes[16] = {};
+    EXPECT_EQ(get_mempolicy(&mode, nodes, sizeof nodes * 8, p, MPOL_F_ADDR), 0) << std::strerror(errno);
+    return mode;
+}
+
+// The calling thread's memory policy until the end of the scope.
+struct ScopedMemPolicy {
+    explicit ScopedMemPolicy(int mode) {
+        unsigned long node0 = 1;
+        ok = set_mempolicy(mode, &node0, sizeof node0 * 8) == 0;
+    }
+    ~ScopedMemPolicy() { set_mempolicy(MPOL_DEFAULT, nullptr, 0); }
+    bool ok;
+};
+
+// A process started with `numactl --membind=N` or `--interleave=...` (or
+// given a policy by the application) says where its memory goes: the local
+// placement, the default, keeps that policy for the buffer rather than
+// preferring the node of the thread's CPU, and interleaving stays within the
+// nodes a binding allows.
+TEST(NumaBuffer, APolicyTheProcessWasGivenIsKept) {
+    if (!moe::numa_supported()) GTEST_SKIP() << "no NUMA support here";
+    for (int mode : {MPOL_BIND, MPOL_INTERLEAVE, MPOL_PREFERRED}) {
+        std::optional<moe::NumaBuffer> buf;
+        {
+            const ScopedMemPolicy given(mode);
+            ASSERT_TRUE(given.ok) << std::strerror(errno);
+            buf.emplace(4u << 20, moe::NumaPlacement::local);
+        }
+        EXPECT_EQ(range_policy(buf->data()), mode) << buf->placement();
+        EXPECT_NE(buf->placement().find("process"), std::string::npos) << buf->placement();
+    }
+    std::optional<moe::NumaBuffer> spread;
+    {
+        const ScopedMemPolicy given(MPOL_BIND);
+        ASSERT_TRUE(given.ok);
+        spread.emplace(4u << 20, moe::NumaPlacement::interleave);
+    }
+    EXPECT_EQ(range_policy(spread->data()), MPOL_INTERLEAVE);
+    int mode = -1;
+    unsigned long nodes[16] = {};
+    ASSERT_EQ(get_mempolicy(&mode, nodes, sizeof nodes * 8, spread->data(), MPOL_F_ADDR), 0);
+    EXPECT_EQ(nodes[0], 1u) << "interleaved beyond the nodes the binding allows";
+    for (size_t i = 1; i < 16; ++i) EXPECT_EQ(nodes[i], 0u);
 }
 
 }  // namespace
