@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "common/error.hpp"
+#include "common/huge_pages.hpp"
 
 namespace moe {
 
@@ -85,11 +86,7 @@ void MappedFile::advise_dontneed(uint64_t offset, uint64_t length) const {
 }
 
 bool MappedFile::advise_huge_pages() const {
-#ifdef MADV_HUGEPAGE
-    return data_ && ::madvise(const_cast<uint8_t *>(data_), size_, MADV_HUGEPAGE) == 0;
-#else
-    return false;
-#endif
+    return moe::advise_huge_pages(const_cast<uint8_t *>(data_), size_);
 }
 
 }  // namespace moe

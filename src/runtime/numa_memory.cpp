@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/huge_pages.hpp"
 
 namespace moe {
 namespace {
@@ -141,9 +142,7 @@ NumaBuffer::NumaBuffer(size_t bytes, NumaPlacement placement, int node) {
         }
     }
     if (!numa_placed_) placement_ = "no NUMA policy";
-#ifdef MADV_HUGEPAGE
-    if (mapped_ >= kHugePage) huge_ = ::madvise(data_, mapped_, MADV_HUGEPAGE) == 0;
-#endif
+    if (mapped_ >= kHugePage) huge_ = advise_huge_pages(data_, mapped_);
     if (huge_) placement_ += ", huge pages";
 }
 

@@ -37,7 +37,7 @@ public:
     // Whether a NUMA policy was applied (false: libnuma unavailable here, or
     // the kernel refused every policy tried).
     bool numa_placed() const { return numa_placed_; }
-    // Whether huge pages were requested for the range.
+    // Whether huge pages were asked for and the kernel's THP mode can give them.
     bool huge_pages_requested() const { return huge_; }
     // For logs: "node 0, huge pages", "interleaved over 2 nodes", "no NUMA policy".
     const std::string &placement() const { return placement_; }
