@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/error.hpp"
 #include "support/scoped_env.hpp"
 
 namespace moe::test {
@@ -36,6 +37,34 @@ inline bool allow_only_a_few_more_threads(int n) {
     const rlimit lim{limit, limit};
     return setrlimit(RLIMIT_AS, &lim) == 0;
 #endif
+}
+
+// Whether allow_only_a_few_more_threads can work in this build: not under a
+// sanitizer, whose shadow memory owns the address space.
+constexpr bool thread_limits_work() {
+#ifdef MOESTREAM_TEST_SANITIZED
+    return false;
+#else
+    return true;
+#endif
+}
+
+// For a child process: calls start() with room for only two more threads and
+// returns an exit code, 0 when it failed with out_of_memory (a resource the
+// process lacks, not a library bug), 1 when every thread started (the limit
+// did not bite), 2 for another status, 3 for another exception, 100 when the
+// limit could not be set.
+template <class Start>
+int exit_code_when_threads_cannot_start(Start start) {
+    if (!allow_only_a_few_more_threads(2)) return 100;
+    try {
+        start();
+        return 1;
+    } catch (const moe::Error &e) {
+        return e.status() == moe::Status::out_of_memory ? 0 : 2;
+    } catch (...) {
+        return 3;
+    }
 }
 
 }  // namespace moe::test
