@@ -578,7 +578,8 @@ MOESTREAM_API const char *moestream_cache_policy_name(int cache_policy);
 /* Writes a packed expert file for a model: every routed expert (gate, up and
  * down of one layer) as one 4 KiB-aligned extent with a checksummed header,
  * tied to the model by a fingerprint of its GGUF header. out_path NULL =
- * MODEL_PATH.moepack. Written through a temporary file renamed at the end. */
+ * MODEL_PATH.moepack. Written through a temporary file renamed at the end;
+ * an out_path that is one of the model's files is MOESTREAM_ERR_INVALID_ARGUMENT. */
 MOESTREAM_API int moestream_pack(const char *model_path, const char *out_path);
 /* Reads every extent of a packed file and checks its header and checksum.
  * Writes the counts (either pointer may be NULL); returns MOESTREAM_OK when

@@ -1,5 +1,6 @@
 #include "experts/packed_file.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -266,6 +267,14 @@ void write_packed_file(const std::string &out_path, uint64_t fingerprint, const 
 
     std::vector<std::unique_ptr<io::ReadFile>> shards;
     for (const auto &p : shard_paths) shards.push_back(std::make_unique<io::ReadFile>(p, false));
+    // The temporary is renamed over out_path (a link followed): were that one
+    // of the model's own files, the model would be replaced by its packed file.
+    if (struct stat target {}; ::stat(out_path.c_str(), &target) == 0)
+        for (const auto &shard : shards)
+            if (struct stat in {}; ::fstat(shard->buffered_fd(), &in) == 0 && in.st_dev == target.st_dev &&
+                                   in.st_ino == target.st_ino)
+                fail(Status::invalid_argument, "refusing to write the packed file to %s: it is the model file %s",
+                     out_path.c_str(), shard->path().c_str());
 
     AtomicFile out(out_path);
     std::vector<uint8_t> extent(max_extent);

@@ -729,6 +729,30 @@ TEST(PackedFile, FingerprintOrLayoutMismatchRejected) {
     std::filesystem::remove_all(dir);
 }
 
+// The packed file is renamed over its output path at the end: an output that
+// is the model itself (by its name or another link to it) would replace the
+// model with the packed file.
+TEST(PackedFile, OutputThatIsTheModelIsRefused) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 5, 10);
+    const std::string link = dir + "/hard-link.bin";
+    std::filesystem::create_hard_link(f.path, link);
+    for (const std::string &out : {f.path, link}) {
+        SCOPED_TRACE(out);
+        try {
+            write_packed_file(out, f.fingerprint, f.layers, {f.path});
+            FAIL() << "wrote over the model";
+        } catch (const Error &e) {
+            EXPECT_EQ(e.status(), Status::invalid_argument) << e.what();
+            EXPECT_NE(std::string(e.what()).find(f.path), std::string::npos) << e.what();
+        }
+        std::ifstream in(f.path, std::ios::binary);
+        const std::vector<uint8_t> now((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        EXPECT_TRUE(now == f.bytes);
+    }
+    std::filesystem::remove_all(dir);
+}
+
 // Rewrites one 64-bit field of a layer's table entry and re-seals the header
 // checksum, as someone crafting a file would (the checksum guards against
 // damage, not against intent).
