@@ -2,8 +2,10 @@
 // model's tokenizer; prints the generated text and stops at end of sequence)
 // or from token ids (--tokens; prints the generated ids), then the prompt /
 // generation speed.
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -96,7 +98,14 @@ int cmd_run(const Args &args) {
         } else {
             std::printf("%d%s", next, generated + 1 < n_gen ? " " : "");
         }
-        std::fflush(stdout);
+        // Output that cannot be written (a reader gone while SIGPIPE is
+        // ignored, a full disk) ends the run: the tokens to come would reach no one.
+        if (std::fflush(stdout) != 0) {
+            std::fprintf(stderr, "moestream run: cannot write output: %s\n", std::strerror(errno));
+            std::clearerr(stdout);  // reported, with its cause: main's final check need not repeat it
+            moestream_close(ctx);
+            return 1;
+        }
         if (generated + 1 == n_gen) {
             ++generated;
             break;

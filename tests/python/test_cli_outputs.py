@@ -3,6 +3,7 @@ succeeds, and output that cannot be written is a failure."""
 import hashlib
 import os
 import resource
+import signal
 import subprocess
 
 import pytest
@@ -186,3 +187,21 @@ def test_output_that_cannot_be_written_fails_the_command(cli_path, args):
         r = subprocess.run([str(cli_path), *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
     assert r.returncode == 1, r.stderr
     assert "cannot write output" in r.stderr
+
+
+@pytest.mark.parametrize("prompt", [["--tokens", "1,2"], ["-p", "hello"]])
+def test_run_stops_generating_when_its_output_is_gone(cli_path, model, prompt):
+    # A reader that has gone away (`| head -1`) with SIGPIPE ignored, as some
+    # supervisors start programs: every write fails with EPIPE, and run must
+    # stop there rather than generate every token it was asked for.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        r = subprocess.run([str(cli_path), "run", "-m", str(model), *prompt, "-n", "4000", "--ctx", "4096",
+                            "--threads", "1"], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=300,
+                           preexec_fn=lambda: signal.signal(signal.SIGPIPE, signal.SIG_IGN))
+    finally:
+        os.close(write_end)
+    assert r.returncode == 1, r.stderr
+    assert "cannot write output: Broken pipe" in r.stderr, r.stderr
+    assert "generated" not in r.stderr, r.stderr
