@@ -22,16 +22,24 @@ MOESTREAM_API int moestream_pack_verify(const char *packed_path, const char *mod
         moe::capi::require(packed_path, "packed_path");
         if (experts_checked) *experts_checked = 0;
         if (bad_experts) *bad_experts = 0;
+        std::unique_ptr<moe::gguf::GgufFile> file;
+        std::vector<moe::ExpertLayerLayout> layouts;
+        std::vector<std::string> shards;
         if (model_path) {
-            auto file = moe::gguf::GgufFile::open(model_path);
-            moe::PackedFile::open(packed_path, moe::model_fingerprint_of(*file), moe::expert_layouts_from_gguf(*file));
+            file = moe::gguf::GgufFile::open(model_path);
+            layouts = moe::expert_layouts_from_gguf(*file);
+            shards = moe::shard_paths_of(*file);
+            moe::PackedFile::open(packed_path, moe::model_fingerprint_of(*file), layouts);
         }
-        const moe::PackedVerifyReport r = moe::verify_packed_file(packed_path);
+        // With the model, every expert is also compared with the model's bytes.
+        const moe::PackedVerifyReport r = moe::verify_packed_file(packed_path, model_path ? &layouts : nullptr,
+                                                                  model_path ? &shards : nullptr);
         if (experts_checked) *experts_checked = r.experts_checked;
         if (bad_experts) *bad_experts = r.bad_experts;
         if (r.bad_experts)
-            moe::fail(moe::Status::bad_format, "%llu of %llu experts damaged; first: %s",
-                      (unsigned long long)r.bad_experts, (unsigned long long)r.experts_checked, r.first_problem.c_str());
+            moe::fail(moe::Status::bad_format, "%llu of %llu experts damaged%s; first: %s",
+                      (unsigned long long)r.bad_experts, (unsigned long long)r.experts_checked,
+                      model_path ? " or not the model's" : "", r.first_problem.c_str());
     });
 }
 

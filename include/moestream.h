@@ -585,7 +585,7 @@ MOESTREAM_API int moestream_pack(const char *model_path, const char *out_path);
  * Writes the counts (either pointer may be NULL); returns MOESTREAM_OK when
  * every expert is intact, MOESTREAM_ERR_BAD_FORMAT naming the first damaged
  * one otherwise. When model_path is not NULL, also checks the file belongs
- * to that model. */
+ * to that model and that every expert equals the model's bytes. */
 MOESTREAM_API int moestream_pack_verify(const char *packed_path, const char *model_path, uint64_t *experts_checked,
                                         uint64_t *bad_experts);
 

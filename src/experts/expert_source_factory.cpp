@@ -145,7 +145,11 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     const std::string packed = params.packed_path.empty() ? default_packed_path(file.path()) : params.packed_path;
     if (!params.packed_path.empty() || std::filesystem::exists(packed)) {
         try {
-            PackedFile::open(packed, cfg.model_fingerprint, cfg.layers);
+            const PackedFile pf = PackedFile::open(packed, cfg.model_fingerprint, cfg.layers);
+            // The fingerprint does not cover tensor data: a sample of experts
+            // catches a model rewritten with other weights of the same shapes.
+            if (const std::string why = packed_sample_mismatch(pf, cfg.layers, cfg.shard_paths); !why.empty())
+                fail(Status::bad_format, "%s", why.c_str());
             cfg.packed_path = packed;
             c.reason += "; packed experts";
         } catch (const Error &e) {

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <iterator>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
@@ -198,6 +200,48 @@ std::string extent_problem(const uint8_t *extent, const PackedLayer &l, uint32_t
     return std::string();
 }
 
+// Copies expert `x`'s matrix `m` from the model: from its mapping, or read
+// from its shard.
+void read_model_matrix(const ExpertMatrixLayout &m, int32_t x, const std::vector<std::unique_ptr<io::ReadFile>> &shards,
+                       uint8_t *dst, uint32_t layer) {
+    const uint64_t n = m.expert_bytes();
+    if (n == 0) return;
+    if (m.mapped) {
+        std::memcpy(dst, m.mapped + uint64_t(x) * m.expert_stride, n);
+        return;
+    }
+    if (m.shard >= shards.size())
+        fail(Status::invalid_argument, "layer %u refers to shard %u of %zu", layer, m.shard, shards.size());
+    read_exact(shards[m.shard]->buffered_fd(), dst, n, m.file_offset + uint64_t(x) * m.expert_stride,
+               shards[m.shard]->path());
+}
+
+std::vector<std::unique_ptr<io::ReadFile>> open_shards(const std::vector<std::string> &shard_paths) {
+    std::vector<std::unique_ptr<io::ReadFile>> shards;
+    for (const auto &p : shard_paths) shards.push_back(std::make_unique<io::ReadFile>(p, false));
+    return shards;
+}
+
+// Whether the matrices of an extent (in memory, laid out as `l`) equal the
+// model's bytes for expert `x`; `scratch` holds at least one matrix.
+bool extent_matches_model(const uint8_t *extent, const PackedLayer &l, const ExpertLayerLayout &L, int32_t x,
+                          const std::vector<std::unique_ptr<io::ReadFile>> &shards, std::vector<uint8_t> &scratch,
+                          uint32_t layer) {
+    const uint64_t offset[3] = {l.gate_offset, l.up_offset, l.down_offset};
+    for (int i = 0; i < 3; ++i) {
+        const ExpertMatrixLayout &m = matrix(L, i);
+        if (scratch.size() < m.expert_bytes()) scratch.resize(m.expert_bytes());
+        read_model_matrix(m, x, shards, scratch.data(), layer);
+        if (std::memcmp(extent + offset[i], scratch.data(), m.expert_bytes()) != 0) return false;
+    }
+    return true;
+}
+
+std::string differs_from_model(const std::string &path, uint32_t layer, int32_t expert) {
+    return format("%s: expert %d of layer %u differs from the model's (packed from other weights of the same shapes)",
+                  path.c_str(), expert, layer);
+}
+
 }  // namespace
 
 uint64_t model_fingerprint(const uint8_t *header_bytes, uint64_t header_size) {
@@ -265,8 +309,7 @@ void write_packed_file(const std::string &out_path, uint64_t fingerprint, const 
     for (const LayerEntry &e : entries)
         if (e.n_expert > 0) max_extent = std::max(max_extent, e.extent_bytes);
 
-    std::vector<std::unique_ptr<io::ReadFile>> shards;
-    for (const auto &p : shard_paths) shards.push_back(std::make_unique<io::ReadFile>(p, false));
+    const std::vector<std::unique_ptr<io::ReadFile>> shards = open_shards(shard_paths);
     // The temporary is renamed over out_path (a link followed): were that one
     // of the model's own files, the model would be replaced by its packed file.
     if (struct stat target {}; ::stat(out_path.c_str(), &target) == 0)
@@ -283,19 +326,7 @@ void write_packed_file(const std::string &out_path, uint64_t fingerprint, const 
         const LayerEntry &e = entries[l];
         for (int32_t x = 0; x < L.n_expert; ++x) {
             std::memset(extent.data(), 0, e.extent_bytes);
-            for (int i = 0; i < 3; ++i) {
-                const ExpertMatrixLayout &m = matrix(L, i);
-                const uint64_t n = m.expert_bytes();
-                if (n == 0) continue;
-                if (m.mapped) {
-                    std::memcpy(extent.data() + e.offset[i], m.mapped + uint64_t(x) * m.expert_stride, n);
-                } else {
-                    if (m.shard >= shards.size())
-                        fail(Status::invalid_argument, "layer %u refers to shard %u of %zu", l, m.shard, shards.size());
-                    read_exact(shards[m.shard]->buffered_fd(), extent.data() + e.offset[i], n,
-                               m.file_offset + uint64_t(x) * m.expert_stride, shards[m.shard]->path());
-                }
-            }
+            for (int i = 0; i < 3; ++i) read_model_matrix(matrix(L, i), x, shards, extent.data() + e.offset[i], l);
             PackedExpertHeader h{};
             h.magic = kExpertMagic;
             h.version = kPackedVersion;
@@ -330,19 +361,28 @@ void write_packed_file(const std::string &out_path, uint64_t fingerprint, const 
     out.commit();
 }
 
-PackedVerifyReport verify_packed_file(const std::string &path) {
+PackedVerifyReport verify_packed_file(const std::string &path, const std::vector<ExpertLayerLayout> *layouts,
+                                      const std::vector<std::string> *shard_paths) {
     io::ReadFile file(path, false);
+    std::vector<std::unique_ptr<io::ReadFile>> shards;
+    if (layouts && shard_paths) shards = open_shards(*shard_paths);
+    std::vector<uint8_t> scratch;
     ParsedHeader h = parse_header(file.buffered_fd(), path, file.size());
     PackedVerifyReport report;
     uint64_t max_extent = 0;
     for (const auto &l : h.layers) max_extent = std::max(max_extent, l.n_expert > 0 ? l.extent_bytes : 0);
     std::vector<uint8_t> buf(max_extent);
+    if (layouts && layouts->size() != h.layers.size())
+        fail(Status::invalid_argument, "%s has %zu layers, the model %zu", path.c_str(), h.layers.size(), layouts->size());
     for (size_t l = 0; l < h.layers.size(); ++l) {
         const PackedLayer &L = h.layers[l];
         for (int32_t x = 0; x < L.n_expert; ++x) {
             read_exact(file.buffered_fd(), buf.data(), L.extent_bytes, L.extent_of(x), path);
             ++report.experts_checked;
-            const std::string problem = extent_problem(buf.data(), L, uint32_t(l), x, path);
+            std::string problem = extent_problem(buf.data(), L, uint32_t(l), x, path);
+            if (problem.empty() && layouts && shard_paths &&
+                !extent_matches_model(buf.data(), L, (*layouts)[l], x, shards, scratch, uint32_t(l)))
+                problem = differs_from_model(path, uint32_t(l), x);
             if (!problem.empty()) {
                 ++report.bad_experts;
                 if (report.first_problem.empty()) report.first_problem = problem;
@@ -350,6 +390,32 @@ PackedVerifyReport verify_packed_file(const std::string &path) {
         }
     }
     return report;
+}
+
+std::string packed_sample_mismatch(const PackedFile &packed, const std::vector<ExpertLayerLayout> &layouts,
+                                   const std::vector<std::string> &shard_paths) {
+    const std::vector<PackedLayer> &layers = packed.layers();
+    std::vector<std::pair<uint32_t, int32_t>> samples;  // (layer, expert)
+    for (uint32_t l = 0; l < layers.size() && samples.empty(); ++l)
+        if (layers[l].n_expert > 0) samples.emplace_back(l, 0);
+    for (uint32_t l = uint32_t(layers.size()); l-- > 0;)
+        if (layers[l].n_expert > 0) {
+            if (samples.empty() || samples[0] != std::make_pair(l, layers[l].n_expert - 1))
+                samples.emplace_back(l, layers[l].n_expert - 1);
+            break;
+        }
+    if (samples.empty()) return std::string();
+    io::ReadFile file(packed.path(), false);
+    const std::vector<std::unique_ptr<io::ReadFile>> shards = open_shards(shard_paths);
+    std::vector<uint8_t> extent, scratch;
+    for (const auto &[l, x] : samples) {
+        const PackedLayer &L = layers[l];
+        extent.resize(L.extent_bytes);
+        read_exact(file.buffered_fd(), extent.data(), L.extent_bytes, L.extent_of(x), packed.path());
+        if (!extent_matches_model(extent.data(), L, layouts[l], x, shards, scratch, l))
+            return differs_from_model(packed.path(), l, x);
+    }
+    return std::string();
 }
 
 }  // namespace moe

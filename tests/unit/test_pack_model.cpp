@@ -51,6 +51,35 @@ TEST(PackModel, CliPackVerifyAndCorruption) {
     std::filesystem::remove_all(dir);
 }
 
+// A model generated again with another seed has the same header, so the
+// fingerprint of its old packed file still matches: the packed file must
+// neither pass verification nor be used by open.
+TEST(PackModel, PackedFileOfARegeneratedModelIsNotUsed) {
+    if (!std::filesystem::exists(cli())) GTEST_SKIP() << "CLI not built";
+    const std::string dir = test::scratch_dir();
+    const std::string model = dir + "/m.gguf";
+    const auto generate = [&](int seed) {
+        return test::run(cli() + " generate --preset tiny --seed " + std::to_string(seed) + " -o " + model +
+                         " > /dev/null 2>&1");
+    };
+    ASSERT_EQ(generate(1), 0);
+    ASSERT_EQ(test::run(cli() + " pack " + model + " > /dev/null"), 0);
+    ASSERT_EQ(generate(2), 0);
+    EXPECT_NE(test::run(cli() + " pack " + model + " --verify > /dev/null 2>&1"), 0);
+    const auto logits = [&](const std::string &io_mode) {
+        const std::string out = dir + "/" + io_mode + ".bin";
+        EXPECT_EQ(test::run(cli() + " logits -m " + model + " --tokens 1,2,3 --threads 1 --io-mode " + io_mode +
+                            " --out " + out + " > /dev/null 2>&1"),
+                  0);
+        std::ifstream in(out, std::ios::binary);
+        return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    };
+    const std::string mapped = logits("mmap"), streamed = logits("pread");
+    EXPECT_FALSE(mapped.empty());
+    EXPECT_TRUE(mapped == streamed) << "the stale packed file was used";
+    std::filesystem::remove_all(dir);
+}
+
 // Every expert of a real GGUF read through the source (GGUF slices and the
 // packed file, direct and buffered) equals the bytes of the mapped tensor.
 TEST(PackModel, StreamedExpertsEqualMappedTensors) {

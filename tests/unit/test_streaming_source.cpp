@@ -753,6 +753,42 @@ TEST(PackedFile, OutputThatIsTheModelIsRefused) {
     std::filesystem::remove_all(dir);
 }
 
+// The fingerprint covers the model's header, not its tensor data: a model
+// rewritten with other weights of the same shapes keeps it. Verifying against
+// the model compares every expert; the sample open takes catches a model
+// whose experts all changed.
+TEST(PackedFile, SidecarOfOtherWeightsWithTheSameHeaderIsCaught) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 5, 11);
+    const std::string packed = default_packed_path(f.path);
+    write_packed_file(packed, f.fingerprint, f.layers, {f.path});
+    const std::vector<std::string> shards{f.path};
+    PackedFile pf = PackedFile::open(packed, f.fingerprint, f.layers);
+    EXPECT_EQ(verify_packed_file(packed, &f.layers, &shards).bad_experts, 0u);
+    EXPECT_EQ(packed_sample_mismatch(pf, f.layers, shards), "");
+
+    // One byte of expert 2 of layer 2 changes in the model.
+    const auto rewrite_model = [&](uint64_t at) {
+        std::fstream io(f.path, std::ios::in | std::ios::out | std::ios::binary);
+        io.seekp(std::streamoff(at));
+        io.put(char(f.bytes[at] ^ 0x01));
+    };
+    rewrite_model(f.layers[2].down.file_offset + 2 * f.layers[2].down.expert_stride + 9);
+    EXPECT_EQ(verify_packed_file(packed).bad_experts, 0u);  // intact in itself
+    const PackedVerifyReport r = verify_packed_file(packed, &f.layers, &shards);
+    EXPECT_EQ(r.bad_experts, 1u);
+    EXPECT_NE(r.first_problem.find("expert 2 of layer 2 differs from the model"), std::string::npos)
+        << r.first_problem;
+
+    // Every expert changes (the model regenerated with another seed).
+    for (const ExpertLayerLayout &L : f.layers)
+        for (int32_t x = 0; x < L.n_expert; ++x) rewrite_model(L.up.file_offset + uint64_t(x) * L.up.expert_stride);
+    EXPECT_EQ(verify_packed_file(packed, &f.layers, &shards).bad_experts, 10u);
+    const std::string why = packed_sample_mismatch(pf, f.layers, shards);
+    EXPECT_NE(why.find("expert 0 of layer 0 differs"), std::string::npos) << why;
+    std::filesystem::remove_all(dir);
+}
+
 // Rewrites one 64-bit field of a layer's table entry and re-seals the header
 // checksum, as someone crafting a file would (the checksum guards against
 // damage, not against intent).
