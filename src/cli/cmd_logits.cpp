@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -52,6 +53,7 @@ int cmd_logits(const Args &args) {
     std::vector<int32_t> tokens;
     std::string out_path;
     bool all = false;
+    int32_t batch = 0;  // tokens per moestream_step call; 0 = all at once
     try {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string &a = args[i];
@@ -63,6 +65,8 @@ int cmd_logits(const Args &args) {
             if (a == "--tokens") tokens = parse_token_list(option_value(args, i));
             else if (a == "--out" || a == "-o") out_path = option_value(args, i);
             else if (a == "--all") all = true;
+            else if (a == "--batch")
+                batch = int32_t(int_option(option_value(args, i), "--batch", 0, std::numeric_limits<int32_t>::max()));
             else throw std::runtime_error("unknown option '" + a + "'");
         }
         if (opt.model_path.empty() || tokens.empty() || out_path.empty())
@@ -87,7 +91,7 @@ int cmd_logits(const Args &args) {
         std::fclose(out);
         return 1;
     }
-    const int32_t batch = opt.batch > 0 ? opt.batch : int32_t(tokens.size());
+    if (batch == 0) batch = int32_t(tokens.size());
     bool ok = write_logits(ctx, tokens, batch, all, out, out_path);
     moestream_close(ctx);
     if (std::fclose(out) != 0 && ok) {

@@ -93,7 +93,6 @@ bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt) {
     else if (a == "--cache-policy") opt.params.cache_policy = parse_cache_policy(option_value(args, i));
     else if (a == "--memory-budget") opt.params.memory_budget = size_option(option_value(args, i));
     else if (a == "--exact") opt.params.exact = 1;
-    else if (a == "--batch") opt.batch = int32_option(args, i, 0, kInt32Max);
     else return false;
     return true;
 }

@@ -1,6 +1,6 @@
 // Options shared by the commands that open a model (logits, perplexity, run,
 // tokenize): -m MODEL, --threads N, --ctx N, --io-mode M, --memory-budget SIZE,
-// --exact, --prefetch M, --lookahead N, --numa P, --cache-policy P, --batch N.
+// --exact, --prefetch M, --lookahead N, --numa P, --cache-policy P.
 // Each command parses its own extra options.
 #pragma once
 
@@ -16,7 +16,6 @@ namespace cli {
 struct ModelOptions {
     moestream_params params{};
     std::string model_path;
-    int32_t batch = 0;  // tokens per moestream_step call; 0 = all at once
 };
 
 // The model options as help text lines, shared by every command's --help.

@@ -64,6 +64,15 @@ def test_integers_too_large_for_their_field_are_usage_errors(cli_path, model, tm
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", [["run", "--tokens", "1"], ["tokenize", "-p", "a"], ["perplexity", "-f", "{text}"]])
+def test_batch_is_an_option_of_logits_only(cli_path, model, tmp_path, command):
+    # --batch is in logits' --help alone; the other commands must not take it and ignore it.
+    text = tmp_path / "t.txt"
+    text.write_text("hello world")
+    r = cli(cli_path, *[a.format(text=text) for a in command], "-m", model, "--batch", "2")
+    assert r.returncode == 2 and "--batch" in r.stderr, (r.returncode, r.stderr)
+
+
 def test_token_ids_wider_than_32_bits_are_refused(cli_path, model):
     r = cli(cli_path, "run", "-m", model, "--tokens", "4294967297")
     assert r.returncode == 2 and "4294967297" in r.stderr, r.stderr
