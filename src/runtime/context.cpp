@@ -74,6 +74,9 @@ Context::Context(const ContextParams &params)
         fail(Status::invalid_argument, "io_mode %d is not a moestream_io_mode", params_.io_mode);
     if (params_.prefetch < MOESTREAM_PREFETCH_AUTO || params_.prefetch > MOESTREAM_PREFETCH_BOTH)
         fail(Status::invalid_argument, "prefetch %d is not a moestream_prefetch_mode", params_.prefetch);
+    // Checked here, whatever the mode: only the streaming source looks at it.
+    if (params_.cache_policy < MOESTREAM_CACHE_AUTO || params_.cache_policy > MOESTREAM_CACHE_REUSE_AWARE)
+        fail(Status::invalid_argument, "cache_policy %d is not a moestream_cache_policy", params_.cache_policy);
     params_.numa_placement = numa_placement(params_);
     params_.lookahead_layers = lookahead_layers(params_);
     n_ctx_ = choose_n_ctx(params_, model_->hparams());

@@ -63,10 +63,11 @@ def test_open_accepts_the_layout_before_numa_placement(lib, model_path):
 
 def test_open_rejects_bad_enums_and_missing_files(lib, model_path, tmp_path):
     for field, value in (("io_mode", 42), ("prefetch", -3), ("n_threads", -1), ("n_ctx", -5),
-                         ("numa_placement", 2)):
-        status, out = open_ctx(lib, model_path, **{field: value})
-        assert status == Status.INVALID_ARGUMENT, field
-        assert not out
+                         ("numa_placement", 2), ("cache_policy", 9)):
+        for io_mode in (1, 3):  # checked whether or not the mode uses it (mmap has no cache policy)
+            status, out = open_ctx(lib, model_path, **{"io_mode": io_mode, field: value})
+            assert status == Status.INVALID_ARGUMENT, (field, io_mode)
+            assert not out
     status, out = open_ctx(lib, tmp_path / "missing.gguf")
     assert status == Status.IO
     assert "missing.gguf" in lib.last_error()
@@ -183,3 +184,4 @@ def test_lookahead_variable_must_be_a_layer_count(lib, model_path, monkeypatch):
     lib.moestream_close(out)
     status, out = open_ctx(lib, model_path, io_mode=3, prefetch=3, lookahead_layers=7)
     assert status == Status.INVALID_ARGUMENT and "lookahead_layers 7" in lib.last_error()
+
