@@ -185,3 +185,12 @@ def test_lookahead_variable_must_be_a_layer_count(lib, model_path, monkeypatch):
     status, out = open_ctx(lib, model_path, io_mode=3, prefetch=3, lookahead_layers=7)
     assert status == Status.INVALID_ARGUMENT and "lookahead_layers 7" in lib.last_error()
 
+
+@pytest.mark.parametrize("variable,value", [("MOESTREAM_IO_MODE", "bogus"), ("MOESTREAM_NUMA", "everywhere"),
+                                            ("MOESTREAM_CACHE_SLOTS", "0"), ("MOESTREAM_CACHE_SLOTS", "12x")])
+def test_variables_set_to_values_they_do_not_take_fail_open(lib, model_path, monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    status, out = open_ctx(lib, model_path, io_mode=3)
+    assert status == Status.INVALID_ARGUMENT, lib.last_error()
+    assert f"{variable}='{value}'" in lib.last_error()
+    assert not out
