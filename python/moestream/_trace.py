@@ -39,13 +39,14 @@ def trace_info(path):
 
 
 def trace_replay(path, cache_bytes, policy="auto", warmup_share=0.5):
-    """Simulates the expert cache on a trace; policy is a name from POLICIES."""
+    """Simulates the expert cache on a trace; policy is a name from POLICIES or its int."""
     lib = _ffi.lib()
     p = _ffi.ReplayParams()
     lib.moestream_replay_params_init(ctypes.byref(p))
     p.trace_path = os.fsencode(os.fspath(path))
     cv.set_int(p, "cache_bytes", cache_bytes)
-    p.cache_policy = POLICIES[policy]
+    # A bad name is the library's kind of error (Error, INVALID_ARGUMENT), not a KeyError.
+    p.cache_policy = cv.enum_value({k.replace("-", "_"): v for k, v in POLICIES.items()}, policy, "policy")
     p.warmup_share = float(warmup_share)
     r = _ffi.ReplayResult()
     lib.moestream_replay_result_init(ctypes.byref(r))

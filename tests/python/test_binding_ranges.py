@@ -60,5 +60,11 @@ def test_generator_trace_and_inspect_arguments_out_of_range(lib, tmp_path):
     refused("seed", moestream.trace_synth, trace, seed=UINT64_MAX + 1)
     assert not trace.exists()
     refused("cache_bytes", moestream.trace_replay, trace, -1)
+    moestream.trace_synth(trace, n_tokens=20, n_layer=2, n_expert=16, bytes_per_expert=4096)
+    refused("policy", moestream.trace_replay, trace, 4096, policy="bogus")
+    refused("policy", moestream.trace_replay, trace, 4096, policy=7)
+    by_name = moestream.trace_replay(trace, 16 * 4096, policy="lfu-decay")
+    assert moestream.trace_replay(trace, 16 * 4096, policy=2) == by_name and by_name["policy"] == "lfu-decay"
+    trace.unlink()
     refused("memory_budget", moestream.inspect, tmp_path / "m.gguf", memory_budget=-1)
     refused("status", moestream.status_string, 2**32)
