@@ -33,7 +33,7 @@ struct FileHeader {
     uint32_t n_layer;
     uint32_t header_bytes;   // file header + layer table, rounded up to the alignment
     uint64_t file_bytes;
-    uint64_t header_checksum;  // XXH3-64 of [0, 40 + n_layer * sizeof(LayerEntry)) with this field zero
+    uint64_t header_checksum;  // XXH3-64 of [0, 48 + n_layer * sizeof(LayerEntry)) with this field zero
 };
 static_assert(sizeof(FileHeader) == 48);
 
