@@ -61,10 +61,6 @@ void set_error(BenchResult &r, const char *what, int status) {
     std::snprintf(r.error, sizeof r.error, "%s: %s: %s", what, moestream_status_string(status), moestream_last_error());
 }
 
-int32_t argmax(const std::vector<float> &v) {
-    return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
 // Replays the decode's logged reads at the engine's queue depth, at four
 // times that, and at the mean depth the engine kept while busy; the run
 // itself stays ok when the replay fails.
@@ -170,7 +166,11 @@ void measure(const BenchConfig &c, BenchResult &r) {
     const int32_t limit = std::min(c.n_tokens, moestream_n_ctx(ctx) - r.prompt_tokens);
     const uint64_t feed_vocab = static_cast<uint64_t>(std::min(n_vocab, 256 + 676));
     for (int32_t i = 0; i < limit; ++i) {
-        int32_t next = c.random_feed ? static_cast<int32_t>(rng() % feed_vocab) : argmax(logits);
+        const int32_t next = c.random_feed ? static_cast<int32_t>(rng() % feed_vocab) : greedy_token(logits);
+        if (next < 0) {
+            std::snprintf(r.error, sizeof r.error, "decode: %s", kNoGreedyToken);
+            return;
+        }
         st = moestream_step(ctx, &next, 1, logits.data());
         if (st != MOESTREAM_OK) return set_error(r, "moestream_step (decode)", st);
         ++r.decode_tokens;

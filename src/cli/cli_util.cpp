@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 
 namespace cli {
@@ -352,6 +353,16 @@ std::string user_cache_dir() {
     std::string dir = base + "/moestream";
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return "";
     return dir;
+}
+
+int32_t greedy_token(const std::vector<float> &logits) {
+    int32_t best = -1;
+    for (size_t i = 0; i < logits.size(); ++i) {
+        const float v = logits[i];
+        if (std::isnan(v) || v == -std::numeric_limits<float>::infinity()) continue;
+        if (best < 0 || v > logits[size_t(best)]) best = int32_t(i);
+    }
+    return best;
 }
 
 }  // namespace cli

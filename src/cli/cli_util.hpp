@@ -109,6 +109,14 @@ private:
     int out_fd_ = -1;      // copy_on_commit: the target, opened by create()
 };
 
+// The greedy choice: the id of the largest logit (lowest on ties), NaN
+// skipped; -1 when no logit is a number above -inf (a model whose weights
+// hold non-finite values), where an argmax would pick id 0 as if it meant something.
+int32_t greedy_token(const std::vector<float> &logits);
+// What to print when greedy_token finds nothing to pick.
+constexpr const char *kNoGreedyToken =
+    "the logits hold no number above -inf (NaN or -inf everywhere): the model's weights hold non-finite values";
+
 // Passes the library's warnings to stderr ("moestream: warning: ...").
 void log_library_messages(moestream_params &params);
 

@@ -101,7 +101,15 @@ int cmd_perplexity(const Args &args) {
                 moestream_close(ctx);
                 return 1;
             }
-            nll -= log_probability(logits, tokens[i + 1]);
+            const double lp = log_probability(logits, tokens[i + 1]);
+            // NaN logits (non-finite weights) would turn the whole result into "nan" with status 0.
+            if (std::isnan(lp)) {
+                std::fprintf(stderr, "moestream perplexity: at token %zu, the logits hold NaN or +inf: the model's "
+                                     "weights hold non-finite values\n", i + 1);
+                moestream_close(ctx);
+                return 1;
+            }
+            nll -= lp;
             ++scored;
         }
         if (scored) std::fprintf(stderr, "[%zu tokens] ppl %.4f\n", scored, std::exp(nll / double(scored)));

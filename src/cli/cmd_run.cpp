@@ -17,13 +17,6 @@
 namespace cli {
 namespace {
 
-int32_t argmax(const std::vector<float> &v) {
-    size_t best = 0;
-    for (size_t i = 1; i < v.size(); ++i)
-        if (v[i] > v[best]) best = i;
-    return int32_t(best);
-}
-
 void print_help() {
     std::printf("usage: moestream run -m MODEL (-p TEXT | --tokens 1,2,3) [-n 32] [model options]\n"
                 "  -p, --prompt TEXT        prompt text; prints the generated text, stops at end of sequence\n"
@@ -87,7 +80,13 @@ int cmd_run(const Args &args) {
     t0 = std::chrono::steady_clock::now();
     int64_t generated = 0;
     for (; generated < n_gen; ++generated) {
-        int32_t next = argmax(logits);
+        int32_t next = greedy_token(logits);
+        if (next < 0) {
+            std::printf("\n");
+            std::fprintf(stderr, "moestream run: after %lld generated tokens, %s\n", (long long)generated, kNoGreedyToken);
+            moestream_close(ctx);
+            return 1;
+        }
         if (text_mode) {
             if (next == eos) break;
             if (!token_piece(ctx, next, piece, "run")) {

@@ -64,9 +64,12 @@ bool record(moestream_context *ctx, const RecordOptions &o) {
     int st = moestream_step(ctx, prompt.data(), static_cast<int32_t>(prompt.size()), logits.data());
     const int64_t room = n_ctx - o.n_prompt;
     for (int64_t i = 0; st == MOESTREAM_OK && i < std::min(o.n_tokens, room); ++i) {
-        int32_t next = o.feed == "random"
-                           ? static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab))
-                           : static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        int32_t next = o.feed == "random" ? static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab))
+                                          : greedy_token(logits);
+        if (next < 0) {
+            std::fprintf(stderr, "moestream trace record: %s\n", kNoGreedyToken);
+            return false;
+        }
         st = moestream_step(ctx, &next, 1, logits.data());
     }
     if (st != MOESTREAM_OK) std::fprintf(stderr, "moestream trace record: %s\n", moestream_last_error());

@@ -1,5 +1,6 @@
 """Option values and input files the CLI must refuse, with the exit status
 README.md promises: 2 for a usage error, 1 for a failure at run time."""
+import json
 import subprocess
 
 import pytest
@@ -202,3 +203,29 @@ def test_usage_errors_name_the_problem_and_point_to_help(cli_path, model, trace,
     # The help it points to exists.
     help = cli(cli_path, *command.split(), "--help")
     assert help.returncode == 0 and help.stdout.startswith(f"usage: moestream {command.split()[0]}"), help
+
+
+def test_greedy_commands_fail_on_logits_that_are_not_numbers(cli_path, tmp_path):
+    """A model whose weights hold NaN gives NaN logits: run, perplexity, bench and trace record
+    must say so and fail, not print token 0 or "perplexity nan" with status 0."""
+    from reference.gguf_reader import GGUFReader
+    model = tmp_path / "nan.gguf"
+    subprocess.run([str(cli_path), "generate", "--preset", "tiny", "--quant", "f32", "-o", str(model)],
+                   check=True, capture_output=True)
+    norm = GGUFReader(str(model)).tensors["output_norm.weight"]
+    with open(model, "r+b") as f:
+        f.seek(norm.file_offset)
+        f.write(b"\x00\x00\xc0\x7f" * (norm.nbytes // 4))  # f32 quiet NaN
+    ids = tmp_path / "ids.txt"
+    ids.write_text("1,2,3,4")
+    r = cli(cli_path, "run", "-m", model, "--tokens", "1,2", "-n", "3")
+    assert r.returncode == 1 and "non-finite" in r.stderr, r.stderr
+    assert r.stdout.strip() == ""
+    r = cli(cli_path, "perplexity", "-m", model, "--tokens", ids)
+    assert r.returncode == 1 and "non-finite" in r.stderr and "perplexity" not in r.stdout, r.stdout + r.stderr
+    r = cli(cli_path, "bench", "-m", model, "-n", "2", "--prompt", "2", "--io-mode", "mmap", "--feed", "greedy",
+            "--no-cgroup", "--json")
+    run = json.loads(r.stdout)["runs"][0]
+    assert not run["ok"] and "non-finite" in run["error"], run["error"]
+    r = cli(cli_path, "trace", "record", "-m", model, "--tokens", "2", "--prompt", "2", "-o", tmp_path / "t.trace")
+    assert r.returncode == 1 and "non-finite" in r.stderr, r.stderr
