@@ -115,8 +115,9 @@ MOESTREAM_API int moestream_trace_replay(const moestream_replay_params *p, moest
     return moe::capi::guarded(__func__, [&] {
         moe::capi::require(p, "params");
         moe::capi::require(out, "out");
-        moe::capi::require(p->trace_path, "params->trace_path");
+        // The size first: a struct of another layout may not hold trace_path where this one does.
         moe::capi::require_struct_size(p->struct_size, sizeof *p, "moestream_replay_params");
+        moe::capi::require(p->trace_path, "params->trace_path");
         moe::capi::require_struct_size(out->struct_size, sizeof *out, "moestream_replay_result");
         if (p->warmup_share > 1 || std::isnan(p->warmup_share))
             moe::fail(moe::Status::invalid_argument, "warmup_share %g is above 1", p->warmup_share);

@@ -164,12 +164,12 @@ typedef struct moestream_params {
     int32_t prefetch;           /* moestream_prefetch_mode */
     int32_t cache_policy;       /* moestream_cache_policy */
     int32_t exact;              /* 1: f32 activations and f32 KV (slow, for checking) */
-    const char *packed_path;    /* packed expert file; NULL = look for MODEL.moepack */
+    const char *packed_path;    /* packed expert file; NULL or "" = look for MODEL.moepack */
     const char *profile_path;   /* usage profile; NULL = default beside the model; "" = off */
     moestream_log_fn log_fn;    /* may be NULL */
     void *log_user_data;
     int32_t log_level;          /* highest level passed to log_fn */
-    const char *routing_trace_path; /* write every token's routed experts here (docs/trace-format.md); NULL = off.
+    const char *routing_trace_path; /* write every token's routed experts here (docs/trace-format.md); NULL or "" = off.
                                        Written to a temporary file of its own beside PATH (.NAME.tmp.XXXXXX)
                                        and renamed to PATH by moestream_close: until then an earlier file at
                                        PATH stays as it was */
