@@ -99,7 +99,11 @@ void RoutingTraceWriter::record(uint64_t token, uint32_t layer, std::span<const 
 }
 
 void RoutingTraceWriter::flush() {
-    file_->write(buffer_.data(), buffer_.size());
+    // At an explicit offset: a write that fails part way (a full disk) throws
+    // with the buffer kept, and the next flush writes it again over the same
+    // bytes; appending would leave the fragment in front of the rows again.
+    file_->write_at(buffer_.data(), buffer_.size(), written_);
+    written_ += buffer_.size();
     buffer_.clear();
 }
 

@@ -75,7 +75,9 @@ public:
     RoutingTraceWriter(const RoutingTraceWriter &) = delete;
     RoutingTraceWriter &operator=(const RoutingTraceWriter &) = delete;
 
-    // One token's experts in one layer (at most k; order kept).
+    // One token's experts in one layer (at most k; order kept). Throws
+    // moe::Error(io) when the rows cannot be written (a full disk); the row
+    // is kept, and a later record() or close() writes it again.
     void record(uint64_t token, uint32_t layer, std::span<const int32_t> experts);
     // Flushes, writes the row count into the header and renames the file to
     // PATH. Throws on I/O errors (after removing the temporary file).
@@ -87,6 +89,7 @@ private:
     TraceHeader header_;
     std::unique_ptr<AtomicFile> file_;  // null once closed
     std::vector<uint8_t> buffer_;
+    uint64_t written_ = 0;  // bytes in the file; buffer_ goes after them
     uint64_t rows_ = 0;
 };
 

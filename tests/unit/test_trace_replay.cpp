@@ -11,6 +11,11 @@
 #include <random>
 #include <set>
 
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "common/error.hpp"
 #include "experts/routing_trace.hpp"
 #include "experts/trace_replay.hpp"
@@ -399,4 +404,58 @@ TEST(TraceFile, AllExpertBytesMustFitSixtyFourBits) {
     t.ids = {0, 1};
     EXPECT_EQ(moe::replay_policy(t, moe::CachePolicyKind::lru, 1, 0).bytes_read, UINT64_MAX);
     EXPECT_EQ(moe::replay_belady(t, 1, 0).bytes_read, UINT64_MAX);
+}
+
+// A write that fails part way (a full disk; here a file size limit, in a child
+// so the limit does not leak) fails the step that recorded the row; when the
+// step is run again with room on the disk, the trace must hold every row once,
+// not the failed write's fragment followed by the rows again.
+TEST(TraceFile, AWriteThatFailedPartWayIsRedoneInPlace) {
+    const std::string dir = moe::test::scratch_dir();
+    const std::string path = dir + "/full.trace";
+    const moe::TraceHeader h{2, 8, 2, 1};
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit lim {10001, RLIM_INFINITY};  // not a whole number of rows past the header
+        if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(4);
+        try {
+            moe::RoutingTraceWriter w(path, h);
+            uint64_t token = 0;
+            bool failed = false;
+            for (; token < 20000 && !failed; ++token)  // 12-byte rows: the first flush comes at 64 KiB
+                for (uint32_t l = 0; l < 2; ++l) {
+                    const int32_t row[2] = {int32_t(token % 8), int32_t((token + 1) % 8)};
+                    try {
+                        w.record(token, l, row);
+                    } catch (const moe::Error &) {
+                        failed = true;
+                    }
+                }
+            if (!failed) _exit(5);
+            lim.rlim_cur = RLIM_INFINITY;  // room again
+            if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(4);
+            for (uint64_t t = token - 1; t < token + 10; ++t)  // the failed token again, and more
+                for (uint32_t l = 0; l < 2; ++l) {
+                    const int32_t row[2] = {int32_t(t % 8), int32_t((t + 1) % 8)};
+                    w.record(t, l, row);
+                }
+            w.close();
+            const RoutingTrace t = moe::read_routing_trace(path);
+            if (t.n_tokens != token + 10) _exit(6);
+            for (uint64_t tok = 0; tok < t.n_tokens; ++tok)
+                for (uint32_t l = 0; l < 2; ++l) {
+                    const auto e = t.experts(tok, l);
+                    if (e.size() != 2 || e[0] != tok % 8 || e[1] != (tok + 1) % 8) _exit(7);
+                }
+            _exit(0);
+        } catch (...) {
+            _exit(3);
+        }
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
 }
