@@ -1,5 +1,9 @@
 #include "experts/usage_profile.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -39,8 +43,20 @@ std::optional<UsageProfile> load_usage_profile(const std::string &path, uint64_t
         if (why) *why = path + ": " + reason;
         return std::nullopt;
     };
-    FileCloser file{std::fopen(path.c_str(), "rb")};
-    if (!file.f) return reject(std::string("cannot open: ") + std::strerror(errno));
+    // O_NONBLOCK: opening a pipe for reading would wait for a writer, and
+    // hang the open of the context, before fstat could tell it is no file.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return reject(std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return reject("not a plain file");
+    }
+    FileCloser file{::fdopen(fd, "rb")};
+    if (!file.f) {
+        ::close(fd);
+        return reject(std::string("cannot open: ") + std::strerror(errno));
+    }
     Header h{};
     if (std::fread(&h, sizeof h, 1, file.f) != 1) return reject("truncated header");
     if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return reject("not a usage profile");

@@ -2,7 +2,7 @@
 // beside the model so the pinned-hot cache policy can start warm next time.
 //
 // Format (little-endian): "MOEUSAGE" | u32 version=1 | u32 n_layer |
-// u32 n_expert | u64 model_fingerprint | u64 counts[n_layer * n_expert].
+// u32 n_expert | u32 reserved=0 | u64 model_fingerprint | u64 counts[n_layer * n_expert].
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 namespace moe {
 
 // Reads a profile. Returns nullopt (and sets *why) when the file is absent,
-// malformed, or belongs to another model or shape: a profile is only a hint.
+// not a plain file (a pipe is not waited on), malformed, or belongs to another model or shape: a profile is only a hint.
 std::optional<UsageProfile> load_usage_profile(const std::string &path, uint64_t model_fingerprint,
                                                uint32_t n_layer, uint32_t n_expert, std::string *why = nullptr);
 

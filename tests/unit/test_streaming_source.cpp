@@ -13,6 +13,11 @@
 #include <thread>
 #include <set>
 
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "common/error.hpp"
 #include "experts/packed_file.hpp"
 #include "experts/streaming_source.hpp"
@@ -849,3 +854,24 @@ TEST(PackedFile, CraftedLayerTableRejected) {
 }
 
 }  // namespace
+
+// A profile path that names a pipe (planted beside the model, or given) is
+// no profile: opening it for reading would wait for a writer forever and
+// hang moestream_open. Checked in a child with an alarm, so a hang fails.
+TEST(UsageProfileFile, APipeIsRejectedWithoutWaiting) {
+    const std::string dir = test::scratch_dir();
+    const std::string path = dir + "/pipe.moeusage";
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        alarm(5);
+        std::string why;
+        const auto p = load_usage_profile(path, 1, 1, 4, &why);
+        _exit(!p && why.find("not a plain file") != std::string::npos ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+    std::filesystem::remove_all(dir);
+}
