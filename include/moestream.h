@@ -165,7 +165,9 @@ typedef struct moestream_params {
     int32_t cache_policy;       /* moestream_cache_policy */
     int32_t exact;              /* 1: f32 activations and f32 KV (slow, for checking) */
     const char *packed_path;    /* packed expert file; NULL or "" = look for MODEL.moepack */
-    const char *profile_path;   /* usage profile; NULL = default beside the model; "" = off */
+    const char *profile_path;   /* usage profile; NULL = default beside the model; "" = off. One that is
+                                   unusable (malformed, another model's) is ignored with a warning and
+                                   replaced at close */
     moestream_log_fn log_fn;    /* may be NULL */
     void *log_user_data;
     int32_t log_level;          /* highest level passed to log_fn */

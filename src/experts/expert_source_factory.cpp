@@ -181,9 +181,14 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     if (profile_path.empty() && !params.profile_disabled) profile_path = file.path() + ".moeusage";
     auto profile = std::make_shared<UsageProfile>();
     if (!profile_path.empty()) {
+        std::string why;
+        std::error_code ec;
         if (auto p = load_usage_profile(profile_path, cfg.model_fingerprint, uint32_t(cfg.layers.size()),
-                                        uint32_t(max_expert)))
+                                        uint32_t(max_expert), &why))
             *profile = std::move(*p);
+        else if (std::filesystem::symlink_status(profile_path, ec).type() != std::filesystem::file_type::not_found)
+            // Not the first run: the file is replaced at close, so say why it was not used.
+            params.log.write(MOESTREAM_LOG_WARN, "usage profile ignored: %s", why.c_str());
         cfg.profile_save_path = profile_path;
         cfg.log = params.log;
     }

@@ -229,3 +229,18 @@ def test_greedy_commands_fail_on_logits_that_are_not_numbers(cli_path, tmp_path)
     assert not run["ok"] and "non-finite" in run["error"], run["error"]
     r = cli(cli_path, "trace", "record", "-m", model, "--tokens", "2", "--prompt", "2", "-o", tmp_path / "t.trace")
     assert r.returncode == 1 and "non-finite" in r.stderr, r.stderr
+
+
+def test_a_profile_that_cannot_be_used_is_named_in_a_warning(cli_path, model, tmp_path):
+    # A profile that exists but is not one (or is another model's) is ignored and
+    # replaced at close: the run says so, so the loss of the old file is not silent.
+    profile = tmp_path / "p.prof"
+    profile.write_bytes(b"not a usage profile at all, just some bytes")
+    r = cli(cli_path, "bench", "-m", model, "-n", "2", "--prompt", "2", "--io-mode", "pread", "--warm",
+            "--profile", profile)
+    assert r.returncode == 0, r.stderr
+    assert f"moestream: warning: usage profile ignored: {profile}: " in r.stderr, r.stderr
+    # A missing profile is the first run's normal case: no warning.
+    r = cli(cli_path, "bench", "-m", model, "-n", "2", "--prompt", "2", "--io-mode", "pread", "--warm",
+            "--profile", tmp_path / "new.prof")
+    assert r.returncode == 0 and "usage profile" not in r.stderr, r.stderr
