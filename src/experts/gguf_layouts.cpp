@@ -2,13 +2,16 @@
 
 #include "common/error.hpp"
 #include "experts/packed_file.hpp"
-#include "model/hparams.hpp"
+#include "model/model.hpp"
 #include "model/tensor_roles.hpp"
 
 namespace moe {
 
 std::vector<ExpertLayerLayout> expert_layouts_from_gguf(const gguf::GgufFile &file) {
-    const HParams hp = HParams::from_gguf(file);
+    // Every rule open applies (Model::check, as moestream_inspect): the
+    // tensors below are taken by name alone, so a file whose tensors do not
+    // match its metadata would otherwise be packed although open refuses it.
+    const HParams hp = Model::check(file);
     std::vector<ExpertLayerLayout> layers(static_cast<size_t>(hp.n_layer));
     for (const gguf::TensorInfo &t : file.tensors()) {
         if (!is_expert_tensor(t)) continue;

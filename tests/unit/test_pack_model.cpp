@@ -10,7 +10,9 @@
 #include "experts/packed_file.hpp"
 #include "experts/streaming_source.hpp"
 #include "gguf/gguf_file.hpp"
+#include "support/gguf_builder.hpp"
 #include "support/paths.hpp"
+#include "support/status_of.hpp"
 
 namespace {
 
@@ -122,6 +124,38 @@ TEST(PackModel, StreamedExpertsEqualMappedTensors) {
                 src.end_layer(int32_t(layer));
             }
         }
+    std::filesystem::remove_all(dir);
+}
+
+// Packing reads the expert layouts of a model; a file open and inspect refuse
+// (its tensors do not match its metadata) is refused the same way, naming
+// the tensor, and no packed file is written for it.
+TEST(PackModel, ModelThatOpenRefusesIsNotPacked) {
+    if (!std::filesystem::exists(cli())) GTEST_SKIP() << "CLI not built";
+    const std::string dir = test::scratch_dir();
+    test::TinyMoe m;
+    const int64_t q_dim = int64_t(m.n_head) * (m.n_embd / m.n_head);
+    struct Case {
+        const char *what, *tensor;
+        test::GgufBuilder file;
+    };
+    std::vector<Case> cases;
+    cases.push_back({"a mis-shaped attention matrix", "blk.0.attn_q.weight",
+                     test::tiny_moe(m).remove_tensor("blk.0.attn_q.weight")
+                         .tensor_random("blk.0.attn_q.weight", GgmlType::F32, {m.n_embd, q_dim + 4}, 9)});
+    cases.push_back({"expert_count below the experts present", "blk.0.ffn_gate_inp.weight",
+                     test::tiny_moe(m).kv_u32("qwen3moe.expert_count", uint32_t(m.n_expert - 1))});
+    for (const Case &c : cases) {
+        SCOPED_TRACE(c.what);
+        const std::string model = dir + "/bad.gguf";
+        c.file.write(model);
+        auto file = gguf::GgufFile::open(model);
+        std::string message;
+        EXPECT_EQ(test::status_of([&] { expert_layouts_from_gguf(*file); }, &message), Status::bad_format);
+        EXPECT_NE(message.find(c.tensor), std::string::npos) << message;
+        EXPECT_NE(test::run(cli() + " pack " + model + " > /dev/null 2>&1"), 0);
+        EXPECT_FALSE(std::filesystem::exists(model + ".moepack"));
+    }
     std::filesystem::remove_all(dir);
 }
 
