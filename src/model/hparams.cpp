@@ -1,6 +1,8 @@
 #include "model/hparams.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
 
@@ -140,6 +142,11 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
              path.c_str(), hp.n_embd, hp.n_head, keys.key(key_length ? "attention.value_length" : "attention.key_length").c_str());
     hp.head_dim_k = key_length.value_or(hp.n_embd / hp.n_head);
     hp.head_dim_v = value_length.value_or(hp.n_embd / hp.n_head);
+    // Heads x head size is a row of Q, K or V and a KV cache row: 32-bit sizes
+    // everywhere downstream, which a product beyond them would wrap.
+    if (const int64_t rows = int64_t(hp.n_head) * std::max(hp.head_dim_k, hp.head_dim_v); rows > INT32_MAX)
+        fail(Status::bad_format, "%s: attention rows of %d heads x %d exceed 32 bits", path.c_str(), hp.n_head,
+             std::max(hp.head_dim_k, hp.head_dim_v));
 
     // MoE sizes. A llama file without experts is a dense model, which this engine does not run.
     const std::string expert_count_key = keys.key("expert_count");

@@ -217,6 +217,8 @@ TEST(HParams, ValidationErrors) {
         {"heads not dividing", [](GgufBuilder &b) {
              b.kv_u32("qwen3moe.attention.head_count", 5).kv_u32("qwen3moe.attention.head_count_kv", 5);
          }, Status::bad_format, "not a multiple of head_count 5"},
+        {"attention rows beyond 32 bits", [](GgufBuilder &b) { b.kv_u32("qwen3moe.attention.key_length", 0x40000000u); },
+         Status::bad_format, "attention rows of 4 heads x 1073741824"},
         {"no token_embd", [](GgufBuilder &b) { b.remove_tensor("token_embd.weight"); }, Status::bad_format,
          "token_embd.weight is missing"},
         {"token_embd width", [](GgufBuilder &b) {
