@@ -17,6 +17,7 @@
 
 #include "common/error.hpp"
 #include "runtime/state_file.hpp"
+#include "support/child_process.hpp"
 #include "support/paths.hpp"
 #include "support/scoped_env.hpp"
 
@@ -608,10 +609,7 @@ TEST(StateFile, FileSizeLimitKeepsThePreviousFile) {
             _exit(3);
         }
     }
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_EQ(moe::test::wait_exit_code(pid), 0);
     EXPECT_EQ(read_bytes(path), old_bytes);
     EXPECT_EQ(count_temp_files(dir), 0u);
 }

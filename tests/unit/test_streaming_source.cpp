@@ -23,6 +23,7 @@
 #include "experts/streaming_source.hpp"
 #include "experts/usage_profile.hpp"
 #include "io/fault_injection.hpp"
+#include "support/child_process.hpp"
 #include "support/paths.hpp"
 #include "support/read_backends.hpp"
 
@@ -870,8 +871,6 @@ TEST(UsageProfileFile, APipeIsRejectedWithoutWaiting) {
         const auto p = load_usage_profile(path, 1, 1, 4, &why);
         _exit(!p && why.find("not a plain file") != std::string::npos ? 0 : 1);
     }
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+    EXPECT_EQ(moe::test::wait_exit_code(pid), 0);
     std::filesystem::remove_all(dir);
 }

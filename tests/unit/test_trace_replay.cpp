@@ -19,6 +19,7 @@
 #include "common/error.hpp"
 #include "experts/routing_trace.hpp"
 #include "experts/trace_replay.hpp"
+#include "support/child_process.hpp"
 #include "support/paths.hpp"
 #include "support/status_of.hpp"
 
@@ -454,8 +455,5 @@ TEST(TraceFile, AWriteThatFailedPartWayIsRedoneInPlace) {
             _exit(3);
         }
     }
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_EQ(moe::test::wait_exit_code(pid), 0);
 }
