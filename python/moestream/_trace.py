@@ -5,7 +5,9 @@ import os
 from . import _convert as cv
 from . import _ffi
 
-POLICIES = {"auto": 0, "lru": 1, "lfu-decay": 2, "pinned-hot": 3, "reuse-aware": 4, "belady": 100}
+# The engine's cache policies and the offline optimum replay adds (MOESTREAM_REPLAY_BELADY);
+# names as moestream_cache_policy_name gives them ("lfu-decay") work too.
+POLICIES = {**cv.CACHE_POLICIES, "belady": 100}
 
 
 def trace_synth(path, *, heat=None, n_tokens=1000, reuse=0.4, skew=None, n_layer=0, n_expert=0, n_expert_used=0,
@@ -46,7 +48,7 @@ def trace_replay(path, cache_bytes, policy="auto", warmup_share=0.5):
     p.trace_path = os.fsencode(os.fspath(path))
     cv.set_int(p, "cache_bytes", cache_bytes)
     # A bad name is the library's kind of error (Error, INVALID_ARGUMENT), not a KeyError.
-    p.cache_policy = cv.enum_value({k.replace("-", "_"): v for k, v in POLICIES.items()}, policy, "policy")
+    p.cache_policy = cv.enum_value(POLICIES, policy, "policy")
     p.warmup_share = float(warmup_share)
     r = _ffi.ReplayResult()
     lib.moestream_replay_result_init(ctypes.byref(r))
