@@ -14,14 +14,14 @@ struct Table {
         set(GgmlType::Q5_1, "q5_1", 32, 24, true);
         set(GgmlType::Q8_0, "q8_0", 32, 34, true);
         set(GgmlType::Q8_1, "q8_1", 32, 36, false);
-        set(GgmlType::Q2_K, "q2_K", 256, 84, false);
-        set(GgmlType::Q3_K, "q3_K", 256, 110, false);
+        set(GgmlType::Q2_K, "q2_K", 256, 84, true);
+        set(GgmlType::Q3_K, "q3_K", 256, 110, true);
         set(GgmlType::Q4_K, "q4_K", 256, 144, true);
         set(GgmlType::Q5_K, "q5_K", 256, 176, true);
         set(GgmlType::Q6_K, "q6_K", 256, 210, true);
         set(GgmlType::Q8_K, "q8_K", 256, 292, false);
-        set(GgmlType::IQ4_NL, "iq4_nl", 32, 18, false);
-        set(GgmlType::IQ4_XS, "iq4_xs", 256, 136, false);
+        set(GgmlType::IQ4_NL, "iq4_nl", 32, 18, true);
+        set(GgmlType::IQ4_XS, "iq4_xs", 256, 136, true);
         set(GgmlType::BF16, "bf16", 1, 2, true);
         set(GgmlType::MXFP4, "mxfp4", 32, 17, false);
         // Known layouts the engine does not compute with (still parseable).

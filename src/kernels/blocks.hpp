@@ -32,6 +32,13 @@ namespace q4_k { constexpr size_t bytes = 144, d = 0, dmin = 2, scales = 4, qs =
 namespace q5_k { constexpr size_t bytes = 176, d = 0, dmin = 2, scales = 4, qh = 16, qs = 48; }
 namespace q6_k { constexpr size_t bytes = 210, ql = 0, qh = 128, scales = 192, d = 208; }
 namespace q8_k { constexpr size_t bytes = 292, d = 0, qs = 4, bsums = 260; }
+namespace q2_k { constexpr size_t bytes = 84, scales = 0, qs = 16, d = 80, dmin = 82; }
+namespace q3_k { constexpr size_t bytes = 110, hmask = 0, qs = 32, scales = 96, d = 108; }
+namespace iq4_nl { constexpr size_t bytes = 18, d = 0, qs = 2; }
+namespace iq4_xs { constexpr size_t bytes = 136, d = 0, scales_h = 2, scales_l = 4, qs = 8; }
+
+// The 16 non-uniform levels of IQ4_NL / IQ4_XS, indexed by a 4-bit quant.
+constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 inline uint32_t load_u32(const uint8_t *p) {
     uint32_t v;
@@ -118,6 +125,54 @@ inline void q6_k_ints(const uint8_t *b, int8_t *v) {
             y[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
         }
     }
+}
+
+// Q2_K / Q3_K: element 128n + 32j + l holds bits 2j..2j+1 of quant byte
+// 32n + l, and belongs to the 16-element group 8n + 2j + l / 16 (the groups
+// are consecutive: group g is elements 16g..16g+15).
+inline void q2_k_ints(const uint8_t *b, uint8_t *v) {
+    const uint8_t *qs = b + q2_k::qs;
+    for (int n = 0; n < 2; ++n)
+        for (int j = 0; j < 4; ++j)
+            for (int l = 0; l < 32; ++l) v[128 * n + 32 * j + l] = (qs[32 * n + l] >> (2 * j)) & 3;
+}
+// Q3_K: the two low bits as Q2_K, minus 4 where the high bit (hmask bit
+// 4n + j of byte l) is clear: -4..3.
+inline void q3_k_ints(const uint8_t *b, int8_t *v) {
+    const uint8_t *qs = b + q3_k::qs, *hm = b + q3_k::hmask;
+    for (int n = 0; n < 2; ++n)
+        for (int j = 0; j < 4; ++j)
+            for (int l = 0; l < 32; ++l) {
+                const int low = (qs[32 * n + l] >> (2 * j)) & 3;
+                const int high = (hm[l] >> (4 * n + j)) & 1;
+                v[128 * n + 32 * j + l] = static_cast<int8_t>(low - (high ? 0 : 4));
+            }
+}
+// Q3_K: the 16 signed 6-bit group scales (-32..31) from the 12 packed bytes.
+inline void q3_k_scales(const uint8_t *b, int *s) {
+    const uint8_t *p = b + q3_k::scales;
+    for (int i = 0; i < 16; ++i) {
+        const int low4 = i < 8 ? p[i] & 0xF : p[i - 8] >> 4;
+        const int hi2 = (p[8 + i % 4] >> (2 * (i / 4))) & 3;
+        s[i] = (low4 | hi2 << 4) - 32;
+    }
+}
+// IQ4 nibbles of 16 bytes -> 32 levels: low nibbles first, then high.
+inline void iq4_levels32(const uint8_t *qs, int8_t *v) {
+    for (int j = 0; j < 16; ++j) {
+        v[j] = kIq4Levels[qs[j] & 0xF];
+        v[j + 16] = kIq4Levels[qs[j] >> 4];
+    }
+}
+inline void iq4_nl_ints(const uint8_t *b, int8_t *v) { iq4_levels32(b + iq4_nl::qs, v); }
+inline void iq4_xs_ints(const uint8_t *b, int8_t *v) {
+    for (int ib = 0; ib < 8; ++ib) iq4_levels32(b + iq4_xs::qs + 16 * ib, v + 32 * ib);
+}
+// IQ4_XS: the signed 6-bit scale (-32..31) of 32-element sub-block ib.
+inline int iq4_xs_scale(const uint8_t *b, int ib) {
+    const int low = (b[iq4_xs::scales_l + ib / 2] >> (4 * (ib % 2))) & 0xF;
+    const int high = (load_u16(b + iq4_xs::scales_h) >> (2 * ib)) & 3;
+    return (low | high << 4) - 32;
 }
 
 // --- canonical float accumulation ---------------------------------------------

@@ -63,6 +63,46 @@ void dq_q6_k(const uint8_t *b, float *y) {
     }
 }
 
+// Q2_K: (d*sc)*q - (dmin*m) per 16-element group (sc, m the 4-bit halves of its scale byte).
+void dq_q2_k(const uint8_t *b, float *y) {
+    uint8_t v[256];
+    q2_k_ints(b, v);
+    const float d = load_half(b + q2_k::d), dmin = load_half(b + q2_k::dmin);
+    for (int g = 0; g < 16; ++g) {
+        const uint8_t sc = b[q2_k::scales + g];
+        const float dg = d * static_cast<float>(sc & 0xF), mg = dmin * static_cast<float>(sc >> 4);
+        for (int l = 0; l < 16; ++l) y[16 * g + l] = dg * static_cast<float>(v[16 * g + l]) - mg;
+    }
+}
+// Q3_K: (d*S)*q per 16-element group, S and q signed.
+void dq_q3_k(const uint8_t *b, float *y) {
+    int8_t v[256];
+    int s[16];
+    q3_k_ints(b, v);
+    q3_k_scales(b, s);
+    const float d = load_half(b + q3_k::d);
+    for (int g = 0; g < 16; ++g) {
+        const float dg = d * static_cast<float>(s[g]);
+        for (int l = 0; l < 16; ++l) y[16 * g + l] = dg * static_cast<float>(v[16 * g + l]);
+    }
+}
+void dq_iq4_nl(const uint8_t *b, float *y) {
+    int8_t v[32];
+    iq4_nl_ints(b, v);
+    const float d = load_half(b + iq4_nl::d);
+    for (int j = 0; j < 32; ++j) y[j] = d * static_cast<float>(v[j]);
+}
+// IQ4_XS: (d*S)*level per 32-element sub-block.
+void dq_iq4_xs(const uint8_t *b, float *y) {
+    int8_t v[256];
+    iq4_xs_ints(b, v);
+    const float d = load_half(b + iq4_xs::d);
+    for (int ib = 0; ib < 8; ++ib) {
+        const float dl = d * static_cast<float>(iq4_xs_scale(b, ib));
+        for (int j = 0; j < 32; ++j) y[32 * ib + j] = dl * static_cast<float>(v[32 * ib + j]);
+    }
+}
+
 template <void (*Block)(const uint8_t *, float *), int kElems, size_t kBytes>
 void dq_blocks(const void *src, float *dst, int64_t n) {
     const uint8_t *p = static_cast<const uint8_t *>(src);
@@ -96,6 +136,10 @@ void dequantize_scalar(GgmlType type, const void *src, float *dst, int64_t n) {
     case GgmlType::Q4_K: dq_blocks<dq_q45_k<false>, 256, q4_k::bytes>(src, dst, n); return;
     case GgmlType::Q5_K: dq_blocks<dq_q45_k<true>, 256, q5_k::bytes>(src, dst, n); return;
     case GgmlType::Q6_K: dq_blocks<dq_q6_k, 256, q6_k::bytes>(src, dst, n); return;
+    case GgmlType::Q2_K: dq_blocks<dq_q2_k, 256, q2_k::bytes>(src, dst, n); return;
+    case GgmlType::Q3_K: dq_blocks<dq_q3_k, 256, q3_k::bytes>(src, dst, n); return;
+    case GgmlType::IQ4_NL: dq_blocks<dq_iq4_nl, 32, iq4_nl::bytes>(src, dst, n); return;
+    case GgmlType::IQ4_XS: dq_blocks<dq_iq4_xs, 256, iq4_xs::bytes>(src, dst, n); return;
     default: break;
     }
     fail(Status::unsupported, "dequantize: no kernel for tensor type %s", tr.name);

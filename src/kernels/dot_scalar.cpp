@@ -92,6 +92,69 @@ float dot_q6_k(int64_t n, const void *w_row, const void *act) {
     return acc.total();
 }
 
+inline int32_t dot16(const int8_t *v, const int8_t *qa) {
+    int32_t s = 0;
+    for (int l = 0; l < 16; ++l) s += v[l] * qa[l];
+    return s;
+}
+
+// Q2_K with Q8_K: sumi = sum_g sc_g * <q_g, qa_g>, summ = sum_g m_g * bsum_g
+// over the 16 groups (sc, m the low and high nibble of scale byte g).
+float dot_q2_k(int64_t n, const void *w_row, const void *act) {
+    const uint8_t *w = static_cast<const uint8_t *>(w_row);
+    const uint8_t *a = static_cast<const uint8_t *>(act);
+    BlockLanes acc;
+    for (int64_t b = 0; b < n / 256; ++b, w += q2_k::bytes, a += q8_k::bytes) {
+        uint8_t v[256];
+        q2_k_ints(w, v);
+        const int8_t *qa = reinterpret_cast<const int8_t *>(a + q8_k::qs);
+        int32_t sumi = 0, summ = 0;
+        for (int g = 0; g < 16; ++g) {
+            int32_t dot = 0;
+            for (int l = 0; l < 16; ++l) dot += v[16 * g + l] * qa[16 * g + l];
+            const uint8_t sc = w[q2_k::scales + g];
+            sumi += (sc & 0xF) * dot;
+            summ += (sc >> 4) * load_i16(a + q8_k::bsums + 2 * g);
+        }
+        acc.add(b, term_k_min(sumi, summ, load_half(w + q2_k::d), load_half(w + q2_k::dmin), load_f32(a + q8_k::d)));
+    }
+    return acc.total();
+}
+
+// Q3_K with Q8_K: sumi = sum_g S_g * <q_g, qa_g>, q in -4..3, S in -32..31.
+float dot_q3_k(int64_t n, const void *w_row, const void *act) {
+    const uint8_t *w = static_cast<const uint8_t *>(w_row);
+    const uint8_t *a = static_cast<const uint8_t *>(act);
+    BlockLanes acc;
+    for (int64_t b = 0; b < n / 256; ++b, w += q3_k::bytes, a += q8_k::bytes) {
+        int8_t v[256];
+        int s[16];
+        q3_k_ints(w, v);
+        q3_k_scales(w, s);
+        const int8_t *qa = reinterpret_cast<const int8_t *>(a + q8_k::qs);
+        int32_t sumi = 0;
+        for (int g = 0; g < 16; ++g) sumi += s[g] * dot16(v + 16 * g, qa + 16 * g);
+        acc.add(b, term_k(sumi, load_half(w + q3_k::d), load_f32(a + q8_k::d)));
+    }
+    return acc.total();
+}
+
+// IQ4_XS with Q8_K: sumi = sum_s S_s * <level_s, qa_s> over the 32-element sub-blocks.
+float dot_iq4_xs(int64_t n, const void *w_row, const void *act) {
+    const uint8_t *w = static_cast<const uint8_t *>(w_row);
+    const uint8_t *a = static_cast<const uint8_t *>(act);
+    BlockLanes acc;
+    for (int64_t b = 0; b < n / 256; ++b, w += iq4_xs::bytes, a += q8_k::bytes) {
+        int8_t v[256];
+        iq4_xs_ints(w, v);
+        const int8_t *qa = reinterpret_cast<const int8_t *>(a + q8_k::qs);
+        int32_t sumi = 0;
+        for (int ib = 0; ib < 8; ++ib) sumi += iq4_xs_scale(w, ib) * dot32(v + 32 * ib, qa + 32 * ib);
+        acc.add(b, term_k(sumi, load_half(w + iq4_xs::d), load_f32(a + q8_k::d)));
+    }
+    return acc.total();
+}
+
 // Float rows: lane i % 32 += w_i * a_i (fused).
 template <typename Load>
 float dot_float(int64_t n, const uint8_t *w, const uint8_t *a, size_t elem_bytes, Load load) {
@@ -140,6 +203,10 @@ void fill_scalar_kernels(KernelTable &t) {
     set(GgmlType::Q4_K, dot_q45_k<false>);
     set(GgmlType::Q5_K, dot_q45_k<true>);
     set(GgmlType::Q6_K, dot_q6_k);
+    set(GgmlType::Q2_K, dot_q2_k);
+    set(GgmlType::Q3_K, dot_q3_k);
+    set(GgmlType::IQ4_NL, dot_legacy_q8_0<iq4_nl_ints, iq4_nl::bytes>);
+    set(GgmlType::IQ4_XS, dot_iq4_xs);
 }
 
 }  // namespace moe::kernels::detail

@@ -21,8 +21,27 @@
 //   Q4_0 (q-8)*d   Q5_0 (q-16)*d   Q8_0 q*d   Q4_1/Q5_1 q*d + m
 //   Q4_K/Q5_K  (d*sc)*q - (dmin*m)   per 32-element sub-block (sc, m 6-bit)
 //   Q6_K       (d*sc)*(q-32)         per 16-element group (sc int8)
+//   Q2_K       (d*sc)*q - (dmin*m)   per 16-element group g: sc, m the low and
+//              high nibble of scales[g]; q = bits 2j of qs[32n+l] for element
+//              128n+32j+l (0..3)
+//   Q3_K       (d*S)*q               per 16-element group: S the signed 6-bit
+//              scale (-32..31), q = the two Q2_K bits - 4 unless hmask bit
+//              4n+j of byte l is set (-4..3)
+//   IQ4_NL     d*K[nibble]           K = {-127,-104,-83,-65,-49,-35,-22,-10,
+//                                         1,13,25,38,53,69,89,113}
+//   IQ4_XS     (d*S)*K[nibble]       per 32-element sub-block, S the signed
+//              6-bit scale (scales_l nibble | scales_h 2 bits << 4) - 32
 //   F16/BF16 exact conversion.
-// Activation formats: Q8_0 d = amax/127 (stored fp16), q = round_half_even(x * (127/amax));
+// Block terms of the quantised dots (kernels/dot_terms.hpp), with integer
+// sums over the block's groups (qa the activation quants, bsum their Q8_K
+// sums per 16):
+//   Q4_0/Q5_0/Q8_0/IQ4_NL . Q8_0   sumi*(dw*da), sumi = <q, qa>
+//   Q4_1/Q5_1 . Q8_1               sumi*(dw*da) + mw*sa
+//   Q2_K/Q4_K/Q5_K . Q8_K          (dw*da)*sumi - (dminw*da)*summ,
+//                                  sumi = sum sc*<q, qa>, summ = sum m*bsum
+//   Q3_K/Q6_K/IQ4_XS . Q8_K        (dw*da)*sumi, sumi = sum S*<q, qa>
+// Activation formats (act_type): Q8_0 for Q4_0, Q5_0, Q8_0, IQ4_NL; Q8_1 for
+// Q4_1, Q5_1; Q8_K for Q2_K..Q6_K and IQ4_XS. Q8_0 d = amax/127 (stored fp16), q = round_half_even(x * (127/amax));
 // Q8_1 adds s = fp16(d * sum q) with the f32 d; Q8_K d = 1/(-127/max) as f32
 // where max is the first element of largest magnitude, q = min(127, round_half_even(x * -127/max)).
 #pragma once

@@ -21,6 +21,9 @@ BOUNDS = {
     GgmlType.Q8_0: (0.0042, 0.007), GgmlType.Q4_0: (0.127, 0.11), GgmlType.Q4_1: (0.069, 0.10),
     GgmlType.Q5_0: (0.064, 0.055), GgmlType.Q5_1: (0.034, 0.05), GgmlType.Q4_K: (0.10, 0.10),
     GgmlType.Q5_K: (0.06, 0.05), GgmlType.Q6_K: (0.06, 0.026),
+    # 2- and 3-bit quants: the error of 4 and 8 levels per group
+    GgmlType.Q2_K: (0.34, 0.345), GgmlType.Q3_K: (0.26, 0.16),
+    GgmlType.IQ4_NL: (0.115, 0.085), GgmlType.IQ4_XS: (0.135, 0.085),
 }
 
 
@@ -145,6 +148,35 @@ def _scalar_block(t, b):
                 y[128 * n + l + 32] = d * sc[1] * f32(q2)
                 y[128 * n + l + 64] = d * sc[2] * f32(q3)
                 y[128 * n + l + 96] = d * sc[3] * f32(q4)
+    elif t in (GgmlType.Q2_K, GgmlType.Q3_K):
+        for n in range(2):
+            for j in range(4):
+                for l in range(32):
+                    g = 8 * n + 2 * j + l // 16
+                    low = (int(b[(16 if t == GgmlType.Q2_K else 32) + 32 * n + l]) >> (2 * j)) & 3
+                    if t == GgmlType.Q2_K:
+                        sc = int(b[g])
+                        y[128 * n + 32 * j + l] = (_h(b, 80) * f32(sc & 0xF)) * f32(low) - _h(b, 82) * f32(sc >> 4)
+                    else:
+                        low4 = int(b[96 + g]) & 0xF if g < 8 else int(b[96 + g - 8]) >> 4
+                        hi2 = (int(b[104 + g % 4]) >> (2 * (g // 4))) & 3
+                        hbit = (int(b[l]) >> (4 * n + j)) & 1
+                        y[128 * n + 32 * j + l] = (_h(b, 108) * f32((low4 | hi2 << 4) - 32)) * f32(low - (0 if hbit else 4))
+    elif t == GgmlType.IQ4_NL:
+        d = _h(b, 0)
+        for j in range(16):
+            y[j] = d * f32(dequant.IQ4_LEVELS[int(b[2 + j]) & 0xF])
+            y[j + 16] = d * f32(dequant.IQ4_LEVELS[int(b[2 + j]) >> 4])
+    elif t == GgmlType.IQ4_XS:
+        d = _h(b, 0)
+        scales_h = int(b[2]) | int(b[3]) << 8
+        for ib in range(8):
+            ls = ((int(b[4 + ib // 2]) >> (4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4)
+            dl = d * f32(ls - 32)
+            for j in range(16):
+                v = int(b[8 + 16 * ib + j])
+                y[32 * ib + j] = dl * f32(dequant.IQ4_LEVELS[v & 0xF])
+                y[32 * ib + 16 + j] = dl * f32(dequant.IQ4_LEVELS[v >> 4])
     elif t == GgmlType.F16:
         y[0] = _h(b, 0)
     elif t == GgmlType.BF16:

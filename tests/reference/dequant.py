@@ -10,13 +10,17 @@ from __future__ import annotations
 import numpy as np
 
 F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16 = 0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30
+Q2_K, Q3_K, IQ4_NL, IQ4_XS = 10, 11, 20, 23
 
 # type id -> (name, elements per block, bytes per block)
 TYPES = {
     F32: ("F32", 1, 4), F16: ("F16", 1, 2), BF16: ("BF16", 1, 2),
     Q4_0: ("Q4_0", 32, 18), Q4_1: ("Q4_1", 32, 20), Q5_0: ("Q5_0", 32, 22), Q5_1: ("Q5_1", 32, 24),
     Q8_0: ("Q8_0", 32, 34), Q4_K: ("Q4_K", 256, 144), Q5_K: ("Q5_K", 256, 176), Q6_K: ("Q6_K", 256, 210),
+    Q2_K: ("Q2_K", 256, 84), Q3_K: ("Q3_K", 256, 110), IQ4_NL: ("IQ4_NL", 32, 18), IQ4_XS: ("IQ4_XS", 256, 136),
 }
+# the 16 non-uniform levels of IQ4_NL / IQ4_XS, indexed by a 4-bit quant
+IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.int32)
 TYPE_IDS = {name: tid for tid, (name, _, _) in TYPES.items()}
 
 _f32 = np.float32
@@ -136,7 +140,63 @@ def _deq_q6_k(b):
     return (ds[:, :, None] * q.reshape(n, 16, 16).astype(_f32)).reshape(n, 256)
 
 
+def _two_bit_quants(qs):
+    """Q2_K / Q3_K: 64 quant bytes [n, 64] -> [n, 256] int32; element 128n + 32j + l is bits
+    2j..2j+1 of byte 32n + l."""
+    q = qs.reshape(-1, 2, 1, 32).astype(np.int32) >> (2 * np.arange(4)[None, None, :, None])
+    return (q & 3).reshape(-1, 256)
+
+
+def _deq_q2_k(b):
+    """(d*sc)*q - (dmin*m) per 16-element group g (sc, m: low, high nibble of scale byte g)."""
+    sc = b[:, 0:16]
+    d, dmin = _half(b, 80), _half(b, 82)
+    dg = d[:, None] * _lo(sc)                       # float32 [n, 16]
+    mg = dmin[:, None] * _hi(sc)
+    q = _two_bit_quants(b[:, 16:80]).reshape(-1, 16, 16).astype(_f32)
+    return (dg[:, :, None] * q - mg[:, :, None]).reshape(-1, 256)
+
+
+def _q3_k_scales(sb):
+    """12 packed bytes [n, 12] -> 16 signed six-bit scales [n, 16] (-32..31)."""
+    p = sb.astype(np.int32)
+    i = np.arange(16)
+    low4 = np.where(i < 8, p[:, i % 8] & 0xF, p[:, i % 8] >> 4)
+    hi2 = (p[:, 8 + i % 4] >> (2 * (i // 4))) & 3
+    return (low4 | (hi2 << 4)) - 32
+
+
+def _deq_q3_k(b):
+    """(d*S)*q per 16-element group, q = low two bits - 4 unless the hmask bit is set."""
+    hm = b[:, 0:32].astype(np.int32)               # bit 4n + j of byte l: element 128n + 32j + l
+    hbit = (hm[:, None, :] >> np.arange(8)[None, :, None]) & 1   # [n, 4n + j, l]
+    q = _two_bit_quants(b[:, 32:96]) - 4 * (1 - hbit.reshape(-1, 256))
+    dg = _half(b, 108)[:, None] * _q3_k_scales(b[:, 96:108]).astype(_f32)
+    return (dg[:, :, None] * q.reshape(-1, 16, 16).astype(_f32)).reshape(-1, 256)
+
+
+def _iq4_levels(qs):
+    """[n, k*16] nibble bytes -> [n, k, 32] float32 levels (low nibbles, then high, per 16 bytes)."""
+    q = qs.reshape(qs.shape[0], -1, 16)
+    return IQ4_LEVELS[np.concatenate([q & 0xF, q >> 4], axis=2)].astype(_f32)
+
+
+def _deq_iq4_nl(b):
+    return _half(b, 0)[:, None] * _iq4_levels(b[:, 2:18])[:, 0]
+
+
+def _deq_iq4_xs(b):
+    """(d*S)*level per 32-element sub-block, S = 6-bit scale - 32."""
+    sh = np.ascontiguousarray(b[:, 2:4]).view("<u2")[:, 0].astype(np.int32)
+    ib = np.arange(8)
+    low = (b[:, 4 + ib // 2].astype(np.int32) >> (4 * (ib % 2))) & 0xF
+    ls = (low | (((sh[:, None] >> (2 * ib)) & 3) << 4)) - 32
+    dl = _half(b, 0)[:, None] * ls.astype(_f32)
+    return (dl[:, :, None] * _iq4_levels(b[:, 8:136])).reshape(-1, 256)
+
+
 _BLOCK_DEQUANT = {
+    Q2_K: _deq_q2_k, Q3_K: _deq_q3_k, IQ4_NL: _deq_iq4_nl, IQ4_XS: _deq_iq4_xs,
     Q4_0: _deq_q4_0, Q4_1: _deq_q4_1, Q5_0: _deq_q5_0, Q5_1: _deq_q5_1, Q8_0: _deq_q8_0,
     Q4_K: _deq_q4_k, Q5_K: _deq_q5_k, Q6_K: _deq_q6_k,
 }

@@ -68,9 +68,13 @@ class GgmlType(enum.IntEnum):
     Q5_0 = 6
     Q5_1 = 7
     Q8_0 = 8
+    Q2_K = 10
+    Q3_K = 11
     Q4_K = 12
     Q5_K = 13
     Q6_K = 14
+    IQ4_NL = 20
+    IQ4_XS = 23
     BF16 = 30
 
 
@@ -80,6 +84,7 @@ BLOCK_GEOMETRY = {
     GgmlType.Q4_0: (32, 18), GgmlType.Q4_1: (32, 20), GgmlType.Q5_0: (32, 22),
     GgmlType.Q5_1: (32, 24), GgmlType.Q8_0: (32, 34),
     GgmlType.Q4_K: (256, 144), GgmlType.Q5_K: (256, 176), GgmlType.Q6_K: (256, 210),
+    GgmlType.Q2_K: (256, 84), GgmlType.Q3_K: (256, 110), GgmlType.IQ4_NL: (32, 18), GgmlType.IQ4_XS: (256, 136),
 }
 
 

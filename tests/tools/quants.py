@@ -22,7 +22,7 @@ QK = 32
 QK_K = 256
 
 TYPE_BY_NAME = {t.name: t for t in BLOCK_GEOMETRY}
-ALL_TYPES = list(BLOCK_GEOMETRY)  # the 11 weight types this project writes
+ALL_TYPES = list(BLOCK_GEOMETRY)  # the 15 weight types this project writes
 
 
 def row_bytes(ggml_type, n: int) -> int:
@@ -193,7 +193,85 @@ def _q6_k(xb):
                            _f16_bytes(d16)], axis=1)
 
 
+def _q2_k(xb):
+    """16 groups of 16 with an affine 4-bit (scale, min) each, quants 0..3."""
+    xs = xb.reshape(-1, 16, 16)
+    lo = np.minimum(xs.min(axis=2), 0.0)
+    scale = (xs.max(axis=2) - lo) / 3.0
+    mins = -lo
+    d16 = _f16(scale.max(axis=1) / 15.0)
+    dmin16 = _f16(mins.max(axis=1) / 15.0)
+    d, dmin = d16.astype(np.float32), dmin16.astype(np.float32)
+    sc = np.clip(np.ceil(scale * _safe_inv(d)[:, None] - 0.25), 0, 15)   # round up rather than clip the top
+    mq = np.clip(np.ceil(mins * _safe_inv(dmin)[:, None]), 0, 15)        # the min must reach the lowest value
+    eff_scale = (d[:, None] * sc).astype(np.float32)
+    eff_min = (dmin[:, None] * mq).astype(np.float32)
+    q = np.clip(np.rint((xs + eff_min[:, :, None]) * _safe_inv(eff_scale)[:, :, None]), 0, 3).astype(np.uint8)
+    q = q.reshape(-1, 2, 4, 32)                   # element 128n + 32j + l
+    qs = (q[:, :, 0] | (q[:, :, 1] << 2) | (q[:, :, 2] << 4) | (q[:, :, 3] << 6)).reshape(-1, 64)
+    scales = (sc.astype(np.uint8) | (mq.astype(np.uint8) << 4))
+    return np.concatenate([scales, qs, _f16_bytes(d16), _f16_bytes(dmin16)], axis=1)
+
+
+def _pack_scales_q3_k(v: np.ndarray) -> np.ndarray:
+    """16 six-bit values (scale + 32) per block -> the 12-byte packed form of Q3_K."""
+    v = v.astype(np.uint8)
+    out = np.zeros((v.shape[0], 12), dtype=np.uint8)
+    out[:, 0:8] = (v[:, 0:8] & 0xF) | ((v[:, 8:16] & 0xF) << 4)
+    for i in range(16):
+        out[:, 8 + i % 4] |= ((v[:, i] >> 4) & 3) << (2 * (i // 4))
+    return out
+
+
+def _q3_k(xb):
+    """16 groups of 16, symmetric quants -4..3 with a signed 6-bit scale each."""
+    xs = xb.reshape(-1, 16, 16)
+    s = _signed_absmax(xs.reshape(-1, 16)).reshape(-1, 16) / -4.0    # the largest maps to -4
+    d16 = _f16(np.abs(s).max(axis=1) / 31.0)
+    d = d16.astype(np.float32)
+    sc = np.clip(np.rint(s * _safe_inv(d)[:, None]), -32, 31)
+    eff = (d[:, None] * sc).astype(np.float32)
+    u = (np.clip(np.rint(xs * _safe_inv(eff)[:, :, None]), -4, 3) + 4).astype(np.uint8).reshape(-1, 2, 4, 32)
+    low = u & 3
+    qs = (low[:, :, 0] | (low[:, :, 1] << 2) | (low[:, :, 2] << 4) | (low[:, :, 3] << 6)).reshape(-1, 64)
+    hbit = (u >> 2).reshape(-1, 8, 32)            # bit 4n + j of byte l
+    hmask = (hbit << np.arange(8, dtype=np.uint8)[None, :, None]).sum(axis=1).astype(np.uint8)
+    return np.concatenate([hmask, qs, _pack_scales_q3_k(sc + 32), _f16_bytes(d16)], axis=1)
+
+
+_IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float32)
+
+
+def _iq4_nearest(xs, eff):
+    """Index of the level nearest to x / eff (eff broadcast against xs)."""
+    r = xs * _safe_inv(eff)
+    return np.abs(r[..., None] - _IQ4_LEVELS).argmin(axis=-1).astype(np.uint8)
+
+
+def _iq4_nl(xb):
+    d16 = _f16(_signed_absmax(xb) / -127.0)       # the largest maps to the level -127
+    idx = _iq4_nearest(xb, d16.astype(np.float32)[:, None])
+    return np.concatenate([_f16_bytes(d16), _pack_nibbles32(idx)], axis=1)
+
+
+def _iq4_xs(xb):
+    """8 sub-blocks of 32 with a signed 6-bit scale each, IQ4_NL levels."""
+    xs = xb.reshape(-1, 8, 32)
+    s = _signed_absmax(xs.reshape(-1, 32)).reshape(-1, 8) / -127.0
+    d16 = _f16(np.abs(s).max(axis=1) / 31.0)
+    d = d16.astype(np.float32)
+    ls = np.clip(np.rint(s * _safe_inv(d)[:, None]), -32, 31)
+    eff = (d[:, None] * ls).astype(np.float32)
+    idx = _iq4_nearest(xs, eff[:, :, None]).reshape(-1, 32)
+    v = (ls + 32).astype(np.uint16)
+    scales_h = (((v >> 4) & 3) << (2 * np.arange(8, dtype=np.uint16))).sum(axis=1).astype("<u2")
+    scales_l = ((v[:, 0::2] & 0xF) | ((v[:, 1::2] & 0xF) << 4)).astype(np.uint8)
+    return np.concatenate([_f16_bytes(d16), scales_h.view(np.uint8).reshape(-1, 2), scales_l,
+                           _pack_nibbles32(idx).reshape(-1, 128)], axis=1)
+
+
 _BLOCK_QUANTISERS = {
+    GgmlType.Q2_K: _q2_k, GgmlType.Q3_K: _q3_k, GgmlType.IQ4_NL: _iq4_nl, GgmlType.IQ4_XS: _iq4_xs,
     GgmlType.Q8_0: _q8_0, GgmlType.Q4_0: _q4_0, GgmlType.Q4_1: _q4_1, GgmlType.Q5_0: _q5_0,
     GgmlType.Q5_1: _q5_1, GgmlType.Q4_K: _q4_k, GgmlType.Q5_K: _q5_k, GgmlType.Q6_K: _q6_k,
 }
@@ -224,8 +302,10 @@ def quantize(x, ggml_type) -> np.ndarray:
 F16_FIELDS = {
     GgmlType.Q4_0: [0], GgmlType.Q4_1: [0, 2], GgmlType.Q5_0: [0], GgmlType.Q5_1: [0, 2],
     GgmlType.Q8_0: [0], GgmlType.Q4_K: [0, 2], GgmlType.Q5_K: [0, 2], GgmlType.Q6_K: [208],
+    GgmlType.Q2_K: [80, 82], GgmlType.Q3_K: [108], GgmlType.IQ4_NL: [0], GgmlType.IQ4_XS: [0],
 }
-SCALE_BYTES = {GgmlType.Q4_K: (4, 16), GgmlType.Q5_K: (4, 16), GgmlType.Q6_K: (192, 208)}
+SCALE_BYTES = {GgmlType.Q4_K: (4, 16), GgmlType.Q5_K: (4, 16), GgmlType.Q6_K: (192, 208),
+               GgmlType.Q2_K: (0, 16), GgmlType.Q3_K: (96, 108), GgmlType.IQ4_XS: (2, 8)}
 
 # Interesting f16 bit patterns: zeros, denormals, smallest normal, extremes, ordinary values.
 EDGE_F16 = np.array([0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x83FF, 0x0200, 0x0400, 0x8400,

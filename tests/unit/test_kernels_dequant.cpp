@@ -25,6 +25,7 @@ float h(const uint8_t *p) {
     return k::fp16_to_f32(v);
 }
 int nib(const uint8_t *qs, int i) { return i < 16 ? qs[i] & 15 : qs[i - 16] >> 4; }
+constexpr int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 int bit5(const uint8_t *qh, int i) { return (qh[i / 8] >> (i % 8)) & 1; }
 
 void k_scale(const uint8_t *q, int j, int &sc, int &m) {
@@ -64,6 +65,28 @@ float element(GgmlType t, const uint8_t *b, int i) {
         const int8_t sc = static_cast<int8_t>(b[192 + i / 16]);
         return (h(b + 208) * static_cast<float>(sc)) * static_cast<float>((low | high << 4) - 32);
     }
+    case GgmlType::Q2_K: {
+        // Element 128n + 32j + l: bits 2j of quant byte 32n + l, scale byte 8n + 2j + l/16.
+        const int n = i / 128, j = (i % 128) / 32, l = i % 32;
+        const int q = (b[16 + 32 * n + l] >> (2 * j)) & 3;
+        const int sc = b[8 * n + 2 * j + l / 16];
+        return (h(b + 80) * static_cast<float>(sc & 15)) * static_cast<float>(q) - h(b + 82) * static_cast<float>(sc >> 4);
+    }
+    case GgmlType::Q3_K: {
+        const int n = i / 128, j = (i % 128) / 32, l = i % 32, g = 8 * n + 2 * j + l / 16;
+        const int q = ((b[32 + 32 * n + l] >> (2 * j)) & 3) - (((b[l] >> (4 * n + j)) & 1) ? 0 : 4);
+        const uint8_t *sb = b + 96;
+        const int low4 = g < 8 ? sb[g] & 15 : sb[g - 8] >> 4;
+        const int s = (low4 | ((sb[8 + g % 4] >> (2 * (g / 4))) & 3) << 4) - 32;
+        return (h(b + 108) * static_cast<float>(s)) * static_cast<float>(q);
+    }
+    case GgmlType::IQ4_NL: return h(b) * static_cast<float>(kLevels[nib(b + 2, i)]);
+    case GgmlType::IQ4_XS: {
+        const int ib = i / 32;
+        const int hi = (b[2] | b[3] << 8) >> (2 * ib) & 3;
+        const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 15) | hi << 4;
+        return (h(b) * static_cast<float>(ls - 32)) * static_cast<float>(kLevels[nib(b + 8 + 16 * ib, i % 32)]);
+    }
     case GgmlType::F32: {
         float f;
         std::memcpy(&f, b, 4);
@@ -102,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, Dequant, ::testing::ValuesIn(moe::test::compu
 TEST(Dequant, RejectsUnsupportedTypeAndRaggedLength) {
     std::vector<uint8_t> raw(1024);
     std::vector<float> out(512);
-    EXPECT_THROW(k::dequantize_row(GgmlType::Q2_K, raw.data(), out.data(), 256), moe::Error);
+    EXPECT_THROW(k::dequantize_row(static_cast<GgmlType>(16), raw.data(), out.data(), 256), moe::Error);  // iq2_xxs
     EXPECT_THROW(k::dequantize_row(GgmlType::Q4_0, raw.data(), out.data(), 33), moe::Error);
 }
 

@@ -27,7 +27,8 @@ void put16(uint8_t *p, uint16_t v) { std::memcpy(p, &v, 2); }
 const std::vector<GgmlType> &compute_weight_types() {
     static const std::vector<GgmlType> types = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                                                 GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                                                GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                                                GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K,
+                                                GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
     return types;
 }
 
@@ -75,7 +76,14 @@ std::vector<uint8_t> random_row(GgmlType type, int64_t n, std::mt19937 &rng) {
         switch (type) {
         case GgmlType::Q4_0:
         case GgmlType::Q5_0:
-        case GgmlType::Q8_0: put16(b, random_scale(rng)); break;
+        case GgmlType::Q8_0:
+        case GgmlType::IQ4_NL:
+        case GgmlType::IQ4_XS: put16(b, random_scale(rng)); break;
+        case GgmlType::Q2_K:
+            put16(b + 80, random_scale(rng));
+            put16(b + 82, random_scale(rng));
+            break;
+        case GgmlType::Q3_K: put16(b + 108, random_scale(rng)); break;
         case GgmlType::Q4_1:
         case GgmlType::Q5_1:
         case GgmlType::Q4_K:
