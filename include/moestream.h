@@ -479,7 +479,7 @@ typedef struct moestream_generate_params {
     size_t struct_size;          /* = sizeof(moestream_generate_params) */
     const char *architecture;    /* "qwen3moe" (NULL = "qwen3moe") */
     const char *preset;          /* "qwen3-30b-a3b", "demo", "small", "tiny" (NULL = "small") */
-    const char *quant;           /* "q4_k_m", "q8_0", "f32" (NULL = "q4_k_m") */
+    const char *quant;           /* "q4_k_m", "q3_k_m", "q2_k", "iq4_xs", "q8_0", "f32" (NULL = "q4_k_m") */
     int32_t n_layer;
     int32_t n_embd;
     int32_t n_head;

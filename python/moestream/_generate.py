@@ -39,7 +39,7 @@ def generate_model(path, *, architecture=None, preset=None, quant=None, seed=0, 
     """Writes a random-weight GGUF model to path.
 
     preset: "qwen3-30b-a3b", "demo", "small" (default) or "tiny"; quant:
-    "q4_k_m" (default), "q8_0" or "f32"; shape fields (n_layer, n_embd, n_head,
+    "q4_k_m" (default), "q3_k_m", "q2_k", "iq4_xs", "q8_0" or "f32"; shape fields (n_layer, n_embd, n_head,
     n_head_kv, head_dim, n_expert, n_expert_used, n_ff_expert, n_vocab)
     override the preset. progress(done_bytes, total_bytes) is called while
     writing. The same arguments and seed always give the same bytes.

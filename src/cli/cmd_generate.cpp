@@ -19,7 +19,7 @@ namespace {
 
 const char *kUsage =
     "usage: moestream generate [--arch qwen3moe] [--preset qwen3-30b-a3b|demo|small|tiny]\n"
-    "                          [--quant q4_k_m|q8_0|f32] [--layers N] [--embd N] [--heads N]\n"
+    "                          [--quant q4_k_m|q3_k_m|q2_k|iq4_xs|q8_0|f32] [--layers N] [--embd N] [--heads N]\n"
     "                          [--kv-heads N] [--head-dim N] [--experts N] [--top-k N]\n"
     "                          [--ff-expert N] [--vocab N] [--seed N] [--size-only] -o PATH\n"
     "Writes a GGUF with random weights (valid quant blocks, finite activations).\n"

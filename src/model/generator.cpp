@@ -99,6 +99,68 @@ void fill_blocks(GgmlType type, uint8_t *out, uint64_t n_blocks, float sigma, Rn
         }
         break;
     }
+    case GgmlType::Q2_K: {
+        // y = d*sc*q - dmin*m per group of 16 with m = sc and dmin = 1.5 d:
+        // y = d*sc*(q - 1.5), q uniform in 0..3 (std 1.118), sc in 8..15 (rms 11.73).
+        for (uint64_t b = 0; b < n_blocks; ++b, out += 84) {
+            for (int g = 0; g < 16; ++g) {
+                const uint8_t sc = static_cast<uint8_t>(8 + (rng.next() & 7));
+                out[g] = static_cast<uint8_t>(sc | sc << 4);
+            }
+            rng.fill(out + 16, 64);
+            const uint16_t dh = to_half(sigma / (11.73f * 1.118f));
+            std::memcpy(out + 80, &dh, 2);
+            put_half(out + 82, 1.5f * from_half(dh));
+        }
+        break;
+    }
+    case GgmlType::Q3_K: {
+        // y = d*S*q, q uniform in -4..3 (rms 2.345), S = +-(16..31) with a
+        // random sign so the -0.5 mean of q cancels (rms 23.95).
+        for (uint64_t b = 0; b < n_blocks; ++b, out += 110) {
+            rng.fill(out, 96);
+            int v[16];  // S + 32
+            for (int i = 0; i < 16; ++i) {
+                const uint64_t r = rng.next();
+                const int mag = 16 + static_cast<int>(r & 15);
+                v[i] = 32 + ((r >> 4) & 1 ? mag : -mag);
+            }
+            uint8_t *p = out + 96;
+            for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>((v[i] & 0xF) | (v[i + 8] & 0xF) << 4);
+            for (int i = 0; i < 4; ++i)
+                p[8 + i] = static_cast<uint8_t>((v[i] >> 4) | (v[i + 4] >> 4) << 2 | (v[i + 8] >> 4) << 4 |
+                                                (v[i + 12] >> 4) << 6);
+            put_half(out + 108, sigma / (23.95f * 2.345f));
+        }
+        break;
+    }
+    case GgmlType::IQ4_NL: {
+        // y = d*K[nibble], nibbles uniform (rms of the levels 67.4); d of random
+        // sign so the levels' mean of -5.9 cancels.
+        for (uint64_t b = 0; b < n_blocks; ++b, out += 18) {
+            put_half(out, (rng.next() & 1 ? 1.0f : -1.0f) * sigma / 67.4f);
+            rng.fill(out + 2, 16);
+        }
+        break;
+    }
+    case GgmlType::IQ4_XS: {
+        // y = d*S*K[nibble] per sub-block of 32, S = +-(16..31) (rms 23.95).
+        for (uint64_t b = 0; b < n_blocks; ++b, out += 136) {
+            put_half(out, sigma / (23.95f * 67.4f));
+            uint16_t high = 0;
+            for (int ib = 0; ib < 8; ++ib) {
+                const uint64_t r = rng.next();
+                const int mag = 16 + static_cast<int>(r & 15);
+                const int v = 32 + ((r >> 4) & 1 ? mag : -mag);
+                high = static_cast<uint16_t>(high | (v >> 4) << (2 * ib));
+                if (ib % 2 == 0) out[4 + ib / 2] = static_cast<uint8_t>(v & 0xF);
+                else out[4 + ib / 2] = static_cast<uint8_t>(out[4 + ib / 2] | (v & 0xF) << 4);
+            }
+            std::memcpy(out + 2, &high, 2);
+            rng.fill(out + 8, 128);
+        }
+        break;
+    }
     case GgmlType::Q8_0: {
         for (uint64_t b = 0; b < n_blocks; ++b, out += 34) {
             put_half(out, sigma / 73.6f);
@@ -159,10 +221,11 @@ constexpr Preset kPresets[] = {
 };
 
 // K-quants need rows that are multiples of 256; like llama-quantize, fall back
-// to a 32-block type otherwise.
+// to a 32-block type otherwise (the low-bit types to IQ4_NL).
 GgmlType fit(GgmlType want, int64_t row) {
     if (row % type_traits(want).block_elems == 0) return want;
     if (want == GgmlType::Q4_K) return GgmlType::Q5_0;
+    if (want == GgmlType::Q2_K || want == GgmlType::Q3_K || want == GgmlType::IQ4_XS) return GgmlType::IQ4_NL;
     return GgmlType::Q8_0;
 }
 
@@ -171,14 +234,28 @@ struct QuantMix {
     uint32_t file_type;
 };
 
+// The mixes follow llama-quantize's idea, simplified to one type per tensor
+// role: the bulk (expert gate/up, attention) at the named type, the tensors
+// most sensitive to error (attn_v, expert down, output) one or more steps up.
+//   q4_k_m  Q4_K; attn_v, down, embd, output Q6_K
+//   q3_k_m  Q3_K; attn_v, down Q4_K; output Q6_K
+//   q2_k    Q2_K; attn_v, down Q3_K; output Q6_K
+//   iq4_xs  IQ4_XS; output Q6_K
 QuantMix quant_mix(const std::string &quant) {
     if (quant == "q4_k_m")
         return {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q6_K, GgmlType::Q6_K, 15};
+    if (quant == "q3_k_m")
+        return {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q3_K, GgmlType::Q6_K, 12};
+    if (quant == "q2_k")
+        return {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q2_K, GgmlType::Q6_K, 10};
+    if (quant == "iq4_xs")
+        return {GgmlType::IQ4_XS, GgmlType::IQ4_XS, GgmlType::IQ4_XS, GgmlType::IQ4_XS, GgmlType::IQ4_XS,
+                GgmlType::Q6_K, 30};
     if (quant == "q8_0")
         return {GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, 7};
     if (quant == "f32")
         return {GgmlType::F32, GgmlType::F32, GgmlType::F32, GgmlType::F32, GgmlType::F32, GgmlType::F32, 0};
-    fail(Status::invalid_argument, "unknown quant '%s' (q4_k_m, q8_0, f32)", quant.c_str());
+    fail(Status::invalid_argument, "unknown quant '%s' (q4_k_m, q3_k_m, q2_k, iq4_xs, q8_0, f32)", quant.c_str());
 }
 
 // Attention output projections are drawn 10x smaller than fan-in scaling.

@@ -1,5 +1,5 @@
 """The engine's logits against the float64 reference for every architecture, several quant
-mixes and shapes (top-k 1/2/8, GQA ratios 1/4/8, an expert count that is not a power of two,
+mixes (the low-bit ones Q2_K / Q3_K_M / IQ4_XS on one architecture each) and shapes (top-k 1/2/8, GQA ratios 1/4/8, an expert count that is not a power of two,
 head_dim != n_embd/n_head, tied output), after 1 token, after 40 tokens in one step and at
 every position of 40 one-token steps, in normal mode (1e-2 of the logit spread) and --exact
 mode (1e-4), and with different --batch sizes; after one token also against the reference
@@ -30,7 +30,9 @@ SHAPES = {
 }
 MIXES = ("q8_0", "q4_k_m", "mixed")
 MATRIX = [(a, m, s) for a in mm.ARCHS for s in ("k1-e6-gqa8", "k8-e16-gqa1") for m in MIXES] + \
-         [(a, "q4_0", "k2-e10-hd32") for a in mm.ARCHS] + [(a, "bf16", "k2-e10-hd32") for a in ("qwen3moe",)]
+         [(a, "q4_0", "k2-e10-hd32") for a in mm.ARCHS] + [(a, "bf16", "k2-e10-hd32") for a in ("qwen3moe",)] + \
+         [("qwen3moe", "q2_k", "k8-e16-gqa1"), ("llama", "q3_k_m", "k8-e16-gqa1"), ("olmoe", "iq4_xs", "k8-e16-gqa1"),
+          ("qwen2moe", "iq4_xs", "k2-e10-hd32")]   # the last: IQ4_NL wherever a row is not a multiple of 256
 IDS = [f"{a}-{m}-{s}" for a, m, s in MATRIX]
 
 

@@ -6,7 +6,19 @@ import subprocess
 import numpy as np
 import pytest
 
-BLOCK = {0: (1, 4), 6: (32, 22), 8: (32, 34), 12: (256, 144), 14: (256, 210)}
+from reference import dequant as reference_dequant
+
+BLOCK = {0: (1, 4), 6: (32, 22), 8: (32, 34), 12: (256, 144), 14: (256, 210),
+         10: (256, 84), 11: (256, 110), 20: (32, 18), 23: (256, 136)}
+LOW_BIT = (10, 11, 20, 23)   # Q2_K, Q3_K, IQ4_NL, IQ4_XS: checked with the reference dequantiser
+# expected types per tensor role when n_embd is a multiple of 256
+MIX_TYPES = {
+    "q4_k_m": {"ffn_gate_exps": 12, "ffn_up_exps": 12, "ffn_down_exps": 14, "ffn_gate_inp": 0, "attn_v": 14},
+    "q3_k_m": {"ffn_gate_exps": 11, "ffn_up_exps": 11, "ffn_down_exps": 12, "attn_q": 11, "attn_v": 12,
+               "output": 14},
+    "q2_k": {"ffn_gate_exps": 10, "ffn_up_exps": 10, "ffn_down_exps": 11, "attn_q": 10, "attn_v": 11, "output": 14},
+    "iq4_xs": {"ffn_gate_exps": 23, "ffn_down_exps": 23, "attn_v": 23, "output": 14},
+}
 
 
 def read_gguf(path):
@@ -62,6 +74,8 @@ def half(b):
 def dequant(t, raw):
     if t == 0:
         return np.frombuffer(raw, dtype="<f4")
+    if t in LOW_BIT:
+        return reference_dequant.dequantize(raw, t).astype(np.float64)
     be, bb = BLOCK[t]
     blocks = np.frombuffer(raw, dtype=np.uint8).reshape(-1, bb)
     out = []
@@ -112,7 +126,9 @@ def generate(cli, path, *extra):
     subprocess.run([str(cli), "generate", "-o", str(path), *extra], check=True, capture_output=True)
 
 
-@pytest.mark.parametrize("preset,quant", [("tiny", "q4_k_m"), ("small", "q4_k_m"), ("small", "q8_0"), ("tiny", "f32")])
+@pytest.mark.parametrize("preset,quant", [("tiny", "q4_k_m"), ("small", "q4_k_m"), ("small", "q8_0"), ("tiny", "f32"),
+                                          ("small", "q3_k_m"), ("small", "q2_k"), ("small", "iq4_xs"),
+                                          ("tiny", "q2_k")])
 def test_generated_file_is_valid_and_scaled(cli_path, tmp_path, preset, quant):
     path = tmp_path / "m.gguf"
     generate(cli_path, path, "--preset", preset, "--quant", quant)
@@ -136,11 +152,10 @@ def test_generated_file_is_valid_and_scaled(cli_path, tmp_path, preset, quant):
         nbytes = int(np.prod(ne)) // be * bb
         assert off == expected, name
         expected = (off + nbytes + 31) // 32 * 32
-        if quant == "q4_k_m" and n_embd % 256 == 0:
-            want = {"ffn_gate_exps": 12, "ffn_up_exps": 12, "ffn_down_exps": 14, "ffn_gate_inp": 0, "attn_v": 14}
-            for key, ty in want.items():
-                if key in name:
-                    assert t == ty, name
+        if quant in MIX_TYPES and n_embd % 256 == 0:
+            role = name.split(".")[-2]   # blk.0.attn_v.weight -> attn_v, output.weight -> output
+            if role in MIX_TYPES[quant]:
+                assert t == MIX_TYPES[quant][role], name
         # Dequantise the first rows and check the scale the generator promises.
         row = ne[0] // be * bb
         raw = data[data_offset + off: data_offset + off + min(nbytes, row * 8)]

@@ -65,11 +65,13 @@ BIG_TENSOR_ELEMENTS = 1 << 24
 
 T = GgmlType
 MIX_FTYPE = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9,
-             "q4_k_m": 15, "q5_k_m": 17, "q6_k": 18, "bf16": 32, "mixed": 1024}
+             "q2_k": 10, "q3_k_m": 12, "q4_k_m": 15, "q5_k_m": 17, "q6_k": 18, "iq4_xs": 30, "bf16": 32,
+             "mixed": 1024}
 QUANT_MIXES = tuple(MIX_FTYPE)
 MIXED_CYCLE = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K]
 # what llama-quantize substitutes when ne0 is not a multiple of the block size
 FALLBACK = {T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0,
+            T.Q2_K: T.IQ4_NL, T.Q3_K: T.IQ4_NL, T.IQ4_XS: T.IQ4_NL, T.IQ4_NL: T.F16,
             T.Q4_0: T.F16, T.Q4_1: T.F16, T.Q5_0: T.F16, T.Q5_1: T.F16, T.Q8_0: T.F16}
 DEFAULT_EPS = {"qwen3moe": 1e-6, "qwen2moe": 1e-6, "llama": 1e-5, "olmoe": 1e-5}
 TIED_OUTPUT_ALLOWED = ("qwen3moe", "llama")
@@ -175,6 +177,13 @@ def _mix_type(mix, kind):
         return T.Q6_K if kind == "output" and mix != "q8_0" else base
     if mix == "q6_k":
         return T.Q6_K
+    if mix in ("q2_k", "q3_k_m"):
+        # the bulk at 2 (3) bits; the matrices most sensitive to error one step up
+        if kind in ("ffn_down_exps", "ffn_down_shexp", "attn_v"):
+            return T.Q3_K if mix == "q2_k" else T.Q4_K
+        return T.Q6_K if kind == "output" else T[mix[:2].upper() + "_K"]
+    if mix == "iq4_xs":
+        return T.Q6_K if kind == "output" else T.IQ4_XS
     if mix in ("q4_k_m", "q5_k_m"):
         base = T.Q4_K if mix == "q4_k_m" else T.Q5_K
         if kind in ("ffn_down_exps", "attn_v", "output"):
