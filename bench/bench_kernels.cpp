@@ -53,7 +53,14 @@ void put_scale(uint8_t *p, std::mt19937 &rng) {
 void fill_block(GgmlType t, uint8_t *b, size_t bytes, std::mt19937 &rng) {
     for (size_t i = 0; i < bytes; ++i) b[i] = static_cast<uint8_t>(rng());
     switch (t) {
-    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: put_scale(b, rng); break;
+    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS:
+        put_scale(b, rng);
+        break;
+    case GgmlType::Q2_K:
+        put_scale(b + 80, rng);
+        put_scale(b + 82, rng);
+        break;
+    case GgmlType::Q3_K: put_scale(b + 108, rng); break;
     case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K:
         put_scale(b, rng);
         put_scale(b + 2, rng);
@@ -165,7 +172,8 @@ void BM_MatShort(benchmark::State &state, GgmlType t, k::Isa isa) {
 int register_all() {
     const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                               GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                              GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                              GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K,
+                              GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
     const k::Isa isas[] = {k::Isa::scalar, k::Isa::avx2, k::Isa::avx512};
     auto name = [](const char *kind, GgmlType t, k::Isa isa) {
         return std::string(kind) + "/" + moe::type_traits(t).name + "/" + k::isa_name(isa);
@@ -206,7 +214,7 @@ int register_all() {
                 ->MeasureProcessCPUTime()
                 ->Unit(benchmark::kMicrosecond);
         }
-    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_XS})
         for (k::Isa isa : isas) {
             benchmark::RegisterBenchmark(name("matvec_short", t, isa).c_str(), BM_MatShort, t, isa)
                 ->Arg(0)

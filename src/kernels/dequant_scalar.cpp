@@ -52,15 +52,18 @@ void dq_q45_k(const uint8_t *b, float *y) {
         for (int l = 0; l < 32; ++l) y[32 * s + l] = d1 * static_cast<float>(v[32 * s + l]) - m1;
     }
 }
-void dq_q6_k(const uint8_t *b, float *y) {
-    int8_t v[256];
-    q6_k_ints(b, v);
-    const float d = load_half(b + q6_k::d);
-    const int8_t *sc = reinterpret_cast<const int8_t *>(b + q6_k::scales);
+// (d*S_g)*q per 16-element group g (Q6_K, Q3_K).
+template <typename Scale>
+void dq_groups16(float d, const Scale *sc, const int8_t *v, float *y) {
     for (int g = 0; g < 16; ++g) {
         const float dg = d * static_cast<float>(sc[g]);
         for (int l = 0; l < 16; ++l) y[16 * g + l] = dg * static_cast<float>(v[16 * g + l]);
     }
+}
+void dq_q6_k(const uint8_t *b, float *y) {
+    int8_t v[256];
+    q6_k_ints(b, v);
+    dq_groups16(load_half(b + q6_k::d), reinterpret_cast<const int8_t *>(b + q6_k::scales), v, y);
 }
 
 // Q2_K: (d*sc)*q - (dmin*m) per 16-element group (sc, m the 4-bit halves of its scale byte).
@@ -80,11 +83,7 @@ void dq_q3_k(const uint8_t *b, float *y) {
     int s[16];
     q3_k_ints(b, v);
     q3_k_scales(b, s);
-    const float d = load_half(b + q3_k::d);
-    for (int g = 0; g < 16; ++g) {
-        const float dg = d * static_cast<float>(s[g]);
-        for (int l = 0; l < 16; ++l) y[16 * g + l] = dg * static_cast<float>(v[16 * g + l]);
-    }
+    dq_groups16(load_half(b + q3_k::d), s, v, y);
 }
 void dq_iq4_nl(const uint8_t *b, float *y) {
     int8_t v[32];

@@ -47,112 +47,90 @@ float dot_legacy_q8_1(int64_t n, const void *w_row, const void *act) {
     return acc.total();
 }
 
+// Rows of K-quant super-blocks against Q8_K: Term gives a block's float term
+// from its weight block w and activation block a.
+template <size_t kBytes, float (*Term)(const uint8_t *w, const uint8_t *a)>
+float dot_k(int64_t n, const void *w_row, const void *act) {
+    const uint8_t *w = static_cast<const uint8_t *>(w_row);
+    const uint8_t *a = static_cast<const uint8_t *>(act);
+    BlockLanes acc;
+    for (int64_t b = 0; b < n / 256; ++b, w += kBytes, a += q8_k::bytes) acc.add(b, Term(w, a));
+    return acc.total();
+}
+
+inline const int8_t *act_quants(const uint8_t *a) { return reinterpret_cast<const int8_t *>(a + q8_k::qs); }
+// sum_g S_g * <q_g, qa_g> over the 16 groups of 16 (Q6_K, Q3_K).
+template <typename Scale>
+int32_t group_sums16(const Scale *sc, const int8_t *v, const uint8_t *a) {
+    const int8_t *qa = act_quants(a);
+    int32_t sumi = 0;
+    for (int g = 0; g < 16; ++g) {
+        int32_t dot = 0;
+        for (int l = 0; l < 16; ++l) dot += v[16 * g + l] * qa[16 * g + l];
+        sumi += sc[g] * dot;
+    }
+    return sumi;
+}
+
+// Q4_K / Q5_K: sumi = sum_s sc_s * <q_s, qa_s>, summ = sum_s m_s * (bsum_2s + bsum_2s+1).
 template <bool kFive>
-float dot_q45_k(int64_t n, const void *w_row, const void *act) {
-    constexpr size_t kBytes = kFive ? q5_k::bytes : q4_k::bytes;
-    const uint8_t *w = static_cast<const uint8_t *>(w_row);
-    const uint8_t *a = static_cast<const uint8_t *>(act);
-    BlockLanes acc;
-    for (int64_t b = 0; b < n / 256; ++b, w += kBytes, a += q8_k::bytes) {
-        uint8_t v[256];
-        if constexpr (kFive) q5_k_ints(w, v); else q4_k_ints(w, v);
-        const int8_t *qa = reinterpret_cast<const int8_t *>(a + q8_k::qs);
-        int32_t sumi = 0, summ = 0;
-        for (int s = 0; s < 8; ++s) {
-            int sc, m;
-            k_scale_min(w + q4_k::scales, s, sc, m);
-            int32_t dot = 0;
-            for (int l = 0; l < 32; ++l) dot += v[32 * s + l] * qa[32 * s + l];
-            sumi += sc * dot;
-            summ += m * (load_i16(a + q8_k::bsums + 4 * s) + load_i16(a + q8_k::bsums + 4 * s + 2));
-        }
-        acc.add(b, term_k_min(sumi, summ, load_half(w + q4_k::d), load_half(w + q4_k::dmin),
-                              load_f32(a + q8_k::d)));
+float term_q45_k(const uint8_t *w, const uint8_t *a) {
+    uint8_t v[256];
+    if constexpr (kFive) q5_k_ints(w, v); else q4_k_ints(w, v);
+    const int8_t *qa = act_quants(a);
+    int32_t sumi = 0, summ = 0;
+    for (int s = 0; s < 8; ++s) {
+        int sc, m;
+        k_scale_min(w + q4_k::scales, s, sc, m);
+        int32_t dot = 0;
+        for (int l = 0; l < 32; ++l) dot += v[32 * s + l] * qa[32 * s + l];
+        sumi += sc * dot;
+        summ += m * (load_i16(a + q8_k::bsums + 4 * s) + load_i16(a + q8_k::bsums + 4 * s + 2));
     }
-    return acc.total();
+    return term_k_min(sumi, summ, load_half(w + q4_k::d), load_half(w + q4_k::dmin), load_f32(a + q8_k::d));
 }
 
-float dot_q6_k(int64_t n, const void *w_row, const void *act) {
-    const uint8_t *w = static_cast<const uint8_t *>(w_row);
-    const uint8_t *a = static_cast<const uint8_t *>(act);
-    BlockLanes acc;
-    for (int64_t b = 0; b < n / 256; ++b, w += q6_k::bytes, a += q8_k::bytes) {
-        int8_t v[256];
-        q6_k_ints(w, v);
-        const int8_t *qa = reinterpret_cast<const int8_t *>(a + q8_k::qs);
-        const int8_t *sc = reinterpret_cast<const int8_t *>(w + q6_k::scales);
-        int32_t sumi = 0;
-        for (int g = 0; g < 16; ++g) {
-            int32_t dot = 0;
-            for (int l = 0; l < 16; ++l) dot += v[16 * g + l] * qa[16 * g + l];
-            sumi += sc[g] * dot;
-        }
-        acc.add(b, term_k(sumi, load_half(w + q6_k::d), load_f32(a + q8_k::d)));
-    }
-    return acc.total();
+// Q6_K: sumi = sum_g sc_g * <q_g, qa_g> over the 16 groups (sc int8).
+float term_q6_k(const uint8_t *w, const uint8_t *a) {
+    int8_t v[256];
+    q6_k_ints(w, v);
+    const int32_t sumi = group_sums16(reinterpret_cast<const int8_t *>(w + q6_k::scales), v, a);
+    return term_k(sumi, load_half(w + q6_k::d), load_f32(a + q8_k::d));
 }
 
-inline int32_t dot16(const int8_t *v, const int8_t *qa) {
-    int32_t s = 0;
-    for (int l = 0; l < 16; ++l) s += v[l] * qa[l];
-    return s;
+// Q2_K: sumi = sum_g sc_g * <q_g, qa_g>, summ = sum_g m_g * bsum_g over the
+// 16 groups (sc, m the low and high nibble of scale byte g).
+float term_q2_k(const uint8_t *w, const uint8_t *a) {
+    uint8_t v[256];
+    q2_k_ints(w, v);
+    const int8_t *qa = act_quants(a);
+    int32_t sumi = 0, summ = 0;
+    for (int g = 0; g < 16; ++g) {
+        int32_t dot = 0;
+        for (int l = 0; l < 16; ++l) dot += v[16 * g + l] * qa[16 * g + l];
+        const uint8_t sc = w[q2_k::scales + g];
+        sumi += (sc & 0xF) * dot;
+        summ += (sc >> 4) * load_i16(a + q8_k::bsums + 2 * g);
+    }
+    return term_k_min(sumi, summ, load_half(w + q2_k::d), load_half(w + q2_k::dmin), load_f32(a + q8_k::d));
 }
 
-// Q2_K with Q8_K: sumi = sum_g sc_g * <q_g, qa_g>, summ = sum_g m_g * bsum_g
-// over the 16 groups (sc, m the low and high nibble of scale byte g).
-float dot_q2_k(int64_t n, const void *w_row, const void *act) {
-    const uint8_t *w = static_cast<const uint8_t *>(w_row);
-    const uint8_t *a = static_cast<const uint8_t *>(act);
-    BlockLanes acc;
-    for (int64_t b = 0; b < n / 256; ++b, w += q2_k::bytes, a += q8_k::bytes) {
-        uint8_t v[256];
-        q2_k_ints(w, v);
-        const int8_t *qa = reinterpret_cast<const int8_t *>(a + q8_k::qs);
-        int32_t sumi = 0, summ = 0;
-        for (int g = 0; g < 16; ++g) {
-            int32_t dot = 0;
-            for (int l = 0; l < 16; ++l) dot += v[16 * g + l] * qa[16 * g + l];
-            const uint8_t sc = w[q2_k::scales + g];
-            sumi += (sc & 0xF) * dot;
-            summ += (sc >> 4) * load_i16(a + q8_k::bsums + 2 * g);
-        }
-        acc.add(b, term_k_min(sumi, summ, load_half(w + q2_k::d), load_half(w + q2_k::dmin), load_f32(a + q8_k::d)));
-    }
-    return acc.total();
+// Q3_K: sumi = sum_g S_g * <q_g, qa_g>, q in -4..3, S in -32..31.
+float term_q3_k(const uint8_t *w, const uint8_t *a) {
+    int8_t v[256];
+    int s[16];
+    q3_k_ints(w, v);
+    q3_k_scales(w, s);
+    return term_k(group_sums16(s, v, a), load_half(w + q3_k::d), load_f32(a + q8_k::d));
 }
 
-// Q3_K with Q8_K: sumi = sum_g S_g * <q_g, qa_g>, q in -4..3, S in -32..31.
-float dot_q3_k(int64_t n, const void *w_row, const void *act) {
-    const uint8_t *w = static_cast<const uint8_t *>(w_row);
-    const uint8_t *a = static_cast<const uint8_t *>(act);
-    BlockLanes acc;
-    for (int64_t b = 0; b < n / 256; ++b, w += q3_k::bytes, a += q8_k::bytes) {
-        int8_t v[256];
-        int s[16];
-        q3_k_ints(w, v);
-        q3_k_scales(w, s);
-        const int8_t *qa = reinterpret_cast<const int8_t *>(a + q8_k::qs);
-        int32_t sumi = 0;
-        for (int g = 0; g < 16; ++g) sumi += s[g] * dot16(v + 16 * g, qa + 16 * g);
-        acc.add(b, term_k(sumi, load_half(w + q3_k::d), load_f32(a + q8_k::d)));
-    }
-    return acc.total();
-}
-
-// IQ4_XS with Q8_K: sumi = sum_s S_s * <level_s, qa_s> over the 32-element sub-blocks.
-float dot_iq4_xs(int64_t n, const void *w_row, const void *act) {
-    const uint8_t *w = static_cast<const uint8_t *>(w_row);
-    const uint8_t *a = static_cast<const uint8_t *>(act);
-    BlockLanes acc;
-    for (int64_t b = 0; b < n / 256; ++b, w += iq4_xs::bytes, a += q8_k::bytes) {
-        int8_t v[256];
-        iq4_xs_ints(w, v);
-        const int8_t *qa = reinterpret_cast<const int8_t *>(a + q8_k::qs);
-        int32_t sumi = 0;
-        for (int ib = 0; ib < 8; ++ib) sumi += iq4_xs_scale(w, ib) * dot32(v + 32 * ib, qa + 32 * ib);
-        acc.add(b, term_k(sumi, load_half(w + iq4_xs::d), load_f32(a + q8_k::d)));
-    }
-    return acc.total();
+// IQ4_XS: sumi = sum_s S_s * <level_s, qa_s> over the 32-element sub-blocks.
+float term_iq4_xs(const uint8_t *w, const uint8_t *a) {
+    int8_t v[256];
+    iq4_xs_ints(w, v);
+    int32_t sumi = 0;
+    for (int ib = 0; ib < 8; ++ib) sumi += iq4_xs_scale(w, ib) * dot32(v + 32 * ib, act_quants(a) + 32 * ib);
+    return term_k(sumi, load_half(w + iq4_xs::d), load_f32(a + q8_k::d));
 }
 
 // Float rows: lane i % 32 += w_i * a_i (fused).
@@ -200,13 +178,13 @@ void fill_scalar_kernels(KernelTable &t) {
     set(GgmlType::Q8_0, dot_legacy_q8_0<q8_0_ints, q8_0::bytes>);
     set(GgmlType::Q4_1, dot_legacy_q8_1<q4_1_ints, q4_1::bytes>);
     set(GgmlType::Q5_1, dot_legacy_q8_1<q5_1_ints, q5_1::bytes>);
-    set(GgmlType::Q4_K, dot_q45_k<false>);
-    set(GgmlType::Q5_K, dot_q45_k<true>);
-    set(GgmlType::Q6_K, dot_q6_k);
-    set(GgmlType::Q2_K, dot_q2_k);
-    set(GgmlType::Q3_K, dot_q3_k);
+    set(GgmlType::Q4_K, dot_k<q4_k::bytes, term_q45_k<false>>);
+    set(GgmlType::Q5_K, dot_k<q5_k::bytes, term_q45_k<true>>);
+    set(GgmlType::Q6_K, dot_k<q6_k::bytes, term_q6_k>);
+    set(GgmlType::Q2_K, dot_k<q2_k::bytes, term_q2_k>);
+    set(GgmlType::Q3_K, dot_k<q3_k::bytes, term_q3_k>);
     set(GgmlType::IQ4_NL, dot_legacy_q8_0<iq4_nl_ints, iq4_nl::bytes>);
-    set(GgmlType::IQ4_XS, dot_iq4_xs);
+    set(GgmlType::IQ4_XS, dot_k<iq4_xs::bytes, term_iq4_xs>);
 }
 
 }  // namespace moe::kernels::detail

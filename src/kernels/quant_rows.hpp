@@ -274,9 +274,11 @@ struct PerBlock : B {
 // D provides: kBytes, kMins (Q4_K/Q5_K: term_k_min with 6-bit mins; Q6_K:
 // term_k), kArranged + arrange(qs, out) (256 activation quants reordered for
 // the decoder), Block decode(w, uint64_t &mins, uint32_t &dm) (mins: the 8
-// six-bit mins as bytes; dm: Q4_K/Q5_K d | dmin << 16, Q6_K d << 16), Partial sums(block, a_arranged, act_block) (int32 partial sums
+// six-bit mins as bytes; dm: the fp16 fields, d | dmin << 16 with mins, else
+// d << 16), Partial sums(block, a_arranged, act_block) (int32 partial sums
 // whose total is sumi) and __m256i total8(const Partial *) (lane j = total of
-// partial j).
+// partial j). A decoder with mins per 16-element group (Q2_K) sets
+// kGroupMins and provides group_min_sums8(mins, act, act_stride, cnt).
 struct KPrep {
     const uint8_t *act;       // Q8_K blocks as given
     const uint8_t *arranged;  // D's order of the quants (or act)
@@ -346,7 +348,7 @@ struct KRows {
             }
             for (int t = 0; t < T; ++t) {
                 const __m256i sumi = D::total8(s[t]);
-                const __m256i summ = D::kMins ? min_sums8(mins, p[t].bpair + 8 * b) : _mm256_setzero_si256();
+                const __m256i summ = D::kMins ? block_min_sums8(mins, p[t], b, cnt) : _mm256_setzero_si256();
                 const __m256 da = _mm256_loadu_ps(p[t].d + b);
                 if (cnt == 8) {
                     acc[t] = _mm256_add_ps(acc[t], terms8(dm, sumi, summ, da));
@@ -358,7 +360,7 @@ struct KRows {
                 _mm256_store_ps(dav, da);
                 _mm256_store_si256(reinterpret_cast<__m256i *>(si), sumi);
                 _mm256_store_si256(reinterpret_cast<__m256i *>(sm), summ);
-                for (int j = 0; j < cnt; ++j) lanes[j] += term1(w + j * D::kBytes, si[j], sm[j], dav[j]);
+                for (int j = 0; j < cnt; ++j) lanes[j] += term1(dm[j], si[j], sm[j], dav[j]);
                 acc[t] = _mm256_load_ps(lanes);
             }
         }
@@ -396,7 +398,9 @@ struct KRows {
             for (int t = 0; t < T; ++t) {
                 const __m256i sumi = D::total8(s[t]);
                 __m256i summ = _mm256_setzero_si256();
-                if constexpr (D::kMins) {
+                if constexpr (requires { D::kGroupMins; }) {
+                    summ = D::group_min_sums8(mins, p[t].act + q8_k::bytes * j, 0, 8);  // every row meets block j
+                } else if constexpr (D::kMins) {
                     alignas(32) int16_t bpair8[64];  // block j's pair sums for each of the 8 rows
                     for (int i = 0; i < 8; ++i) std::memcpy(bpair8 + 8 * i, p[t].bpair + 8 * j, 16);
                     summ = min_sums8(mins, bpair8);
@@ -416,9 +420,18 @@ struct KRows {
         _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3)));
     }
 
-    MOE_ALWAYS_INLINE static float term1(const uint8_t *w, int32_t sumi, int32_t summ, float da) {
-        if constexpr (D::kMins) return term_k_min(sumi, summ, load_half(w + q4_k::d), load_half(w + q4_k::dmin), da);
-        else return term_k(sumi, load_half(w + q6_k::d), da);
+    // dm: the block's fp16 fields as decode() gives them (d | dmin << 16, or d << 16).
+    MOE_ALWAYS_INLINE static float term1(uint32_t dm, int32_t sumi, int32_t summ, float da) {
+        const auto half = [](uint32_t h) { return half_to_f32(static_cast<uint16_t>(h)); };
+        if constexpr (D::kMins) return term_k_min(sumi, summ, half(dm & 0xFFFF), half(dm >> 16), da);
+        else return term_k(sumi, half(dm >> 16), da);
+    }
+
+    // sum_g m_g * bsum_g of the super-blocks b .. b + cnt - 1: D's own for
+    // mins per 16-element group (kGroupMins), else the 6-bit mins per pair of groups.
+    MOE_ALWAYS_INLINE static __m256i block_min_sums8(const uint64_t *mins, const Prep &p, int64_t b, int cnt) {
+        if constexpr (requires { D::kGroupMins; }) return D::group_min_sums8(mins, p.act + q8_k::bytes * b, q8_k::bytes, cnt);
+        else return min_sums8(mins, p.bpair + 8 * b);
     }
 
     // The terms of 8 full super-blocks (same operations as term_k_min / term_k).

@@ -5,31 +5,30 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/quant_rows.hpp"
+#include "kernels/simd_lowbit_blocks.hpp"
 
 namespace moe::kernels::detail {
 namespace {
 
 MOE_ALWAYS_INLINE __m256i load256(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
 
+struct MaddAvx2 {
+    MOE_ALWAYS_INLINE static __m256i run(__m256i acc, __m256i p16, __m256i sc) {
+        return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sc));
+    }
+};
+
 // Q4_K / Q5_K: v[2k] = sub-block 2k (low nibbles of quant bytes 32k..32k+31),
 // v[2k+1] = sub-block 2k+1 (high nibbles).
+// sc[s]: the int16 scale of sub-block s in every lane.
 template <bool kFive>
-struct Q45K {
-    static constexpr size_t kBytes = kFive ? q5_k::bytes : q4_k::bytes;
+struct Q45K : KDecoder256<kFive ? q5_k::bytes : q4_k::bytes, true> {
+    using Block = typename Q45K::Block;
     static constexpr size_t kQs = kFive ? q5_k::qs : q4_k::qs;
-    static constexpr bool kMins = true, kArranged = false;
-    using Partial = __m256i;
-    MOE_ALWAYS_INLINE static __m256i total8(const __m256i *x) { return transpose_sum8(x); }
-    struct Block {
-        __m256i v[8];
-        __m256i sc[8];  // int16 scale of sub-block s in every lane
-    };
 
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         const __m128i head = k_head(w, dm);
         mins = static_cast<uint64_t>(_mm_extract_epi64(head, 1));
-        const __m128i s16 = _mm_cvtepu8_epi16(head);
-        const __m256i sc16 = _mm256_setr_m128i(s16, s16);
         const __m256i low4 = _mm256_set1_epi8(0x0F);
         __m256i hbits = kFive ? load256(w + q5_k::qh) : __m256i{};
         Block k;
@@ -44,8 +43,7 @@ struct Q45K {
                 hbits = _mm256_srli_epi16(hbits, 2);
             }
         }
-        for (int s = 0; s < 8; ++s)
-            k.sc[s] = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<short>((2 * s + 1) << 8 | 2 * s)));
+        broadcast_scales(_mm_cvtepu8_epi16(head), k.sc);
         return k;
     }
 
@@ -59,16 +57,8 @@ struct Q45K {
 };
 
 // Q6_K: v[i] = elements 32i..32i+31 (groups 2i, 2i+1), stored +32.
-struct Q6K {
-    static constexpr size_t kBytes = q6_k::bytes;
-    static constexpr bool kMins = false, kArranged = false;
-    using Partial = __m256i;
-    MOE_ALWAYS_INLINE static __m256i total8(const __m256i *x) { return transpose_sum8(x); }
-    struct Block {
-        __m256i v[8];
-        __m256i sc[8];
-        __m256i corr;  // int16: -32 * scale of group g
-    };
+struct Q6K : KDecoder256<q6_k::bytes, false> {
+    using Block = CorrBlock;  // corr: int16 -32 * scale of group g
 
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         mins = 0;
@@ -87,14 +77,7 @@ struct Q6K {
         }
         const __m256i sc16 =
             _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q6_k::scales)));
-        // Register i: scale 2i in the low 128-bit lane, 2i + 1 in the high one.
-        const __m256i dup[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00), _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-        for (int i = 0; i < 8; ++i) {
-            const int g = (2 * i) % 8;
-            const __m256i pick = _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>((2 * g + 1) << 8 | 2 * g)),
-                                                   _mm_set1_epi16(static_cast<short>((2 * g + 3) << 8 | (2 * g + 2))));
-            k.sc[i] = _mm256_shuffle_epi8(dup[i / 4], pick);
-        }
+        pair_scales(sc16, k.sc);
         k.corr = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-32));
         return k;
     }
@@ -122,6 +105,10 @@ void fill_avx2_kernels(KernelTable &t) {
     Tiled<KRows<Q45K<false>>>::install(t, GgmlType::Q4_K);
     Tiled<KRows<Q45K<true>>>::install(t, GgmlType::Q5_K);
     Tiled<KRows<Q6K>>::install(t, GgmlType::Q6_K);
+    Tiled<KRows<Q2K<MaddAvx2>>>::install(t, GgmlType::Q2_K);
+    Tiled<KRows<Q3K<MaddAvx2>>>::install(t, GgmlType::Q3_K);
+    Tiled<KRows<IQ4XS<MaddAvx2>>>::install(t, GgmlType::IQ4_XS);
+    Tiled<LegacyRows<PerBlock<IQ4NLSignedDec, DotSigned>>>::install(t, GgmlType::IQ4_NL);
 }
 
 }  // namespace moe::kernels::detail

@@ -25,12 +25,18 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/quant_rows.hpp"
+#include "kernels/simd_lowbit_blocks.hpp"
 
 namespace moe::kernels::detail {
 namespace {
 
 struct DotVnni {
     MOE_ALWAYS_INLINE static __m256i run(__m256i u, __m256i a) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, a); }
+};
+
+// int16 pairs times int16 scales, summed into int32 in one instruction.
+struct MaddVnni {
+    MOE_ALWAYS_INLINE static __m256i run(__m256i acc, __m256i p16, __m256i sc) { return _mm256_dpwssd_epi32(acc, p16, sc); }
 };
 
 MOE_ALWAYS_INLINE __m512i load512(const uint8_t *p) { return _mm512_loadu_si512(p); }
@@ -588,7 +594,7 @@ struct KRows512 : KRows<D> {
             _mm256_store_si256(reinterpret_cast<__m256i *>(si), D::total8(s[t]));
             _mm256_store_si256(reinterpret_cast<__m256i *>(sm),
                                D::kMins ? Base::min_sums8(mins, p[t].bpair + 8 * b) : _mm256_setzero_si256());
-            for (int j = 0; j < cnt; ++j) lanes[j] += Base::term1(w + j * D::kBytes, si[j], sm[j], p[t].d[b + j]);
+            for (int j = 0; j < cnt; ++j) lanes[j] += Base::term1(dm[j], si[j], sm[j], p[t].d[b + j]);
             acc[t] = _mm256_load_ps(lanes);
         }
     }
@@ -608,6 +614,10 @@ void fill_avx512_kernels(KernelTable &t) {
     Tiled<KRows512<Q45K<false>>>::install(t, GgmlType::Q4_K);
     Tiled<KRows512<Q45K<true>>>::install(t, GgmlType::Q5_K);
     Tiled<KRows512<Q6K>>::install(t, GgmlType::Q6_K);
+    Tiled<KRows<Q2K<MaddVnni>>>::install(t, GgmlType::Q2_K);
+    Tiled<KRows<Q3K<MaddVnni>>>::install(t, GgmlType::Q3_K);
+    Tiled<KRows<IQ4XS<MaddVnni>>>::install(t, GgmlType::IQ4_XS);
+    Tiled<LegacyRows<PerBlock<IQ4NLDec, DotVnni>>>::install(t, GgmlType::IQ4_NL);
 }
 
 bool isa_has_kernels(Isa) { return true; }

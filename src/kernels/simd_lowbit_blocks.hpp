@@ -1,0 +1,228 @@
+// Decoders of the low-bit weight types for the shared row loops
+// (quant_rows.hpp), included by the AVX2 and AVX-512 files: Q2_K, Q3_K and
+// IQ4_XS super-blocks (KRows' D) and IQ4_NL blocks (LegacyRows' PerBlock B).
+//
+// K-quant registers hold 32 consecutive elements: two 16-element groups (the
+// low and high 128-bit lane) for Q2_K / Q3_K, one 32-element sub-block for
+// IQ4_XS. Products of weight and activation bytes are paired into int16 by
+// vpmaddubsw, then multiplied by the int16 scales and summed into int32 by
+// the policy Madd (vpmaddwd + vpaddd on AVX2, vpdpwssd with AVX-512 VNNI):
+// both give the exact integer sums, so every ISA gets the same block terms.
+// Ranges: Q2_K 2 * 3 * 127, Q3_K 2 * 7 * 127 (stored +4), IQ4_XS 2 * 127 * 127
+// (magnitudes, the sign moved to the activations) per int16 pair.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/quant_rows.hpp"
+
+namespace moe::kernels::detail {
+namespace {
+
+inline uint64_t load_u64(const uint8_t *p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+}
+
+MOE_ALWAYS_INLINE __m256i lowbit_load(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
+
+// The frame of a 256-bit K-quant decoder (KRows' D): eight registers of
+// quants with their int16 scales, partial sums reduced by transpose_sum8.
+template <size_t kBlockBytes, bool kHasMins>
+struct KDecoder256 {
+    static constexpr size_t kBytes = kBlockBytes;
+    static constexpr bool kMins = kHasMins, kArranged = false;
+    using Partial = __m256i;
+    MOE_ALWAYS_INLINE static __m256i total8(const __m256i *x) { return transpose_sum8(x); }
+    struct Block {
+        __m256i v[8];
+        __m256i sc[8];
+    };
+    // With an int16 correction per group against the activation sums.
+    struct CorrBlock : Block {
+        __m256i corr;
+    };
+};
+
+// Sixteen int16 group scales -> per register i (elements 32i..32i+31): the
+// scale of group 2i in every int16 of the low 128-bit lane, of 2i + 1 in the high one.
+MOE_ALWAYS_INLINE void pair_scales(__m256i sc16, __m256i *out) {
+    const __m256i dup[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00), _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+    for (int i = 0; i < 8; ++i) {
+        const int g = (2 * i) % 8;
+        const __m256i pick = _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>((2 * g + 1) << 8 | 2 * g)),
+                                               _mm_set1_epi16(static_cast<short>((2 * g + 3) << 8 | (2 * g + 2))));
+        out[i] = _mm256_shuffle_epi8(dup[i / 4], pick);
+    }
+}
+
+// Eight int16 scales -> register s: scale s in every int16.
+MOE_ALWAYS_INLINE void broadcast_scales(__m128i sc8, __m256i *out) {
+    const __m256i dup = _mm256_setr_m128i(sc8, sc8);
+    for (int s = 0; s < 8; ++s) out[s] = _mm256_shuffle_epi8(dup, _mm256_set1_epi16(static_cast<short>((2 * s + 1) << 8 | 2 * s)));
+}
+
+// The 2-bit fields of 64 quant bytes: register 4n + j = bits 2j..2j+1 of bytes 32n..32n+31.
+MOE_ALWAYS_INLINE void two_bit_fields(const uint8_t *qs, __m256i *v) {
+    const __m256i three = _mm256_set1_epi8(3);
+    for (int n = 0; n < 2; ++n) {
+        const __m256i q = lowbit_load(qs + 32 * n);
+        for (int j = 0; j < 4; ++j) v[4 * n + j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), three);
+    }
+}
+
+// Q2_K: quants 0..3 with the 4-bit group scales; the 16 4-bit mins (nibble g
+// = min of group g) meet the activation sums per group in group_min_sums8.
+template <typename Madd>
+struct Q2K : KDecoder256<q2_k::bytes, true> {
+    static constexpr bool kGroupMins = true;
+
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+        dm = load_u32(w + q2_k::d);
+        const uint64_t high = 0xF0F0F0F0F0F0F0F0ull;
+        mins = _pext_u64(load_u64(w + q2_k::scales), high) | _pext_u64(load_u64(w + q2_k::scales + 8), high) << 32;
+        const __m128i sc = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q2_k::scales)),
+                                         _mm_set1_epi8(0x0F));
+        Block k;
+        pair_scales(_mm256_cvtepu8_epi16(sc), k.sc);
+        two_bit_fields(w + q2_k::qs, k.v);
+        return k;
+    }
+
+    MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
+        __m256i sum = _mm256_setzero_si256();
+        for (int i = 0; i < 8; ++i)
+            sum = Madd::run(sum, _mm256_maddubs_epi16(k.v[i], lowbit_load(act + q8_k::qs + 32 * i)), k.sc[i]);
+        return sum;
+    }
+
+    // Lane j < cnt: sum_g m_g * bsum_g of super-block j (mins[j]) against the
+    // activation block at act + j * stride; lanes from cnt on are 0.
+    MOE_ALWAYS_INLINE static __m256i group_min_sums8(const uint64_t *mins, const uint8_t *act, size_t stride, int cnt) {
+        __m256i s[8];
+        const uint64_t low = 0x0F0F0F0F0F0F0F0Full;
+        for (int j = 0; j < 8; ++j) {
+            if (j >= cnt) {
+                s[j] = _mm256_setzero_si256();
+                continue;
+            }
+            const __m128i m8 = _mm_set_epi64x(static_cast<long long>(_pdep_u64(mins[j] >> 32, low)),
+                                              static_cast<long long>(_pdep_u64(mins[j] & 0xFFFFFFFFu, low)));
+            s[j] = _mm256_madd_epi16(_mm256_cvtepu8_epi16(m8), lowbit_load(act + j * stride + q8_k::bsums));
+        }
+        return transpose_sum8(s);
+    }
+};
+
+// Q3_K: quants stored +4 (0..7: the two low bits and the hmask bit as bit 2);
+// the +4 is removed with the activation group sums (-4 * S_g * bsum_g).
+template <typename Madd>
+struct Q3K : KDecoder256<q3_k::bytes, false> {
+    using Block = CorrBlock;  // corr: int16 -4 * S_g
+
+    // The 16 signed scales (-32..31) as bytes, from the 12 packed bytes.
+    MOE_ALWAYS_INLINE static __m128i scales(const uint8_t *p) {
+        const uint64_t lo = load_u64(p);
+        const uint32_t aux = load_u32(p + 8);
+        const uint64_t two = 0x03030303u;
+        // Byte i of the high-bit words: bits 2(i/4)..2(i/4)+1 of aux byte i % 4.
+        const uint64_t hi0 = (aux & two) | ((aux >> 2) & two) << 32;
+        const uint64_t hi1 = ((aux >> 4) & two) | ((aux >> 6) & two) << 32;
+        const uint64_t nib = 0x0F0F0F0F0F0F0F0Full;
+        const __m128i v = _mm_set_epi64x(static_cast<long long>(((lo >> 4) & nib) | hi1 << 4),
+                                         static_cast<long long>((lo & nib) | hi0 << 4));
+        return _mm_sub_epi8(v, _mm_set1_epi8(32));
+    }
+
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+        mins = 0;
+        dm = load_u32(w + q3_k::d - 2);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(scales(w + q3_k::scales));
+        Block k;
+        pair_scales(sc16, k.sc);
+        k.corr = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-4));
+        two_bit_fields(w + q3_k::qs, k.v);
+        const __m256i hm = lowbit_load(w + q3_k::hmask), four = _mm256_set1_epi8(4);
+        for (int i = 0; i < 8; ++i) {
+            // hmask bit i of byte l -> bit 2 of element l of register i.
+            const __m256i h = i <= 2 ? _mm256_slli_epi16(hm, 2 - i) : _mm256_srli_epi16(hm, i - 2);
+            k.v[i] = _mm256_or_si256(k.v[i], _mm256_and_si256(h, four));
+        }
+        return k;
+    }
+
+    MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
+        __m256i sum = _mm256_madd_epi16(lowbit_load(act + q8_k::bsums), k.corr);
+        for (int i = 0; i < 8; ++i)
+            sum = Madd::run(sum, _mm256_maddubs_epi16(k.v[i], lowbit_load(act + q8_k::qs + 32 * i)), k.sc[i]);
+        return sum;
+    }
+};
+
+// The IQ4 levels as signed bytes in both 128-bit lanes (a vpshufb table).
+MOE_ALWAYS_INLINE __m256i iq4_table() {
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels));
+    return _mm256_setr_m128i(t, t);
+}
+
+// IQ4_XS: register s = sub-block s as signed levels; its magnitude meets the
+// activations with the level's sign (vpsignb), as vpmaddubsw needs one
+// unsigned operand (levels are never 0).
+template <typename Madd>
+struct IQ4XS : KDecoder256<iq4_xs::bytes, false> {
+
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+        mins = 0;
+        dm = static_cast<uint32_t>(load_u16(w + iq4_xs::d)) << 16;
+        // Byte s: low nibble from scales_l, two high bits from scales_h.
+        const uint64_t ls = _pdep_u64(load_u32(w + iq4_xs::scales_l), 0x0F0F0F0F0F0F0F0Full) |
+                            _pdep_u64(load_u16(w + iq4_xs::scales_h), 0x0303030303030303ull) << 4;
+        const __m128i sc = _mm_sub_epi8(_mm_cvtsi64_si128(static_cast<long long>(ls)), _mm_set1_epi8(32));
+        Block k;
+        broadcast_scales(_mm_cvtepi8_epi16(sc), k.sc);
+        const __m256i table = iq4_table(), low4 = _mm256_set1_epi8(0x0F);
+        for (int p = 0; p < 4; ++p) {
+            // Bytes of sub-blocks 2p (low lane) and 2p + 1 (high lane).
+            const __m256i q = lowbit_load(w + iq4_xs::qs + 32 * p);
+            const __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            k.v[2 * p] = _mm256_shuffle_epi8(table, _mm256_permute2x128_si256(lo, hi, 0x20));
+            k.v[2 * p + 1] = _mm256_shuffle_epi8(table, _mm256_permute2x128_si256(lo, hi, 0x31));
+        }
+        return k;
+    }
+
+    MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
+        __m256i sum = _mm256_setzero_si256();
+        for (int s = 0; s < 8; ++s) {
+            const __m256i a = lowbit_load(act + q8_k::qs + 32 * s);
+            sum = Madd::run(sum, _mm256_maddubs_epi16(_mm256_abs_epi8(k.v[s]), _mm256_sign_epi8(a, k.v[s])), k.sc[s]);
+        }
+        return sum;
+    }
+};
+
+// IQ4_NL as a legacy block (PerBlock): the levels + 128 (1..241, unsigned),
+// the offset removed with the activation block sums.
+struct IQ4NLDec {
+    static constexpr size_t kBytes = iq4_nl::bytes, kD = iq4_nl::d;
+    static constexpr bool kMin = false;
+    static constexpr int32_t kOffset = 128;
+    MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) {
+        return _mm256_xor_si256(_mm256_shuffle_epi8(iq4_table(), nibbles32(b + iq4_nl::qs)),
+                                _mm256_set1_epi8(static_cast<char>(0x80)));
+    }
+};
+// IQ4_NL kept signed (for the vpsignb dot).
+struct IQ4NLSignedDec {
+    static constexpr size_t kBytes = iq4_nl::bytes, kD = iq4_nl::d;
+    static constexpr bool kMin = false;
+    static constexpr int32_t kOffset = 0;
+    MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return _mm256_shuffle_epi8(iq4_table(), nibbles32(b + iq4_nl::qs)); }
+};
+
+}  // namespace
+}  // namespace moe::kernels::detail
