@@ -25,37 +25,11 @@
 
 #include "kernels/dispatch.hpp"
 #include "kernels/quant_rows.hpp"
-#include "kernels/simd_lowbit_blocks.hpp"
+#include "kernels/simd_avx512_blocks.hpp"
+#include "kernels/simd_avx512_lowbit.hpp"
 
 namespace moe::kernels::detail {
 namespace {
-
-struct DotVnni {
-    MOE_ALWAYS_INLINE static __m256i run(__m256i u, __m256i a) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, a); }
-};
-
-// int16 pairs times int16 scales, summed into int32 in one instruction.
-struct MaddVnni {
-    MOE_ALWAYS_INLINE static __m256i run(__m256i acc, __m256i p16, __m256i sc) { return _mm256_dpwssd_epi32(acc, p16, sc); }
-};
-
-MOE_ALWAYS_INLINE __m512i load512(const uint8_t *p) { return _mm512_loadu_si512(p); }
-MOE_ALWAYS_INLINE __m256i load256(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
-// Eight vectors of 16 int32 partial sums -> lane j = total of x[j].
-MOE_ALWAYS_INLINE __m256i total8(const __m512i *x) {
-    __m512i p[4];  // 128-bit lanes: partials of x[2i], x[2i+1], x[2i], x[2i+1]
-    for (int i = 0; i < 4; ++i)
-        p[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]),
-                                _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]));
-    __m512i q[2];  // 128-bit lanes: partials of x[4k] .. x[4k+3]
-    for (int k = 0; k < 2; ++k)
-        q[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(p[2 * k], p[2 * k + 1]),
-                                _mm512_unpackhi_epi64(p[2 * k], p[2 * k + 1]));
-    // 128-bit lanes 0, 1: partials of x[0..3]; 2, 3: of x[4..7].
-    const __m512i r = _mm512_add_epi32(_mm512_shuffle_i64x2(q[0], q[1], 0x88), _mm512_shuffle_i64x2(q[0], q[1], 0xDD));
-    const __m512i total = _mm512_add_epi32(_mm512_shuffle_i64x2(r, r, 0x08), _mm512_shuffle_i64x2(r, r, 0x0D));
-    return _mm512_castsi512_si256(total);
-}
 
 // --- legacy nibble formats, eight blocks per group ---------------------------------
 
@@ -355,18 +329,7 @@ struct Q45K {
 // are packed exactly into int16 (vpackssdw) and multiplied by the group
 // scales with one vpdpwssd each; the +32 is removed with the activation
 // block sums (-32 * scale of group g times bsum g).
-// int16 lane p of 128-bit lane L of packed pair k takes the scale of group
-// 8k + L (p < 4) or 8k + 4 + L (p >= 4).
-constexpr std::array<int16_t, 64> q6_group_of() {
-    std::array<int16_t, 64> c{};
-    for (int k = 0; k < 2; ++k)
-        for (int l = 0; l < 4; ++l)
-            for (int p = 0; p < 8; ++p) c[32 * k + 8 * l + p] = static_cast<int16_t>(8 * k + l + (p < 4 ? 0 : 4));
-    return c;
-}
-
 struct Q6K {
-    static constexpr std::array<int16_t, 64> kGroupOf = q6_group_of();
     static constexpr size_t kBytes = q6_k::bytes;
     static constexpr bool kMins = false, kArranged = false;
     using Partial = __m512i;
@@ -393,8 +356,7 @@ struct Q6K {
         }
         const __m256i sc16 =
             _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q6_k::scales)));
-        const __m512i scz = _mm512_zextsi256_si512(sc16);
-        for (int i = 0; i < 2; ++i) k.sc[i] = _mm512_permutexvar_epi16(_mm512_loadu_si512(kGroupOf.data() + 32 * i), scz);
+        group_pair_scales(sc16, k.sc);
         k.corr = _mm512_zextsi256_si512(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-32)));
         return k;
     }
@@ -516,7 +478,7 @@ struct KRows512 : KRows<D> {
                     const __m256i summ = min_sums8(head.mins, p[t].bpair + 8 * b);
                     acc[t] = _mm256_add_ps(acc[t], Base::terms8(head.dm, sumi, summ, da));
                 } else {
-                    const __m256i summ = D::kMins ? Base::min_sums8(mins, p[t].bpair + 8 * b) : _mm256_setzero_si256();
+                    const __m256i summ = D::kMins ? Base::block_min_sums8(mins, p[t], b, 8) : _mm256_setzero_si256();
                     acc[t] = _mm256_add_ps(acc[t], Base::terms8(dm, sumi, summ, da));
                 }
             }
@@ -562,8 +524,11 @@ struct KRows512 : KRows<D> {
                     // Every row's mins meet block j's pair sums.
                     const __m512i bp = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p[t].bpair + 8 * j)));
                     term = Base::terms8(head.dm, sumi, min_sums8(head.mins, bp, bp), da);
+                } else if constexpr (requires { D::kGroupMins; }) {
+                    // Every row's mins meet block j's group sums.
+                    term = Base::terms8(dm, sumi, D::group_min_sums8(mins, p[t].act + q8_k::bytes * j, 0, 8), da);
                 } else {
-                    static_assert(!D::kMins, "decoders with mins decode their heads together");
+                    static_assert(!D::kMins, "decoders with mins per pair of groups decode their heads together");
                     term = Base::terms8(dm, sumi, _mm256_setzero_si256(), da);
                 }
                 _mm256_store_ps(terms[t][j], _mm256_add_ps(_mm256_setzero_ps(), term));
@@ -593,7 +558,7 @@ struct KRows512 : KRows<D> {
             _mm256_store_ps(lanes, acc[t]);
             _mm256_store_si256(reinterpret_cast<__m256i *>(si), D::total8(s[t]));
             _mm256_store_si256(reinterpret_cast<__m256i *>(sm),
-                               D::kMins ? Base::min_sums8(mins, p[t].bpair + 8 * b) : _mm256_setzero_si256());
+                               D::kMins ? Base::block_min_sums8(mins, p[t], b, cnt) : _mm256_setzero_si256());
             for (int j = 0; j < cnt; ++j) lanes[j] += Base::term1(dm[j], si[j], sm[j], p[t].d[b + j]);
             acc[t] = _mm256_load_ps(lanes);
         }
@@ -614,9 +579,9 @@ void fill_avx512_kernels(KernelTable &t) {
     Tiled<KRows512<Q45K<false>>>::install(t, GgmlType::Q4_K);
     Tiled<KRows512<Q45K<true>>>::install(t, GgmlType::Q5_K);
     Tiled<KRows512<Q6K>>::install(t, GgmlType::Q6_K);
-    Tiled<KRows<Q2K<MaddVnni>>>::install(t, GgmlType::Q2_K);
-    Tiled<KRows<Q3K<MaddVnni>>>::install(t, GgmlType::Q3_K);
-    Tiled<KRows<IQ4XS<MaddVnni>>>::install(t, GgmlType::IQ4_XS);
+    Tiled<KRows512<Q2K512>>::install(t, GgmlType::Q2_K);
+    Tiled<KRows512<Q3K512>>::install(t, GgmlType::Q3_K);
+    Tiled<KRows512<IQ4XS512>>::install(t, GgmlType::IQ4_XS);
     Tiled<LegacyRows<PerBlock<IQ4NLDec, DotVnni>>>::install(t, GgmlType::IQ4_NL);
 }
 

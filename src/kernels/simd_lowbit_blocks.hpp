@@ -81,14 +81,19 @@ template <typename Madd>
 struct Q2K : KDecoder256<q2_k::bytes, true> {
     static constexpr bool kGroupMins = true;
 
-    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+    // The fp16 fields, the mins as nibbles, and the 16 group scales as int16.
+    MOE_ALWAYS_INLINE static __m256i head(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         dm = load_u32(w + q2_k::d);
         const uint64_t high = 0xF0F0F0F0F0F0F0F0ull;
         mins = _pext_u64(load_u64(w + q2_k::scales), high) | _pext_u64(load_u64(w + q2_k::scales + 8), high) << 32;
         const __m128i sc = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q2_k::scales)),
                                          _mm_set1_epi8(0x0F));
+        return _mm256_cvtepu8_epi16(sc);
+    }
+
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         Block k;
-        pair_scales(_mm256_cvtepu8_epi16(sc), k.sc);
+        pair_scales(head(w, mins, dm), k.sc);
         two_bit_fields(w + q2_k::qs, k.v);
         return k;
     }
@@ -175,22 +180,33 @@ MOE_ALWAYS_INLINE __m256i iq4_table() {
 template <typename Madd>
 struct IQ4XS : KDecoder256<iq4_xs::bytes, false> {
 
-    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
-        mins = 0;
+    // The fp16 field and the eight signed sub-block scales as int16.
+    MOE_ALWAYS_INLINE static __m128i head(const uint8_t *w, uint32_t &dm) {
         dm = static_cast<uint32_t>(load_u16(w + iq4_xs::d)) << 16;
         // Byte s: low nibble from scales_l, two high bits from scales_h.
         const uint64_t ls = _pdep_u64(load_u32(w + iq4_xs::scales_l), 0x0F0F0F0F0F0F0F0Full) |
                             _pdep_u64(load_u16(w + iq4_xs::scales_h), 0x0303030303030303ull) << 4;
-        const __m128i sc = _mm_sub_epi8(_mm_cvtsi64_si128(static_cast<long long>(ls)), _mm_set1_epi8(32));
+        return _mm_cvtepi8_epi16(_mm_sub_epi8(_mm_cvtsi64_si128(static_cast<long long>(ls)), _mm_set1_epi8(32)));
+    }
+    // The 4-bit level indices of sub-blocks 2p and 2p + 1, in element order.
+    MOE_ALWAYS_INLINE static void indices(const uint8_t *w, int p, __m256i &first, __m256i &second) {
+        const __m256i low4 = _mm256_set1_epi8(0x0F);
+        const __m256i q = lowbit_load(w + iq4_xs::qs + 32 * p);  // sub-block 2p in the low lane, 2p + 1 in the high
+        const __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+        first = _mm256_permute2x128_si256(lo, hi, 0x20);
+        second = _mm256_permute2x128_si256(lo, hi, 0x31);
+    }
+
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+        mins = 0;
         Block k;
-        broadcast_scales(_mm_cvtepi8_epi16(sc), k.sc);
-        const __m256i table = iq4_table(), low4 = _mm256_set1_epi8(0x0F);
+        broadcast_scales(head(w, dm), k.sc);
+        const __m256i table = iq4_table();
         for (int p = 0; p < 4; ++p) {
-            // Bytes of sub-blocks 2p (low lane) and 2p + 1 (high lane).
-            const __m256i q = lowbit_load(w + iq4_xs::qs + 32 * p);
-            const __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-            k.v[2 * p] = _mm256_shuffle_epi8(table, _mm256_permute2x128_si256(lo, hi, 0x20));
-            k.v[2 * p + 1] = _mm256_shuffle_epi8(table, _mm256_permute2x128_si256(lo, hi, 0x31));
+            __m256i first, second;
+            indices(w, p, first, second);
+            k.v[2 * p] = _mm256_shuffle_epi8(table, first);
+            k.v[2 * p + 1] = _mm256_shuffle_epi8(table, second);
         }
         return k;
     }

@@ -1,0 +1,64 @@
+// AVX-512 building blocks, included only by the AVX-512 kernel files
+// (compiled with F/BW/VL/DQ/VNNI). Internal linkage on purpose.
+#pragma once
+
+#include <immintrin.h>
+
+#include <array>
+#include <cstdint>
+
+#include "kernels/quant_rows.hpp"
+
+namespace moe::kernels::detail {
+namespace {
+
+struct DotVnni {
+    MOE_ALWAYS_INLINE static __m256i run(__m256i u, __m256i a) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, a); }
+};
+
+// int16 pairs times int16 scales, summed into int32 in one instruction.
+struct MaddVnni {
+    MOE_ALWAYS_INLINE static __m256i run(__m256i acc, __m256i p16, __m256i sc) { return _mm256_dpwssd_epi32(acc, p16, sc); }
+};
+
+MOE_ALWAYS_INLINE __m512i load512(const uint8_t *p) { return _mm512_loadu_si512(p); }
+MOE_ALWAYS_INLINE __m256i load256(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
+// Eight vectors of 16 int32 partial sums -> lane j = total of x[j].
+MOE_ALWAYS_INLINE __m256i total8(const __m512i *x) {
+    __m512i p[4];  // 128-bit lanes: partials of x[2i], x[2i+1], x[2i], x[2i+1]
+    for (int i = 0; i < 4; ++i)
+        p[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]),
+                                _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]));
+    __m512i q[2];  // 128-bit lanes: partials of x[4k] .. x[4k+3]
+    for (int k = 0; k < 2; ++k)
+        q[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(p[2 * k], p[2 * k + 1]),
+                                _mm512_unpackhi_epi64(p[2 * k], p[2 * k + 1]));
+    // 128-bit lanes 0, 1: partials of x[0..3]; 2, 3: of x[4..7].
+    const __m512i r = _mm512_add_epi32(_mm512_shuffle_i64x2(q[0], q[1], 0x88), _mm512_shuffle_i64x2(q[0], q[1], 0xDD));
+    const __m512i total = _mm512_add_epi32(_mm512_shuffle_i64x2(r, r, 0x08), _mm512_shuffle_i64x2(r, r, 0x0D));
+    return _mm512_castsi512_si256(total);
+}
+
+// 512-bit K-quant registers of 64 elements (128-bit lane L of register r =
+// 16-element group 4r + L) are dotted by vpdpbusd into int32 sums of 4
+// products, packed in pairs of registers (0, 1 and 2, 3) into int16 by
+// vpackssdw and multiplied by the group scales with vpdpwssd.
+// int16 lane p of 128-bit lane L of packed pair k takes the scale of group
+// 8k + L (p < 4) or 8k + 4 + L (p >= 4).
+constexpr std::array<int16_t, 64> group_pair_index() {
+    std::array<int16_t, 64> c{};
+    for (int k = 0; k < 2; ++k)
+        for (int l = 0; l < 4; ++l)
+            for (int p = 0; p < 8; ++p) c[32 * k + 8 * l + p] = static_cast<int16_t>(8 * k + l + (p < 4 ? 0 : 4));
+    return c;
+}
+
+// Sixteen int16 group scales -> the vpdpwssd operands of packed pairs 0 and 1.
+MOE_ALWAYS_INLINE void group_pair_scales(__m256i sc16, __m512i *out) {
+    static constexpr std::array<int16_t, 64> kGroupOf = group_pair_index();
+    const __m512i scz = _mm512_zextsi256_si512(sc16);
+    for (int i = 0; i < 2; ++i) out[i] = _mm512_permutexvar_epi16(_mm512_loadu_si512(kGroupOf.data() + 32 * i), scz);
+}
+
+}  // namespace
+}  // namespace moe::kernels::detail
