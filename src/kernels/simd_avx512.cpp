@@ -134,9 +134,17 @@ struct Nibbles8 : B {
             if constexpr (B::kMin) g.mw = _mm512_extractf32x8_ps(dm, 1);
         }
         const __m512i low4 = _mm512_set1_epi8(0x0F);
-        const __m512i la = _mm512_and_si512(qa, low4), lb = _mm512_and_si512(qb, low4);
-        const __m512i ha = _mm512_and_si512(_mm512_srli_epi16(qa, 4), low4);
-        const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(qb, 4), low4);
+        __m512i la = _mm512_and_si512(qa, low4), lb = _mm512_and_si512(qb, low4);
+        __m512i ha = _mm512_and_si512(_mm512_srli_epi16(qa, 4), low4);
+        __m512i hb = _mm512_and_si512(_mm512_srli_epi16(qb, 4), low4);
+        if constexpr (requires { B::levels(); }) {
+            // Non-uniform levels (IQ4_NL): each nibble indexes the decoder's table.
+            const __m512i table = _mm512_broadcast_i32x4(B::levels());
+            la = _mm512_shuffle_epi8(table, la);
+            lb = _mm512_shuffle_epi8(table, lb);
+            ha = _mm512_shuffle_epi8(table, ha);
+            hb = _mm512_shuffle_epi8(table, hb);
+        }
         g.z[0] = _mm512_unpacklo_epi64(la, lb);
         g.z[1] = _mm512_unpackhi_epi64(la, lb);
         g.z[2] = _mm512_unpacklo_epi64(ha, hb);
@@ -582,7 +590,7 @@ void fill_avx512_kernels(KernelTable &t) {
     Tiled<KRows512<Q2K512>>::install(t, GgmlType::Q2_K);
     Tiled<KRows512<Q3K512>>::install(t, GgmlType::Q3_K);
     Tiled<KRows512<IQ4XS512>>::install(t, GgmlType::IQ4_XS);
-    Tiled<LegacyRows<PerBlock<IQ4NLDec, DotVnni>>>::install(t, GgmlType::IQ4_NL);
+    Tiled<LegacyRows<Nibbles8<IQ4NLDec>>>::install(t, GgmlType::IQ4_NL);
 }
 
 bool isa_has_kernels(Isa) { return true; }

@@ -221,15 +221,20 @@ struct IQ4XS : KDecoder256<iq4_xs::bytes, false> {
     }
 };
 
-// IQ4_NL as a legacy block (PerBlock): the levels + 128 (1..241, unsigned),
-// the offset removed with the activation block sums.
+// IQ4_NL as a legacy nibble block (the Q4_0 layout): the levels + 128
+// (1..241, unsigned) as a vpshufb table, the offset removed with the
+// activation block sums.
 struct IQ4NLDec {
-    static constexpr size_t kBytes = iq4_nl::bytes, kD = iq4_nl::d;
-    static constexpr bool kMin = false;
+    static constexpr size_t kBytes = iq4_nl::bytes, kD = iq4_nl::d, kQs = iq4_nl::qs, kQh = 0;
+    static constexpr bool kMin = false, kFive = false;
     static constexpr int32_t kOffset = 128;
+    MOE_ALWAYS_INLINE static __m128i levels() {
+        return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels)),
+                             _mm_set1_epi8(static_cast<char>(0x80)));
+    }
     MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) {
-        return _mm256_xor_si256(_mm256_shuffle_epi8(iq4_table(), nibbles32(b + iq4_nl::qs)),
-                                _mm256_set1_epi8(static_cast<char>(0x80)));
+        const __m128i t = levels();
+        return _mm256_shuffle_epi8(_mm256_setr_m128i(t, t), nibbles32(b + iq4_nl::qs));
     }
 };
 // IQ4_NL kept signed (for the vpsignb dot).
