@@ -121,11 +121,21 @@ struct IQ4XS512 : KDecoder512<iq4_xs::bytes, false> {
         const __m512i s8 = _mm512_zextsi128_si512(IQ4XS<MaddVnni>::head(w, dm));
         const __m128i t = _mm_abs_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels)));
         const __m512i magnitudes = _mm512_broadcast_i32x4(t), eight = _mm512_set1_epi8(8);
+        const __m512i low4 = _mm512_set1_epi8(0x0F);
+        // 128-bit lane L of the low (high) nibbles of a 64-byte load: elements
+        // 0..15 (16..31) of sub-block 4h + L; pairs of lanes make a register.
+        __m512i lo[2], hi[2];
+        for (int h = 0; h < 2; ++h) {
+            const __m512i q = load512(w + iq4_xs::qs + 64 * h);
+            lo[h] = _mm512_and_si512(q, low4);
+            hi[h] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+        }
         Block k;
         for (int r = 0; r < 4; ++r) {
-            __m256i first, second;
-            IQ4XS<MaddVnni>::indices(w, r, first, second);
-            const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1);
+            const int l = 2 * (r % 2);  // first 128-bit lane of the register's sub-blocks
+            const __m512i lanes = _mm512_setr_epi64(2 * l, 2 * l + 1, 8 + 2 * l, 9 + 2 * l, 2 * l + 2, 2 * l + 3, 10 + 2 * l,
+                                                   11 + 2 * l);
+            const __m512i idx = _mm512_permutex2var_epi64(lo[r / 2], lanes, hi[r / 2]);
             k.mag[r] = _mm512_shuffle_epi8(magnitudes, idx);
             k.neg[r] = _mm512_cmplt_epu8_mask(idx, eight);  // levels 0..7 are the negative ones
             const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * r)),
