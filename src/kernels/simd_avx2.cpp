@@ -12,12 +12,6 @@ namespace {
 
 MOE_ALWAYS_INLINE __m256i load256(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
 
-struct MaddAvx2 {
-    MOE_ALWAYS_INLINE static __m256i run(__m256i acc, __m256i p16, __m256i sc) {
-        return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sc));
-    }
-};
-
 // Q4_K / Q5_K: v[2k] = sub-block 2k (low nibbles of quant bytes 32k..32k+31),
 // v[2k+1] = sub-block 2k+1 (high nibbles).
 // sc[s]: the int16 scale of sub-block s in every lane.
@@ -105,9 +99,9 @@ void fill_avx2_kernels(KernelTable &t) {
     Tiled<KRows<Q45K<false>>>::install(t, GgmlType::Q4_K);
     Tiled<KRows<Q45K<true>>>::install(t, GgmlType::Q5_K);
     Tiled<KRows<Q6K>>::install(t, GgmlType::Q6_K);
-    Tiled<KRows<Q2K<MaddAvx2>>>::install(t, GgmlType::Q2_K);
-    Tiled<KRows<Q3K<MaddAvx2>>>::install(t, GgmlType::Q3_K);
-    Tiled<KRows<IQ4XS<MaddAvx2>>>::install(t, GgmlType::IQ4_XS);
+    Tiled<KRows<Q2K>>::install(t, GgmlType::Q2_K);
+    Tiled<KRows<Q3K>>::install(t, GgmlType::Q3_K);
+    Tiled<KRows<IQ4XS>>::install(t, GgmlType::IQ4_XS);
     Tiled<LegacyRows<PerBlock<IQ4NLSignedDec, DotSigned>>>::install(t, GgmlType::IQ4_NL);
 }
 

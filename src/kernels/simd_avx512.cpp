@@ -337,16 +337,8 @@ struct Q45K {
 // are packed exactly into int16 (vpackssdw) and multiplied by the group
 // scales with one vpdpwssd each; the +32 is removed with the activation
 // block sums (-32 * scale of group g times bsum g).
-struct Q6K {
-    static constexpr size_t kBytes = q6_k::bytes;
-    static constexpr bool kMins = false, kArranged = false;
-    using Partial = __m512i;
-    MOE_ALWAYS_INLINE static __m256i total8(const __m512i *x) { return moe::kernels::detail::total8(x); }
-    struct Block {
-        __m512i v[4];
-        __m512i sc[2];
-        __m512i corr;  // int16 lanes 0..15: -32 * scale of group g
-    };
+struct Q6K : KDecoder512<q6_k::bytes, false> {
+    using Block = CorrBlock;  // corr: -32 * scale of group g
 
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         mins = 0;

@@ -16,11 +16,6 @@ struct DotVnni {
     MOE_ALWAYS_INLINE static __m256i run(__m256i u, __m256i a) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, a); }
 };
 
-// int16 pairs times int16 scales, summed into int32 in one instruction.
-struct MaddVnni {
-    MOE_ALWAYS_INLINE static __m256i run(__m256i acc, __m256i p16, __m256i sc) { return _mm256_dpwssd_epi32(acc, p16, sc); }
-};
-
 MOE_ALWAYS_INLINE __m512i load512(const uint8_t *p) { return _mm512_loadu_si512(p); }
 MOE_ALWAYS_INLINE __m256i load256(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
 // Eight vectors of 16 int32 partial sums -> lane j = total of x[j].
@@ -59,6 +54,23 @@ MOE_ALWAYS_INLINE void group_pair_scales(__m256i sc16, __m512i *out) {
     const __m512i scz = _mm512_zextsi256_si512(sc16);
     for (int i = 0; i < 2; ++i) out[i] = _mm512_permutexvar_epi16(_mm512_loadu_si512(kGroupOf.data() + 32 * i), scz);
 }
+
+// The frame of a decoder of 512-bit K-quant registers (KRows' / KRows512's D).
+template <size_t kBlockBytes, bool kHasMins>
+struct KDecoder512 {
+    static constexpr size_t kBytes = kBlockBytes;
+    static constexpr bool kMins = kHasMins, kArranged = false;
+    using Partial = __m512i;
+    MOE_ALWAYS_INLINE static __m256i total8(const __m512i *x) { return moe::kernels::detail::total8(x); }
+    // Four registers of quants and the scales of the two packed pairs.
+    struct Block {
+        __m512i v[4];
+        __m512i sc[2];
+    };
+    struct CorrBlock : Block {
+        __m512i corr;  // int16 lanes 0..15: the correction per group against the activation sums
+    };
+};
 
 }  // namespace
 }  // namespace moe::kernels::detail

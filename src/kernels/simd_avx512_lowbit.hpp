@@ -22,14 +22,6 @@
 namespace moe::kernels::detail {
 namespace {
 
-template <size_t kBlockBytes, bool kHasMins>
-struct KDecoder512 {
-    static constexpr size_t kBytes = kBlockBytes;
-    static constexpr bool kMins = kHasMins, kArranged = false;
-    using Partial = __m512i;
-    MOE_ALWAYS_INLINE static __m256i total8(const __m512i *x) { return moe::kernels::detail::total8(x); }
-};
-
 // Register 2n + h: bits 4h..4h+1 (low half) and 4h+2..4h+3 (high half) of
 // quant bytes 32n..32n+31, from one broadcast load.
 MOE_ALWAYS_INLINE void two_bit_fields512(const uint8_t *qs, __m512i *v) {
@@ -55,39 +47,26 @@ MOE_ALWAYS_INLINE __m512i group_sums512(const __m512i *v, const __m512i *sc, con
     return _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(s[2], s[3]), sc[1]);
 }
 
-struct Q2K512 : KDecoder512<q2_k::bytes, true> {
-    static constexpr bool kGroupMins = true;
-    struct Block {
-        __m512i v[4];
-        __m512i sc[2];
-    };
-
+struct Q2K512 : KDecoder512<q2_k::bytes, true>, Q2KGroupMins {
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         Block k;
-        group_pair_scales(Q2K<MaddVnni>::head(w, mins, dm), k.sc);
+        group_pair_scales(q2_k_head(w, mins, dm), k.sc);
         two_bit_fields512(w + q2_k::qs, k.v);
         return k;
     }
     MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *act, const uint8_t *) {
         return group_sums512(k.v, k.sc, act, _mm512_setzero_si512());
     }
-    MOE_ALWAYS_INLINE static __m256i group_min_sums8(const uint64_t *mins, const uint8_t *act, size_t stride, int cnt) {
-        return Q2K<MaddVnni>::group_min_sums8(mins, act, stride, cnt);
-    }
 };
 
 // Q3_K stored +4, as Q3K.
 struct Q3K512 : KDecoder512<q3_k::bytes, false> {
-    struct Block {
-        __m512i v[4];
-        __m512i sc[2];
-        __m512i corr;  // int16 lanes 0..15: -4 * S_g
-    };
+    using Block = CorrBlock;  // corr: -4 * S_g
 
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         mins = 0;
         dm = load_u32(w + q3_k::d - 2);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(Q3K<MaddVnni>::scales(w + q3_k::scales));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scale_bytes(w + q3_k::scales));
         Block k;
         group_pair_scales(sc16, k.sc);
         k.corr = _mm512_zextsi256_si512(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-4)));
@@ -118,7 +97,7 @@ struct IQ4XS512 : KDecoder512<iq4_xs::bytes, false> {
 
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         mins = 0;
-        const __m512i s8 = _mm512_zextsi128_si512(IQ4XS<MaddVnni>::head(w, dm));
+        const __m512i s8 = _mm512_zextsi128_si512(iq4_xs_head(w, dm));
         const __m128i t = _mm_abs_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels)));
         const __m512i magnitudes = _mm512_broadcast_i32x4(t), eight = _mm512_set1_epi8(8);
         const __m512i low4 = _mm512_set1_epi8(0x0F);

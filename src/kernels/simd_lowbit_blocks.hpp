@@ -1,15 +1,16 @@
-// Decoders of the low-bit weight types for the shared row loops
-// (quant_rows.hpp), included by the AVX2 and AVX-512 files: Q2_K, Q3_K and
-// IQ4_XS super-blocks (KRows' D) and IQ4_NL blocks (LegacyRows' PerBlock B).
+// Low-bit weight types for the shared row loops (quant_rows.hpp): the block
+// heads of Q2_K, Q3_K and IQ4_XS (scales, mins, fp16 fields; also used by the
+// 512-bit decoders of simd_avx512_lowbit.hpp), their 256-bit decoders (KRows'
+// D, the AVX2 kernels) and IQ4_NL blocks (LegacyRows' PerBlock B on AVX2,
+// Nibbles8 on AVX-512).
 //
-// K-quant registers hold 32 consecutive elements: two 16-element groups (the
-// low and high 128-bit lane) for Q2_K / Q3_K, one 32-element sub-block for
-// IQ4_XS. Products of weight and activation bytes are paired into int16 by
-// vpmaddubsw, then multiplied by the int16 scales and summed into int32 by
-// the policy Madd (vpmaddwd + vpaddd on AVX2, vpdpwssd with AVX-512 VNNI):
-// both give the exact integer sums, so every ISA gets the same block terms.
-// Ranges: Q2_K 2 * 3 * 127, Q3_K 2 * 7 * 127 (stored +4), IQ4_XS 2 * 127 * 127
-// (magnitudes, the sign moved to the activations) per int16 pair.
+// 256-bit K-quant registers hold 32 consecutive elements: two 16-element
+// groups (the low and high 128-bit lane) for Q2_K / Q3_K, one 32-element
+// sub-block for IQ4_XS. Products of weight and activation bytes are paired
+// into int16 by vpmaddubsw, multiplied by the int16 scales and summed into
+// int32 by vpmaddwd: exact integer sums, so every ISA gets the same block
+// terms. Ranges per int16 pair: Q2_K 2 * 3 * 127, Q3_K 2 * 7 * 127 (stored
+// +4), IQ4_XS 2 * 127 * 127 (magnitudes, the sign moved to the activations).
 #pragma once
 
 #include <immintrin.h>
@@ -29,6 +30,10 @@ inline uint64_t load_u64(const uint8_t *p) {
 }
 
 MOE_ALWAYS_INLINE __m256i lowbit_load(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
+// acc + the int16 pairs p16 times the int16 scales sc, summed pairwise into int32.
+MOE_ALWAYS_INLINE __m256i scaled_add(__m256i acc, __m256i p16, __m256i sc) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sc));
+}
 
 // The frame of a 256-bit K-quant decoder (KRows' D): eight registers of
 // quants with their int16 scales, partial sums reduced by transpose_sum8.
@@ -75,38 +80,23 @@ MOE_ALWAYS_INLINE void two_bit_fields(const uint8_t *qs, __m256i *v) {
     }
 }
 
-// Q2_K: quants 0..3 with the 4-bit group scales; the 16 4-bit mins (nibble g
-// = min of group g) meet the activation sums per group in group_min_sums8.
-template <typename Madd>
-struct Q2K : KDecoder256<q2_k::bytes, true> {
+// --- block heads, shared with the 512-bit decoders ---------------------------------
+
+// Q2_K: the fp16 fields, the mins as nibbles, and the 16 group scales as int16.
+MOE_ALWAYS_INLINE __m256i q2_k_head(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+    dm = load_u32(w + q2_k::d);
+    const uint64_t high = 0xF0F0F0F0F0F0F0F0ull;
+    mins = _pext_u64(load_u64(w + q2_k::scales), high) | _pext_u64(load_u64(w + q2_k::scales + 8), high) << 32;
+    const __m128i sc = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q2_k::scales)),
+                                     _mm_set1_epi8(0x0F));
+    return _mm256_cvtepu8_epi16(sc);
+}
+
+// Q2_K's mins per 16-element group, for the row loops (kGroupMins): lane
+// j < cnt = sum_g m_g * bsum_g of super-block j (mins[j]) against the
+// activation block at act + j * stride; lanes from cnt on are 0.
+struct Q2KGroupMins {
     static constexpr bool kGroupMins = true;
-
-    // The fp16 fields, the mins as nibbles, and the 16 group scales as int16.
-    MOE_ALWAYS_INLINE static __m256i head(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
-        dm = load_u32(w + q2_k::d);
-        const uint64_t high = 0xF0F0F0F0F0F0F0F0ull;
-        mins = _pext_u64(load_u64(w + q2_k::scales), high) | _pext_u64(load_u64(w + q2_k::scales + 8), high) << 32;
-        const __m128i sc = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q2_k::scales)),
-                                         _mm_set1_epi8(0x0F));
-        return _mm256_cvtepu8_epi16(sc);
-    }
-
-    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
-        Block k;
-        pair_scales(head(w, mins, dm), k.sc);
-        two_bit_fields(w + q2_k::qs, k.v);
-        return k;
-    }
-
-    MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        __m256i sum = _mm256_setzero_si256();
-        for (int i = 0; i < 8; ++i)
-            sum = Madd::run(sum, _mm256_maddubs_epi16(k.v[i], lowbit_load(act + q8_k::qs + 32 * i)), k.sc[i]);
-        return sum;
-    }
-
-    // Lane j < cnt: sum_g m_g * bsum_g of super-block j (mins[j]) against the
-    // activation block at act + j * stride; lanes from cnt on are 0.
     MOE_ALWAYS_INLINE static __m256i group_min_sums8(const uint64_t *mins, const uint8_t *act, size_t stride, int cnt) {
         __m256i s[8];
         const uint64_t low = 0x0F0F0F0F0F0F0F0Full;
@@ -123,30 +113,59 @@ struct Q2K : KDecoder256<q2_k::bytes, true> {
     }
 };
 
+// Q3_K: the 16 signed scales (-32..31) as bytes, from the 12 packed bytes.
+MOE_ALWAYS_INLINE __m128i q3_k_scale_bytes(const uint8_t *p) {
+    const uint64_t lo = load_u64(p);
+    const uint32_t aux = load_u32(p + 8);
+    const uint64_t two = 0x03030303u;
+    // Byte i of the high-bit words: bits 2(i/4)..2(i/4)+1 of aux byte i % 4.
+    const uint64_t hi0 = (aux & two) | ((aux >> 2) & two) << 32;
+    const uint64_t hi1 = ((aux >> 4) & two) | ((aux >> 6) & two) << 32;
+    const uint64_t nib = 0x0F0F0F0F0F0F0F0Full;
+    const __m128i v = _mm_set_epi64x(static_cast<long long>(((lo >> 4) & nib) | hi1 << 4),
+                                     static_cast<long long>((lo & nib) | hi0 << 4));
+    return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+// IQ4_XS: the fp16 field (as d << 16) and the eight signed sub-block scales as int16.
+MOE_ALWAYS_INLINE __m128i iq4_xs_head(const uint8_t *w, uint32_t &dm) {
+    dm = static_cast<uint32_t>(load_u16(w + iq4_xs::d)) << 16;
+    // Byte s: low nibble from scales_l, two high bits from scales_h.
+    const uint64_t ls = _pdep_u64(load_u32(w + iq4_xs::scales_l), 0x0F0F0F0F0F0F0F0Full) |
+                        _pdep_u64(load_u16(w + iq4_xs::scales_h), 0x0303030303030303ull) << 4;
+    return _mm_cvtepi8_epi16(_mm_sub_epi8(_mm_cvtsi64_si128(static_cast<long long>(ls)), _mm_set1_epi8(32)));
+}
+
+// --- 256-bit decoders -----------------------------------------------------------------
+
+// Q2_K: quants 0..3 with the 4-bit group scales; the 16 4-bit mins (nibble g
+// = min of group g) meet the activation sums per group in group_min_sums8.
+struct Q2K : KDecoder256<q2_k::bytes, true>, Q2KGroupMins {
+
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+        Block k;
+        pair_scales(q2_k_head(w, mins, dm), k.sc);
+        two_bit_fields(w + q2_k::qs, k.v);
+        return k;
+    }
+
+    MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
+        __m256i sum = _mm256_setzero_si256();
+        for (int i = 0; i < 8; ++i)
+            sum = scaled_add(sum, _mm256_maddubs_epi16(k.v[i], lowbit_load(act + q8_k::qs + 32 * i)), k.sc[i]);
+        return sum;
+    }
+};
+
 // Q3_K: quants stored +4 (0..7: the two low bits and the hmask bit as bit 2);
 // the +4 is removed with the activation group sums (-4 * S_g * bsum_g).
-template <typename Madd>
 struct Q3K : KDecoder256<q3_k::bytes, false> {
     using Block = CorrBlock;  // corr: int16 -4 * S_g
-
-    // The 16 signed scales (-32..31) as bytes, from the 12 packed bytes.
-    MOE_ALWAYS_INLINE static __m128i scales(const uint8_t *p) {
-        const uint64_t lo = load_u64(p);
-        const uint32_t aux = load_u32(p + 8);
-        const uint64_t two = 0x03030303u;
-        // Byte i of the high-bit words: bits 2(i/4)..2(i/4)+1 of aux byte i % 4.
-        const uint64_t hi0 = (aux & two) | ((aux >> 2) & two) << 32;
-        const uint64_t hi1 = ((aux >> 4) & two) | ((aux >> 6) & two) << 32;
-        const uint64_t nib = 0x0F0F0F0F0F0F0F0Full;
-        const __m128i v = _mm_set_epi64x(static_cast<long long>(((lo >> 4) & nib) | hi1 << 4),
-                                         static_cast<long long>((lo & nib) | hi0 << 4));
-        return _mm_sub_epi8(v, _mm_set1_epi8(32));
-    }
 
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         mins = 0;
         dm = load_u32(w + q3_k::d - 2);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(scales(w + q3_k::scales));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scale_bytes(w + q3_k::scales));
         Block k;
         pair_scales(sc16, k.sc);
         k.corr = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-4));
@@ -163,7 +182,7 @@ struct Q3K : KDecoder256<q3_k::bytes, false> {
     MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
         __m256i sum = _mm256_madd_epi16(lowbit_load(act + q8_k::bsums), k.corr);
         for (int i = 0; i < 8; ++i)
-            sum = Madd::run(sum, _mm256_maddubs_epi16(k.v[i], lowbit_load(act + q8_k::qs + 32 * i)), k.sc[i]);
+            sum = scaled_add(sum, _mm256_maddubs_epi16(k.v[i], lowbit_load(act + q8_k::qs + 32 * i)), k.sc[i]);
         return sum;
     }
 };
@@ -177,17 +196,8 @@ MOE_ALWAYS_INLINE __m256i iq4_table() {
 // IQ4_XS: register s = sub-block s as signed levels; its magnitude meets the
 // activations with the level's sign (vpsignb), as vpmaddubsw needs one
 // unsigned operand (levels are never 0).
-template <typename Madd>
 struct IQ4XS : KDecoder256<iq4_xs::bytes, false> {
 
-    // The fp16 field and the eight signed sub-block scales as int16.
-    MOE_ALWAYS_INLINE static __m128i head(const uint8_t *w, uint32_t &dm) {
-        dm = static_cast<uint32_t>(load_u16(w + iq4_xs::d)) << 16;
-        // Byte s: low nibble from scales_l, two high bits from scales_h.
-        const uint64_t ls = _pdep_u64(load_u32(w + iq4_xs::scales_l), 0x0F0F0F0F0F0F0F0Full) |
-                            _pdep_u64(load_u16(w + iq4_xs::scales_h), 0x0303030303030303ull) << 4;
-        return _mm_cvtepi8_epi16(_mm_sub_epi8(_mm_cvtsi64_si128(static_cast<long long>(ls)), _mm_set1_epi8(32)));
-    }
     // The 4-bit level indices of sub-blocks 2p and 2p + 1, in element order.
     MOE_ALWAYS_INLINE static void indices(const uint8_t *w, int p, __m256i &first, __m256i &second) {
         const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -200,7 +210,7 @@ struct IQ4XS : KDecoder256<iq4_xs::bytes, false> {
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         mins = 0;
         Block k;
-        broadcast_scales(head(w, dm), k.sc);
+        broadcast_scales(iq4_xs_head(w, dm), k.sc);
         const __m256i table = iq4_table();
         for (int p = 0; p < 4; ++p) {
             __m256i first, second;
@@ -215,7 +225,7 @@ struct IQ4XS : KDecoder256<iq4_xs::bytes, false> {
         __m256i sum = _mm256_setzero_si256();
         for (int s = 0; s < 8; ++s) {
             const __m256i a = lowbit_load(act + q8_k::qs + 32 * s);
-            sum = Madd::run(sum, _mm256_maddubs_epi16(_mm256_abs_epi8(k.v[s]), _mm256_sign_epi8(a, k.v[s])), k.sc[s]);
+            sum = scaled_add(sum, _mm256_maddubs_epi16(_mm256_abs_epi8(k.v[s]), _mm256_sign_epi8(a, k.v[s])), k.sc[s]);
         }
         return sum;
     }
