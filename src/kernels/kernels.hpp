@@ -33,15 +33,16 @@
 //              6-bit scale (scales_l nibble | scales_h 2 bits << 4) - 32
 //   F16/BF16 exact conversion.
 // Block terms of the quantised dots (kernels/dot_terms.hpp), with integer
-// sums over the block's groups (qa the activation quants, bsum their Q8_K
-// sums per 16):
+// sums over the block's groups (qa the activation quants, bsum their sum over
+// the group a min applies to, from the Q8_K sums per 16):
 //   Q4_0/Q5_0/Q8_0/IQ4_NL . Q8_0   sumi*(dw*da), sumi = <q, qa>
 //   Q4_1/Q5_1 . Q8_1               sumi*(dw*da) + mw*sa
 //   Q2_K/Q4_K/Q5_K . Q8_K          (dw*da)*sumi - (dminw*da)*summ,
 //                                  sumi = sum sc*<q, qa>, summ = sum m*bsum
 //   Q3_K/Q6_K/IQ4_XS . Q8_K        (dw*da)*sumi, sumi = sum S*<q, qa>
 // Activation formats (act_type): Q8_0 for Q4_0, Q5_0, Q8_0, IQ4_NL; Q8_1 for
-// Q4_1, Q5_1; Q8_K for Q2_K..Q6_K and IQ4_XS. Q8_0 d = amax/127 (stored fp16), q = round_half_even(x * (127/amax));
+// Q4_1, Q5_1; Q8_K for Q2_K..Q6_K and IQ4_XS.
+// Q8_0 d = amax/127 (stored fp16), q = round_half_even(x * (127/amax));
 // Q8_1 adds s = fp16(d * sum q) with the f32 d; Q8_K d = 1/(-127/max) as f32
 // where max is the first element of largest magnitude, q = min(127, round_half_even(x * -127/max)).
 #pragma once
