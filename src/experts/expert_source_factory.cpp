@@ -148,7 +148,7 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
             const PackedFile pf = PackedFile::open(packed, cfg.model_fingerprint, cfg.layers);
             // The fingerprint does not cover tensor data: a sample of experts
             // catches a model rewritten with other weights of the same shapes.
-            if (const std::string why = packed_sample_mismatch(pf, cfg.layers, cfg.shard_paths); !why.empty())
+            if (const std::string why = packed_sample_mismatch(pf, ModelExperts{cfg.layers, cfg.shard_paths}); !why.empty())
                 fail(Status::bad_format, "%s", why.c_str());
             cfg.packed_path = packed;
             c.reason += "; packed experts";

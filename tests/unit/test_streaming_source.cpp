@@ -769,9 +769,10 @@ TEST(PackedFile, SidecarOfOtherWeightsWithTheSameHeaderIsCaught) {
     const std::string packed = default_packed_path(f.path);
     write_packed_file(packed, f.fingerprint, f.layers, {f.path});
     const std::vector<std::string> shards{f.path};
+    const ModelExperts model{f.layers, shards};
     PackedFile pf = PackedFile::open(packed, f.fingerprint, f.layers);
-    EXPECT_EQ(verify_packed_file(packed, &f.layers, &shards).bad_experts, 0u);
-    EXPECT_EQ(packed_sample_mismatch(pf, f.layers, shards), "");
+    EXPECT_EQ(verify_packed_file(packed, &model).bad_experts, 0u);
+    EXPECT_EQ(packed_sample_mismatch(pf, model), "");
 
     // One byte of expert 2 of layer 2 changes in the model.
     const auto rewrite_model = [&](uint64_t at) {
@@ -781,7 +782,7 @@ TEST(PackedFile, SidecarOfOtherWeightsWithTheSameHeaderIsCaught) {
     };
     rewrite_model(f.layers[2].down.file_offset + 2 * f.layers[2].down.expert_stride + 9);
     EXPECT_EQ(verify_packed_file(packed).bad_experts, 0u);  // intact in itself
-    const PackedVerifyReport r = verify_packed_file(packed, &f.layers, &shards);
+    const PackedVerifyReport r = verify_packed_file(packed, &model);
     EXPECT_EQ(r.bad_experts, 1u);
     EXPECT_NE(r.first_problem.find("expert 2 of layer 2 differs from the model"), std::string::npos)
         << r.first_problem;
@@ -789,8 +790,8 @@ TEST(PackedFile, SidecarOfOtherWeightsWithTheSameHeaderIsCaught) {
     // Every expert changes (the model regenerated with another seed).
     for (const ExpertLayerLayout &L : f.layers)
         for (int32_t x = 0; x < L.n_expert; ++x) rewrite_model(L.up.file_offset + uint64_t(x) * L.up.expert_stride);
-    EXPECT_EQ(verify_packed_file(packed, &f.layers, &shards).bad_experts, 10u);
-    const std::string why = packed_sample_mismatch(pf, f.layers, shards);
+    EXPECT_EQ(verify_packed_file(packed, &model).bad_experts, 10u);
+    const std::string why = packed_sample_mismatch(pf, model);
     EXPECT_NE(why.find("expert 0 of layer 0 differs"), std::string::npos) << why;
     std::filesystem::remove_all(dir);
 }
