@@ -167,7 +167,10 @@ typedef struct moestream_params {
     const char *packed_path;    /* packed expert file; NULL or "" = look for MODEL.moepack */
     const char *profile_path;   /* usage profile; NULL = default beside the model; "" = off. One that is
                                    unusable (malformed, another model's) is ignored with a warning and
-                                   replaced at close */
+                                   replaced at close; one that cannot be read (permissions, I/O error)
+                                   is ignored with a warning and left as it is. Close adds this
+                                   context's counts to the file as it is then, so contexts of one
+                                   model add up */
     moestream_log_fn log_fn;    /* may be NULL */
     void *log_user_data;
     int32_t log_level;          /* highest level passed to log_fn */

@@ -6,7 +6,6 @@
 
 #include "common/error.hpp"
 #include "common/monotonic_clock.hpp"
-#include "common/saturating.hpp"
 #include "experts/usage_profile.hpp"
 #include "io/direct_fallback.hpp"
 
@@ -157,11 +156,7 @@ StreamingExpertSource::~StreamingExpertSource() {
 
 void StreamingExpertSource::save_profile() const {
     if (cfg_.profile_save_path.empty()) return;
-    UsageProfile merged = usage_;
-    if (cfg_.profile && cfg_.profile->counts.size() == merged.counts.size())
-        for (size_t i = 0; i < merged.counts.size(); ++i)
-            merged.counts[i] = sat_add(merged.counts[i], cfg_.profile->counts[i]);  // a wrapped count would turn cold
-    save_usage_profile(cfg_.profile_save_path, cfg_.model_fingerprint, merged);
+    add_to_usage_profile(cfg_.profile_save_path, cfg_.model_fingerprint, usage_, cfg_.profile);
 }
 
 uint32_t StreamingExpertSource::plan_parts(uint32_t key, Part out[3]) const {

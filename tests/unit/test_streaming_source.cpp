@@ -254,6 +254,71 @@ TEST(StreamingSource, SavedProfileSaturatesInsteadOfWrapping) {
     std::filesystem::remove_all(dir);
 }
 
+// Two contexts of one model open side by side, both from the same saved
+// profile: each close adds its own run's counts to the file as it is then,
+// so the later close keeps the earlier's counts instead of writing over them.
+TEST(StreamingSource, ProfilesOfContextsClosedOneAfterTheOtherAddUp) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 1, 4, 4);
+    const std::string path = dir + "/usage.moeusage";
+    save_usage_profile(path, f.fingerprint, UsageProfile{1, 4, {5, 0, 0, 1}});
+    const auto opened = load_usage_profile(path, f.fingerprint, 1, 4);
+    ASSERT_TRUE(opened.has_value());
+    auto config = [&] {
+        auto cfg = basic_config(f, 4);
+        cfg.profile = &*opened;
+        cfg.profile_save_path = path;
+        return cfg;
+    };
+    {
+        StreamingExpertSource a(config()), b(config());
+        for (int pass = 0; pass < 2; ++pass) visit_layer(a, f, 0, {0, 1});
+        visit_layer(b, f, 0, {2});
+    }  // b closes first, then a
+    const auto saved = load_usage_profile(path, f.fingerprint, 1, 4);
+    ASSERT_TRUE(saved.has_value());
+    EXPECT_EQ(saved->counts, (std::vector<uint64_t>{7, 2, 1, 1}));
+    std::filesystem::remove_all(dir);
+}
+
+// A profile this process cannot read (permissions here; an I/O error alike)
+// may hold another user's counts: closing leaves it as it is rather than
+// replacing it with this run's. Run as an unprivileged user in a child, since
+// root reads the file regardless of its mode.
+TEST(StreamingSource, AProfileThatCannotBeReadIsLeftAsItIs) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 1, 4, 4);
+    const std::string path = dir + "/usage.moeusage";
+    save_usage_profile(path, f.fingerprint, UsageProfile{1, 4, {9, 9, 9, 9}});
+    ASSERT_EQ(::chmod(path.c_str(), 0), 0);
+    ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);  // the child may write a temporary beside it
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        if (::geteuid() == 0 && ::setuid(65534) != 0) _exit(2);
+        std::string why;
+        ProfileLoadFailure failure = ProfileLoadFailure::none;
+        if (load_usage_profile(path, f.fingerprint, 1, 4, &why, &failure) ||
+            failure != ProfileLoadFailure::unreadable)
+            _exit(3);
+        try {
+            add_to_usage_profile(path, f.fingerprint, UsageProfile{1, 4, {1, 0, 0, 0}}, nullptr);
+        } catch (const Error &e) {
+            _exit(e.status() == Status::io && std::string(e.what()).find("left as it is") != std::string::npos ? 0
+                                                                                                                 : 4);
+        }
+        _exit(5);
+    }
+    const int code = moe::test::wait_exit_code(pid);
+    if (code == 2) GTEST_SKIP() << "cannot drop privileges here";
+    EXPECT_EQ(code, 0);
+    ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+    const auto kept = load_usage_profile(path, f.fingerprint, 1, 4);
+    ASSERT_TRUE(kept.has_value());
+    EXPECT_EQ(kept->counts, (std::vector<uint64_t>{9, 9, 9, 9}));
+    std::filesystem::remove_all(dir);
+}
+
 TEST(StreamingSource, UsefulAndWastedPrefetchesAreCounted) {
     const std::string dir = test::scratch_dir();
     ExpertFile f = make_expert_file(dir, 3, 6, 3);
