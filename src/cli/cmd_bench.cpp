@@ -288,6 +288,8 @@ int cmd_bench(const Args &args) {
         return usage_error("bench", e.what());
     }
 
+    if (a.get("--sweep") && a.get("--memory-budget"))
+        return usage_error("bench", "--sweep and --memory-budget both set the budget: give one");
     std::vector<std::pair<int32_t, bool>> modes;  // (io mode, resident)
     const std::string default_modes = a.get("--sweep") ? "direct,mmap" : "auto";
     bool any_resident = false;
@@ -307,19 +309,21 @@ int cmd_bench(const Args &args) {
         std::fprintf(stderr, "moestream bench: %s\n", moestream_last_error());
         return 1;
     }
+    // A budget given is positive: 0 would mean the automatic budget, which is
+    // what leaving the option out asks for (a share that rounds to 0 bytes too).
     std::vector<uint64_t> budgets;
     if (auto s = a.get("--sweep")) {
         for (const std::string &b : split_list(*s)) {
             uint64_t bytes = 0;
-            if (!parse_share_or_size(b, info.file_bytes, bytes))
-                return usage_error("bench", "bad --sweep entry '" + b + "'");
+            if (!parse_share_or_size(b, info.file_bytes, bytes) || bytes == 0)
+                return usage_error("bench", "bad --sweep entry '" + b + "' (a positive size or share)");
             budgets.push_back(bytes);
         }
         if (budgets.empty()) return usage_error("bench", "--sweep lists no budget");
     } else {
         uint64_t bytes = 0;
-        if (auto mb = a.get("--memory-budget"); mb && !parse_share_or_size(*mb, info.file_bytes, bytes))
-            return usage_error("bench", "bad --memory-budget");
+        if (auto mb = a.get("--memory-budget"); mb && (!parse_share_or_size(*mb, info.file_bytes, bytes) || bytes == 0))
+            return usage_error("bench", "bad --memory-budget '" + *mb + "' (a positive size or share)");
         budgets.push_back(bytes);
     }
     // Weight bytes a decode token touches, from the tensor table.

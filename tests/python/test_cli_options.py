@@ -176,6 +176,11 @@ def test_version_help_prints_its_usage(cli_path):
     # Checked before the model is opened: a usage error whatever the model.
     (["bench", "-m", "missing.gguf", "--seed", "x"], "bench", "bad --seed"),
     (["bench", "-m", "missing.gguf", "--io-mode", "sideways"], "bench", "bad --io-mode 'sideways'"),
+    (["bench", "-m", "missing.gguf", "--sweep", "50%", "--memory-budget", "1GiB"], "bench",
+     "--sweep and --memory-budget both set the budget: give one"),
+    # A budget of 0 bytes would silently run with the automatic one.
+    (["bench", "-m", "{model}", "--sweep", "0%,50%"], "bench", "bad --sweep entry '0%' (a positive size or share)"),
+    (["bench", "-m", "{model}", "--memory-budget", "0"], "bench", "bad --memory-budget '0' (a positive size or share)"),
     (["trace"], "trace", "expected a subcommand: synth, info, replay or record"),
     (["trace", "frob"], "trace", "unknown subcommand 'frob'"),
     (["trace", "synth", "--reuse", "3", "-o", "x.trace"], "trace synth", "--reuse must be in [0, 1]"),
