@@ -112,6 +112,21 @@ std::string int_range_error(const std::string &option, const std::string &text, 
            "'";
 }
 
+namespace {
+
+// A byte count computed in double, rounded; false beyond 64 bits. Not
+// llround: it returns a long long, which holds only up to 2^63, so a size
+// between 8 and 16 EiB (or a share of a huge total) came back as 2^63.
+bool bytes_from_double(double bytes, uint64_t &out) {
+    constexpr double k2To64 = 18446744073709551616.0;
+    const double rounded = std::round(bytes);
+    if (!(rounded >= 0) || rounded >= k2To64) return false;
+    out = static_cast<uint64_t>(rounded);
+    return true;
+}
+
+}  // namespace
+
 bool parse_size(const std::string &text, uint64_t &out) {
     if (text.empty()) return false;
     char *end = nullptr;
@@ -127,18 +142,14 @@ bool parse_size(const std::string &text, uint64_t &out) {
     else if (unit == "g" || unit == "gib" || unit == "gb") mult = 1024.0 * 1024 * 1024;
     else if (unit == "t" || unit == "tib" || unit == "tb") mult = 1024.0 * 1024 * 1024 * 1024;
     else return false;
-    double bytes = v * mult;
-    if (bytes > 1.8e19) return false;
-    out = static_cast<uint64_t>(std::llround(bytes));
-    return true;
+    return bytes_from_double(v * mult, out);
 }
 
 bool parse_share_or_size(const std::string &text, uint64_t total, uint64_t &out) {
     if (!text.empty() && text.back() == '%') {
         double share = 0;
         if (!parse_double(text.substr(0, text.size() - 1), share) || share < 0) return false;
-        out = static_cast<uint64_t>(std::llround(static_cast<double>(total) * share / 100.0));
-        return true;
+        return bytes_from_double(static_cast<double>(total) * share / 100.0, out);
     }
     return parse_size(text, out);
 }
