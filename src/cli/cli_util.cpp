@@ -355,14 +355,22 @@ void log_library_messages(moestream_params &params) {
     params.log_level = MOESTREAM_LOG_WARN;
 }
 
-std::string user_cache_dir() {
+std::string user_cache_dir(std::string &why) {
     std::string base;
     if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) base = xdg;
     else if (const char *home = std::getenv("HOME"); home && *home) base = std::string(home) + "/.cache";
-    else return "";
-    ::mkdir(base.c_str(), 0755);
+    else {
+        why = "no cache directory: neither XDG_CACHE_HOME nor HOME is set";
+        return "";
+    }
     std::string dir = base + "/moestream";
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return "";
+    for (const std::string &d : {base, dir}) {
+        struct stat st {};
+        if (::mkdir(d.c_str(), 0755) != 0 && !(errno == EEXIST && ::stat(d.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
+            why = "cannot create the cache directory " + d + ": " + std::strerror(errno == EEXIST ? ENOTDIR : errno);
+            return "";
+        }
+    }
     return dir;
 }
 

@@ -121,7 +121,8 @@ constexpr const char *kNoGreedyToken =
 void log_library_messages(moestream_params &params);
 
 // Directory for cached artefacts: $XDG_CACHE_HOME/moestream or ~/.cache/moestream
-// (created if missing; "" when no home is known).
-std::string user_cache_dir();
+// (created if missing); "" with `why` set when there is no home or the
+// directory cannot be created.
+std::string user_cache_dir(std::string &why);
 
 }  // namespace cli
