@@ -60,6 +60,13 @@ int cmd_demo(const Args &args) {
     }
     DemoRun run;
     if (!read_run_options(a, run, error)) return usage_error("demo", error);
+    // The budget is checked before a model is generated (minutes, several
+    // GiB); a share becomes bytes once the model's size is known.
+    const std::string budget_text = a.get_or("--budget", "40%");
+    const std::string bad_budget = "bad --budget '" + budget_text + "' (a positive size or share)";
+    uint64_t budget = 0;
+    if (!parse_share_or_size(budget_text, uint64_t{1} << 40, budget) || budget == 0)
+        return usage_error("demo", bad_budget);
     std::string model = a.get_or("--model", "");
     if (model.empty() && (model = ensure_demo_model(error)).empty()) {
         std::fprintf(stderr, "\nmoestream demo: %s (or pass --model)\n", error.c_str());
@@ -71,9 +78,7 @@ int cmd_demo(const Args &args) {
         std::fprintf(stderr, "moestream demo: %s\n", moestream_last_error());
         return 1;
     }
-    uint64_t budget = 0;
-    if (!parse_share_or_size(a.get_or("--budget", "40%"), info.file_bytes, budget) || budget == 0)
-        return usage_error("demo", "bad --budget");
+    if (!parse_share_or_size(budget_text, info.file_bytes, budget) || budget == 0) return usage_error("demo", bad_budget);
     BenchConfig base;
     base.model = model;
     base.budget = budget;

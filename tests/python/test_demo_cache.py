@@ -7,6 +7,8 @@ import resource
 import signal
 import subprocess
 
+import pytest
+
 # The cached model's name (src/cli/demo_model.cpp): a file left at it is what a later run finds.
 MODEL_NAME = "demo-qwen3moe-q4_k_m-g2.gguf"
 LIMIT = 16 << 20
@@ -56,3 +58,11 @@ def test_a_cache_directory_that_cannot_be_made_is_named(cli_path, tmp_path):
     assert r.returncode == 1, r.stderr
     assert f"cannot create the cache directory {not_a_dir}: Not a directory" in r.stderr, r.stderr
     assert "--model" in r.stderr
+
+
+@pytest.mark.parametrize("budget", ["0%", "lots", "-5"])
+def test_a_bad_budget_is_refused_before_the_model_is_written(cli_path, tmp_path, budget):
+    r = demo(cli_path, tmp_path, "--budget", budget)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert f"moestream demo: bad --budget '{budget}' (a positive size or share)" in r.stderr
+    assert not (tmp_path / "moestream").exists() or files_under(tmp_path / "moestream") == []
