@@ -6,6 +6,7 @@
 #include "common/error.hpp"
 #include "kernels/blocks.hpp"
 #include "kernels/kernels_internal.hpp"
+#include "kernels/mxfp4.hpp"
 
 namespace moe::kernels::detail {
 namespace {
@@ -38,6 +39,12 @@ void dq_q8_0(const uint8_t *b, float *y) {
     const float d = load_half(b + q8_0::d);
     const int8_t *qs = reinterpret_cast<const int8_t *>(b + q8_0::qs);
     for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(qs[j]) * d;
+}
+void dq_mxfp4(const uint8_t *b, float *y) {
+    int8_t v[32];
+    mxfp4_ints(b, v);
+    const float s = mxfp4_scale(b);
+    for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(v[j]) * s;
 }
 template <bool kFive>
 void dq_q45_k(const uint8_t *b, float *y) {
@@ -96,6 +103,7 @@ void dequantize_scalar(GgmlType type, const void *src, float *dst, int64_t n) {
     case GgmlType::Q4_K: dq_blocks<dq_q45_k<false>, 256, q4_k::bytes>(src, dst, n); return;
     case GgmlType::Q5_K: dq_blocks<dq_q45_k<true>, 256, q5_k::bytes>(src, dst, n); return;
     case GgmlType::Q6_K: dq_blocks<dq_q6_k, 256, q6_k::bytes>(src, dst, n); return;
+    case GgmlType::MXFP4: dq_blocks<dq_mxfp4, 32, mxfp4::bytes>(src, dst, n); return;
     default: break;
     }
     fail(Status::unsupported, "dequantize: no kernel for tensor type %s", tr.name);

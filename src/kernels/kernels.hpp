@@ -21,8 +21,10 @@
 //   Q4_0 (q-8)*d   Q5_0 (q-16)*d   Q8_0 q*d   Q4_1/Q5_1 q*d + m
 //   Q4_K/Q5_K  (d*sc)*q - (dmin*m)   per 32-element sub-block (sc, m 6-bit)
 //   Q6_K       (d*sc)*(q-32)         per 16-element group (sc int8)
+//   MXFP4      F*s, F the doubled e2m1 value (-12..12), s = 2^(e-128) (kernels/mxfp4.hpp);
+//              dotted as Q4_0 is: term = sum(F*q) * (s*d)
 //   F16/BF16 exact conversion.
-// Activation formats: Q8_0 d = amax/127 (stored fp16), q = round_half_even(x * (127/amax));
+// Activation formats (Q8_0 for Q4_0/Q5_0/Q8_0/MXFP4): Q8_0 d = amax/127 (stored fp16), q = round_half_even(x * (127/amax));
 // Q8_1 adds s = fp16(d * sum q) with the f32 d; Q8_K d = 1/(-127/max) as f32
 // where max is the first element of largest magnitude, q = min(127, round_half_even(x * -127/max)).
 #pragma once

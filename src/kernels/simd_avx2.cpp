@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "kernels/dispatch.hpp"
+#include "kernels/mxfp4_rows.hpp"
 #include "kernels/quant_rows.hpp"
 
 namespace moe::kernels::detail {
@@ -122,6 +123,7 @@ void fill_avx2_kernels(KernelTable &t) {
     Tiled<KRows<Q45K<false>>>::install(t, GgmlType::Q4_K);
     Tiled<KRows<Q45K<true>>>::install(t, GgmlType::Q5_K);
     Tiled<KRows<Q6K>>::install(t, GgmlType::Q6_K);
+    Tiled<LegacyRows<PerBlock<Mxfp4Dec, DotMaddubs>>>::install(t, GgmlType::MXFP4);
 }
 
 }  // namespace moe::kernels::detail

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "kernels/dispatch.hpp"
+#include "kernels/mxfp4_rows.hpp"
 #include "kernels/quant_rows.hpp"
 
 namespace moe::kernels::detail {
@@ -608,6 +609,7 @@ void fill_avx512_kernels(KernelTable &t) {
     Tiled<KRows512<Q45K<false>>>::install(t, GgmlType::Q4_K);
     Tiled<KRows512<Q45K<true>>>::install(t, GgmlType::Q5_K);
     Tiled<KRows512<Q6K>>::install(t, GgmlType::Q6_K);
+    Tiled<LegacyRows<PerBlock<Mxfp4Dec, DotVnni>>>::install(t, GgmlType::MXFP4);
 }
 
 bool isa_has_kernels(Isa) { return true; }

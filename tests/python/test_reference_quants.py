@@ -20,7 +20,7 @@ BOUNDS = {
     GgmlType.F32: (0.0, 0.0), GgmlType.F16: (2.0 ** -11, 3e-4), GgmlType.BF16: (2.0 ** -8, 2.2e-3),
     GgmlType.Q8_0: (0.0042, 0.007), GgmlType.Q4_0: (0.127, 0.11), GgmlType.Q4_1: (0.069, 0.10),
     GgmlType.Q5_0: (0.064, 0.055), GgmlType.Q5_1: (0.034, 0.05), GgmlType.Q4_K: (0.10, 0.10),
-    GgmlType.Q5_K: (0.06, 0.05), GgmlType.Q6_K: (0.06, 0.026),
+    GgmlType.Q5_K: (0.06, 0.05), GgmlType.Q6_K: (0.06, 0.026), GgmlType.MXFP4: (0.34, 0.2),
 }
 
 
@@ -145,6 +145,14 @@ def _scalar_block(t, b):
                 y[128 * n + l + 32] = d * sc[1] * f32(q2)
                 y[128 * n + l + 64] = d * sc[2] * f32(q3)
                 y[128 * n + l + 96] = d * sc[3] * f32(q4)
+    elif t == GgmlType.MXFP4:
+        e = int(b[0])
+        s = f32(2.0 ** (e - 128)) if e < 255 else f32(2.0 ** 127)
+        doubled = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12]
+        with np.errstate(over="ignore"):
+            for j in range(16):
+                y[j] = f32(doubled[int(b[1 + j]) & 0xF]) * s
+                y[j + 16] = f32(doubled[int(b[1 + j]) >> 4]) * s
     elif t == GgmlType.F16:
         y[0] = _h(b, 0)
     elif t == GgmlType.BF16:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16 = 0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30
+F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16, MXFP4 = 0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30, 39
 
 # type id -> (name, elements per block, bytes per block)
 TYPES = {
     F32: ("F32", 1, 4), F16: ("F16", 1, 2), BF16: ("BF16", 1, 2),
     Q4_0: ("Q4_0", 32, 18), Q4_1: ("Q4_1", 32, 20), Q5_0: ("Q5_0", 32, 22), Q5_1: ("Q5_1", 32, 24),
     Q8_0: ("Q8_0", 32, 34), Q4_K: ("Q4_K", 256, 144), Q5_K: ("Q5_K", 256, 176), Q6_K: ("Q6_K", 256, 210),
+    MXFP4: ("MXFP4", 32, 17),
 }
 TYPE_IDS = {name: tid for tid, (name, _, _) in TYPES.items()}
 
@@ -81,6 +82,24 @@ def _deq_q8_0(b):
     return q * d
 
 
+# e2m1 values by nibble (sign bit 3), doubled: the block scale is then half the E8M0 value.
+_MXFP4_DOUBLED = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=_f32)
+
+
+def _e8m0_half(e):
+    """2^(e - 128) as float32 (subnormal for e < 2), built from its bits."""
+    e = e.astype(np.uint32)
+    bits = np.where(e < 2, np.uint32(0x00200000) << e, (e - 1) << 23).astype(np.uint32)
+    return bits.view(np.float32)
+
+
+def _deq_mxfp4(b):
+    s = _e8m0_half(b[:, 0])[:, None]
+    qs = b[:, 1:17]
+    q = np.concatenate([_MXFP4_DOUBLED[qs & 0x0F], _MXFP4_DOUBLED[qs >> 4]], axis=1)
+    return q * s
+
+
 def _scale_min_k4(sc12):
     """Unpack 8 six-bit (scale, min) pairs from the 12 scale bytes of Q4_K / Q5_K."""
     q = sc12.astype(np.int32)
@@ -138,7 +157,7 @@ def _deq_q6_k(b):
 
 _BLOCK_DEQUANT = {
     Q4_0: _deq_q4_0, Q4_1: _deq_q4_1, Q5_0: _deq_q5_0, Q5_1: _deq_q5_1, Q8_0: _deq_q8_0,
-    Q4_K: _deq_q4_k, Q5_K: _deq_q5_k, Q6_K: _deq_q6_k,
+    Q4_K: _deq_q4_k, Q5_K: _deq_q5_k, Q6_K: _deq_q6_k, MXFP4: _deq_mxfp4,
 }
 
 

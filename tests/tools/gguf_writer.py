@@ -72,6 +72,7 @@ class GgmlType(enum.IntEnum):
     Q5_K = 13
     Q6_K = 14
     BF16 = 30
+    MXFP4 = 39
 
 
 # (elements per block, bytes per block)
@@ -80,6 +81,7 @@ BLOCK_GEOMETRY = {
     GgmlType.Q4_0: (32, 18), GgmlType.Q4_1: (32, 20), GgmlType.Q5_0: (32, 22),
     GgmlType.Q5_1: (32, 24), GgmlType.Q8_0: (32, 34),
     GgmlType.Q4_K: (256, 144), GgmlType.Q5_K: (256, 176), GgmlType.Q6_K: (256, 210),
+    GgmlType.MXFP4: (32, 17),
 }
 
 
