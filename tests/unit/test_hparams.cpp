@@ -212,8 +212,8 @@ TEST(HParams, ValidationErrors) {
          "rope.dimension_count 7"},
         {"n_rot > head", [](GgufBuilder &b) { b.kv_u32("qwen3moe.rope.dimension_count", 10); }, Status::bad_format,
          "rope.dimension_count 10"},
-        {"yarn", [](GgufBuilder &b) { b.kv_string("qwen3moe.rope.scaling.type", "yarn"); }, Status::unsupported,
-         "'yarn'"},
+        {"longrope", [](GgufBuilder &b) { b.kv_string("qwen3moe.rope.scaling.type", "longrope"); },
+         Status::unsupported, "'longrope'"},
         {"heads not dividing", [](GgufBuilder &b) {
              b.kv_u32("qwen3moe.attention.head_count", 5).kv_u32("qwen3moe.attention.head_count_kv", 5);
          }, Status::bad_format, "not a multiple of head_count 5"},
