@@ -480,8 +480,10 @@ typedef void (*moestream_progress_fn)(uint64_t done, uint64_t total, void *user_
 #define MOESTREAM_GENERATE_MAX_VOCAB 1048576
 typedef struct moestream_generate_params {
     size_t struct_size;          /* = sizeof(moestream_generate_params) */
-    const char *architecture;    /* "qwen3moe" (NULL = "qwen3moe") */
-    const char *preset;          /* "qwen3-30b-a3b", "demo", "small", "tiny" (NULL = "small") */
+    const char *architecture;    /* "qwen3moe" or "gpt-oss" (NULL = the preset's: "gpt-oss" for the
+                                    gpt-oss-* presets, else "qwen3moe") */
+    const char *preset;          /* "qwen3-30b-a3b", "gpt-oss-20b", "gpt-oss-tiny", "demo", "small",
+                                    "tiny" (NULL = "small") */
     const char *quant;           /* "q4_k_m", "q8_0", "f32" (NULL = "q4_k_m") */
     int32_t n_layer;
     int32_t n_embd;

@@ -29,6 +29,7 @@ constexpr ArchRules kArchs[] = {
     {"llama", RopeType::normal, true, true, ArchRules::ExpertFf::ff_key, false},
     {"olmoe", RopeType::neox, false, false, ArchRules::ExpertFf::ff_key, false},
     {"qwen2moe", RopeType::neox, false, false, ArchRules::ExpertFf::expert_key, true},
+    {"gpt-oss", RopeType::neox, false, false, ArchRules::ExpertFf::expert_key, false, 2},
 };
 
 const ArchRules *find_arch(const std::string &arch) {
@@ -123,7 +124,7 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
         std::string safe;
         for (char c : hp.arch.substr(0, 64)) safe += (c >= 0x20 && c < 0x7f) ? c : '?';
         fail(Status::unsupported,
-             "%s: architecture '%s' is not supported (supported: qwen3moe, llama with experts, olmoe, qwen2moe)",
+             "%s: architecture '%s' is not supported (supported: qwen3moe, llama with experts, olmoe, qwen2moe, gpt-oss)",
              path.c_str(), safe.c_str());
     }
 
