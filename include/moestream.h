@@ -28,8 +28,12 @@
  * - The library never prints on its own; pass a log callback to see messages.
  * - Every file the library writes (state files, packed expert files, generated
  *   models, routing traces, usage profiles) is written to a temporary file of
- *   its own beside the target (.NAME.tmp.XXXXXX), synced and renamed over the
- *   target, so the target holds its old contents or the whole new file. A
+ *   its own beside the target, synced and renamed over the target, so the
+ *   target holds its old contents or the whole new file. On Linux the
+ *   temporary has no name until then (O_TMPFILE; it is linked as
+ *   .NAME.tmp.XXXXXX just for the rename), so a process killed while writing
+ *   leaves nothing behind; where the file system has no unnamed files it is
+ *   .NAME.tmp.XXXXXX from the start. A
  *   target that is a symbolic link to a file is followed (the temporary goes
  *   beside the file it names, which is replaced; the link stays); one that is
  *   not a plain file (a pipe, a device, a directory) is refused with
@@ -175,8 +179,8 @@ typedef struct moestream_params {
     void *log_user_data;
     int32_t log_level;          /* highest level passed to log_fn */
     const char *routing_trace_path; /* write every token's routed experts here (docs/trace-format.md); NULL or "" = off.
-                                       Written to a temporary file of its own beside PATH (.NAME.tmp.XXXXXX)
-                                       and renamed to PATH by moestream_close: until then an earlier file at
+                                       Written to a temporary file of its own beside PATH (unnamed, or
+                                       .NAME.tmp.XXXXXX: see the notes above) and renamed to PATH by moestream_close: until then an earlier file at
                                        PATH stays as it was */
     int32_t lookahead_layers;   /* router lookahead depth (prefetch lookahead/both/auto): the routers of layers
                                    L+1..L+n run on layer L's state; 1..4, 0 = the measured default in

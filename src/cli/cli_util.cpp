@@ -312,11 +312,13 @@ bool PendingOutput::create(std::string &error) {
         return false;
     }
     std::string temp = dir.string() + "/." + dest.filename().string() + ".tmp.XXXXXX";
+    const InterruptsHeld held;  // until the temporary is registered for removal
     const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
     if (fd < 0) {
         error = "cannot create a file in " + dir.string() + " for " + target_ + ": " + std::strerror(errno);
         return false;
     }
+    remove_on_interrupt_.emplace(temp);
     // mkostemp makes the file private; the output gets the mode a plain create
     // would give it (reading the umask sets it: the CLI has no other threads here).
     const mode_t mask = ::umask(0);
@@ -335,6 +337,7 @@ bool PendingOutput::commit(std::string &error) {
         return false;
     }
     temp_.clear();
+    remove_on_interrupt_.reset();  // the name is the target's now
     return true;
 }
 
