@@ -349,6 +349,7 @@ void build_header(gguf::GgufWriter &w, const GeneratorConfig &c, const std::vect
     w.add_u32(a + "expert_count", static_cast<uint32_t>(c.n_expert));
     w.add_u32(a + "expert_used_count", static_cast<uint32_t>(c.n_expert_used));
     w.add_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(c.n_ff_expert));
+    w.add_u32(a + "vocab_size", static_cast<uint32_t>(c.n_vocab));  // = token_embd rows = tokens
     add_tokenizer(w, c.n_vocab, is_gpt_oss(c) ? "gpt-4o" : "qwen2");
     for (const TensorSpec &t : specs) w.add_tensor(t.name, t.type, t.ne);
 }

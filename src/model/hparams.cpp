@@ -243,6 +243,13 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
              path.c_str(), static_cast<long long>(embd->ne[0]), static_cast<long long>(embd->ne[1]),
              static_cast<long long>(embd->ne[2]), static_cast<long long>(embd->ne[3]), hp.n_embd);
     hp.n_vocab = static_cast<int32_t>(embd->ne[1]);
+    // <arch>.vocab_size, when present, is what llama.cpp sizes its tables by:
+    // a file that disagrees with its own embedding would read or write past a
+    // row there, and here its logits would not be the vocabulary it names.
+    // (output.weight is bound to n_vocab rows, the tokenizer checked against them.)
+    if (const auto vocab_size = keys.positive("vocab_size"); vocab_size && *vocab_size != hp.n_vocab)
+        fail(Status::bad_format, "%s: %s is %d but token_embd.weight has %d rows (one per token)", path.c_str(),
+             keys.key("vocab_size").c_str(), *vocab_size, hp.n_vocab);
     hp.tied_output = rules->tied_output_allowed && file.tensor("output.weight") == nullptr;
     return hp;
 }

@@ -129,6 +129,8 @@ def test_generated_file_is_valid_and_scaled(cli_path, tmp_path, preset, quant):
     assert names["blk.0.ffn_gate_exps.weight"][1] == [n_embd, n_ff, n_expert]
     assert names["blk.0.ffn_down_exps.weight"][1] == [n_ff, n_embd, n_expert]
     assert names["token_embd.weight"][1] == [n_embd, len(kv["tokenizer.ggml.tokens"])]
+    assert names["output.weight"][1] == [n_embd, kv["qwen3moe.vocab_size"]]
+    assert kv["qwen3moe.vocab_size"] == len(kv["tokenizer.ggml.tokens"])
     expected = 0
     for name, ne, t, off in tensors:
         be, bb = BLOCK[t]

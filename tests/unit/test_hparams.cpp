@@ -102,6 +102,12 @@ TEST(HParams, GptOssSlidingWindowAndYarn) {
     EXPECT_EQ(load(q).n_swa, 0);
 }
 
+TEST(HParams, AVocabSizeThatMatchesTheEmbeddingIsAccepted) {
+    GgufBuilder b = moe::test::tiny_moe(arch("qwen3moe"));
+    b.kv_u32("qwen3moe.vocab_size", 64);
+    EXPECT_EQ(load(b).n_vocab, 64);
+}
+
 TEST(HParams, Qwen3MoeDefaultsAndFallbacks) {
     TinyMoe m = arch("qwen3moe");
     m.tied_output = true;
@@ -247,6 +253,12 @@ TEST(HParams, ValidationErrors) {
          }, Status::bad_format, "not a multiple of head_count 5"},
         {"attention rows beyond 32 bits", [](GgufBuilder &b) { b.kv_u32("qwen3moe.attention.key_length", 0x40000000u); },
          Status::bad_format, "attention rows of 4 heads x 1073741824"},
+        {"vocab_size above the embedding rows", [](GgufBuilder &b) { b.kv_u32("qwen3moe.vocab_size", 65); },
+         Status::bad_format, "qwen3moe.vocab_size is 65 but token_embd.weight has 64 rows"},
+        {"vocab_size below the embedding rows", [](GgufBuilder &b) { b.kv_u32("qwen3moe.vocab_size", 63); },
+         Status::bad_format, "qwen3moe.vocab_size is 63 but token_embd.weight has 64 rows"},
+        {"vocab_size 0", [](GgufBuilder &b) { b.kv_u32("qwen3moe.vocab_size", 0); }, Status::bad_format,
+         "qwen3moe.vocab_size is 0"},
         {"no token_embd", [](GgufBuilder &b) { b.remove_tensor("token_embd.weight"); }, Status::bad_format,
          "token_embd.weight is missing"},
         {"token_embd width", [](GgufBuilder &b) {
