@@ -12,6 +12,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/regular_file.hpp"
 #include "common/saturating.hpp"
 
 namespace moe {
@@ -29,14 +30,6 @@ struct Header {
     uint64_t fingerprint;
 };
 static_assert(sizeof(Header) == 32);
-
-// Owns a FILE* for the duration of a load.
-struct FileCloser {
-    FILE *f;
-    ~FileCloser() {
-        if (f) std::fclose(f);
-    }
-};
 
 // Holds an exclusive advisory lock on a directory while alive. Best effort:
 // where the directory cannot be opened or locked, nothing is held.
@@ -75,30 +68,19 @@ std::optional<UsageProfile> load_usage_profile(const std::string &path, uint64_t
     };
     auto unusable = [&](const std::string &reason) { return reject(ProfileLoadFailure::unusable, reason); };
     if (failure) *failure = ProfileLoadFailure::none;
-    // O_NONBLOCK: opening a pipe for reading would wait for a writer, and
-    // hang the open of the context, before fstat could tell it is no file.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return reject(errno == ENOENT ? ProfileLoadFailure::absent : ProfileLoadFailure::unreadable,
-                      std::string("cannot open: ") + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        return reject(ProfileLoadFailure::unreadable, "not a plain file");
-    }
-    FileCloser file{::fdopen(fd, "rb")};
-    if (!file.f) {
-        ::close(fd);
-        return reject(ProfileLoadFailure::unreadable, std::string("cannot open: ") + std::strerror(errno));
-    }
+    int err = 0;
+    const FilePtr file = open_regular_file(path, err);
+    if (!file)
+        return reject(err == ENOENT ? ProfileLoadFailure::absent : ProfileLoadFailure::unreadable,
+                      err ? std::string("cannot open: ") + std::strerror(err) : "not a plain file");
     // A read that fails (rather than ending early) says nothing about the contents.
     auto short_read = [&](const char *what) {
-        return std::ferror(file.f) ? reject(ProfileLoadFailure::unreadable, std::string("cannot read: ") +
-                                                                                  std::strerror(errno))
-                                   : unusable(what);
+        return std::ferror(file.get()) ? reject(ProfileLoadFailure::unreadable,
+                                                std::string("cannot read: ") + std::strerror(errno))
+                                       : unusable(what);
     };
     Header h{};
-    if (std::fread(&h, sizeof h, 1, file.f) != 1) return short_read("truncated header");
+    if (std::fread(&h, sizeof h, 1, file.get()) != 1) return short_read("truncated header");
     if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return unusable("not a usage profile");
     if (h.version != kVersion) return unusable(format("unsupported version %u", h.version));
     if (h.fingerprint != model_fingerprint) return unusable("written for another model");
@@ -109,7 +91,7 @@ std::optional<UsageProfile> load_usage_profile(const std::string &path, uint64_t
     p.n_layer = n_layer;
     p.n_expert = n_expert;
     p.counts.resize(uint64_t(n_layer) * n_expert);
-    if (std::fread(p.counts.data(), sizeof(uint64_t), p.counts.size(), file.f) != p.counts.size())
+    if (std::fread(p.counts.data(), sizeof(uint64_t), p.counts.size(), file.get()) != p.counts.size())
         return short_read("truncated counts");
     return p;
 }
