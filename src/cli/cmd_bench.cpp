@@ -229,6 +229,9 @@ int cmd_bench(const Args &args) {
             std::fprintf(stderr, "moestream bench: memory bandwidth probe failed: %s\n", why.c_str());
             return false;
         }
+        if (membw.threads < probe_threads)
+            std::fprintf(stderr, "moestream bench: warning: the memory bandwidth probe ran %d of %d threads (%s)\n",
+                         membw.threads, probe_threads, why.c_str());
         if (!json)
             std::printf("memory bandwidth: %.2f GB/s best, %.2f GB/s median (%d threads summing %s, %d passes)\n",
                         membw.bytes_per_s / 1e9, membw.median_bytes_per_s / 1e9, membw.threads,
@@ -351,11 +354,15 @@ int cmd_bench(const Args &args) {
     const bool disk = a.flags.count("--disk");
     if (disk) {
         drop_page_cache(*model);
-        disk_bw = measure_disk_bandwidth(*model, info.expert_bytes_per_expert, 16, 4.0, disk_note);
+        int disk_depth = 16;
+        disk_bw = measure_disk_bandwidth(*model, info.expert_bytes_per_expert, disk_depth, 4.0, disk_note);
+        if (disk_bw > 0 && !disk_note.empty())
+            std::fprintf(stderr, "moestream bench: warning: the disk probe ran %d of 16 readers (%s)\n", disk_depth,
+                         disk_note.c_str());
         if (!json) {
             if (disk_bw > 0)
-                std::printf("disk, random probe: %.0f MB/s (O_DIRECT reads of %s at random offsets, depth 16)\n",
-                            disk_bw / 1e6, format_bytes(info.expert_bytes_per_expert).c_str());
+                std::printf("disk, random probe: %.0f MB/s (O_DIRECT reads of %s at random offsets, depth %d)\n",
+                            disk_bw / 1e6, format_bytes(info.expert_bytes_per_expert).c_str(), disk_depth);
             else
                 std::printf("disk, random probe: not measured: %s\n", disk_note.c_str());
         }
