@@ -355,6 +355,7 @@ void StreamingExpertSource::process(const io::ReadCompletion &c) {
         sl.fail_offset = p.offset;
         sl.fail_file = p.file;
     } else if (uint64_t(c.result) < p.need) {
+        sl.bytes += uint64_t(c.result);  // delivered all the same: counted, as wasted, with the rest
         if (sl.problem.empty())
             sl.problem = format("short read: %lld of %llu bytes at offset %llu of %s", (long long)c.result,
                                 (unsigned long long)p.need, (unsigned long long)p.offset, files_[p.file].path().c_str());

@@ -599,19 +599,24 @@ TEST(StreamingSource, TooSmallCacheIsAClearError) {
 // Reads that fail or come back short surface as Error(io) naming the layer,
 // the expert and the errno, and the source keeps working afterwards.
 // Every byte the device delivered is in the stats, also the bytes of an
-// expert whose other part was cancelled or failed (then counted as wasted).
+// expert whose other part was cancelled, failed or came back short (then
+// counted as wasted), and the bytes of the short read itself.
 TEST(StreamingSource, BytesOfCancelledOrFailedReadsAreCounted) {
     const std::string dir = test::scratch_dir();
     ExpertFile f = make_expert_file(dir, 3, 6, 11);
-    for (int errno_value : {ECANCELED, EIO}) {
+    for (int errno_value : {ECANCELED, EIO, 0}) {  // 0: a short read
         SCOPED_TRACE(errno_value);
         Stats stats;
         auto cfg = basic_config(f, 6, &stats);
         cfg.queue_depth = 32;
         cfg.backend_override = std::make_unique<io::FaultInjectingBackend>(
-            io::make_pread_backend(8), [errno_value](const io::ReadRequest &, uint64_t seq) {
+            io::make_pread_backend(8), [errno_value](const io::ReadRequest &r, uint64_t seq) {
                 io::Fault fault;
-                if (seq == 1) fault.kind = io::Fault::Kind::error, fault.error = errno_value;  // expert 0's up
+                if (seq == 1) {  // expert 0's up
+                    fault.kind = errno_value ? io::Fault::Kind::error : io::Fault::Kind::short_read;
+                    fault.error = errno_value;
+                    fault.short_by = r.length - 1;  // one byte lands
+                }
                 return fault;
             });
         StreamingExpertSource src(std::move(cfg));

@@ -1,0 +1,143 @@
+// Expert read faults seen through a Context, at every read of a short
+// generation: a prompt run in several chunks, then decode steps. A step whose
+// read fails returns Error(io) and leaves n_past and the caller's logits as
+// they were; the cache is left with nothing pinned or half read (it has room
+// for one layer only, so a slot kept by the failure would stop the next
+// layer); the same step run again, without a reset, succeeds; and the logits
+// of the whole generation are bit-identical to those of a context that never
+// saw a fault. Stats stay consistent: every byte the device delivered is
+// counted once, as demand or prefetch bytes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "experts/gguf_layouts.hpp"
+#include "experts/packed_file.hpp"
+#include "runtime/context.hpp"
+#include "support/generated_models.hpp"
+#include "support/paths.hpp"
+#include "support/scoped_env.hpp"
+
+namespace {
+
+using namespace moe;
+
+std::string make_model_file() {
+    return test::generated_model("step_faults_models", "qwen3moe",
+                                 "--n-embd 64 --n-head 4 --n-head-kv 2 --n-layer 3 --n-expert 8 "
+                                 "--n-expert-used 2 --n-ff-expert 64 --n-vocab 120 --n-ctx 64",
+                                 "--quant-mix mixed --seed 5");
+}
+
+// A 5-token prompt (three chunks of at most 2 tokens), then three decode steps.
+const std::vector<std::vector<int32_t>> kSteps = {{5, 17, 110, 3, 99}, {42}, {7}, {61}};
+
+ContextParams params(const std::string &path, int32_t io_mode, int32_t prefetch) {
+    ContextParams p = test::context_params(path, false, 16);
+    p.io_mode = io_mode;
+    p.prefetch = prefetch;
+    p.max_batch = 2;
+    p.profile_disabled = true;
+    return p;
+}
+
+// Bytes the device delivered equal the bytes the source counted, once every
+// read has been taken.
+void expect_bytes_counted_once(Context &c) {
+    c.expert_source().drain();
+    moestream_stats s{};
+    c.fill_stats(s);
+    EXPECT_EQ(s.bytes_read_demand + s.bytes_read_prefetch, s.io_bytes_completed);
+    EXPECT_LE(s.bytes_read_wasted, s.bytes_read_demand + s.bytes_read_prefetch);
+}
+
+struct Generation {
+    std::vector<float> logits;  // every step's, one after the other
+    int failed_steps = 0;
+};
+
+// Runs kSteps; a step that fails with Error(io) is checked and run again.
+Generation generate(Context &c, const char *what) {
+    Generation g;
+    const size_t n_vocab = size_t(c.n_vocab());
+    std::vector<float> out(n_vocab);
+    for (const auto &tokens : kSteps) {
+        const int32_t n_past = c.n_past();
+        std::fill(out.begin(), out.end(), -1234.5f);
+        try {
+            c.step(tokens.data(), int32_t(tokens.size()), out.data());
+        } catch (const Error &e) {
+            ++g.failed_steps;
+            EXPECT_EQ(e.status(), Status::io) << what << ": " << e.what();
+            EXPECT_NE(std::string(e.what()).find("layer "), std::string::npos) << e.what();
+            EXPECT_EQ(c.n_past(), n_past) << what;
+            EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return v == -1234.5f; }))
+                << what << ": a failed step wrote logits";
+            expect_bytes_counted_once(c);
+            c.step(tokens.data(), int32_t(tokens.size()), out.data());  // the fault is used up
+        }
+        g.logits.insert(g.logits.end(), out.begin(), out.end());
+    }
+    expect_bytes_counted_once(c);
+    return g;
+}
+
+class StepFaults : public ::testing::TestWithParam<int32_t> {};  // the prefetch mode
+
+TEST_P(StepFaults, AReadFailingAnywhereLeavesTheContextAsItWas) {
+    REQUIRE_GENERATED_MODEL(path, make_model_file());
+    const int32_t prefetch = GetParam();
+    // Experts from the GGUF slices, or from a packed file whose checksums
+    // catch corrupted bytes (slices carry none).
+    const std::string dir = test::scratch_dir();
+    const std::string packed = dir + "/m.moepack";
+    {
+        auto model = Model::open(path);
+        write_packed_file(packed, model_fingerprint_of(model->file()), model->expert_layouts(),
+                          shard_paths_of(model->file()));
+    }
+    // One layer's experts: every layer misses, and a slot the failure kept
+    // pinned or loading would leave the next layer without room.
+    const test::ScopedEnv slots("MOESTREAM_CACHE_SLOTS", "8");
+    int failed = 0;
+    for (const bool use_packed : {false, true}) {
+        ContextParams p = params(path, MOESTREAM_IO_PREAD, prefetch);
+        if (use_packed) p.packed_path = packed;
+        std::vector<float> want;
+        uint64_t reads = 0;
+        {
+            Context ref(p);
+            want = generate(ref, "reference").logits;
+            moestream_stats s{};
+            ref.fill_stats(s);
+            reads = s.io_reads_completed;
+        }
+        ASSERT_GT(reads, 0u);
+        for (const char *kind : {"error:errno=5", "short", "corrupt"}) {
+            if (!use_packed && std::strcmp(kind, "corrupt") == 0) continue;
+            for (uint64_t after = 0; after < reads; ++after) {
+                const std::string spec = std::string(kind) + ":after=" + std::to_string(after);
+                SCOPED_TRACE(spec + (use_packed ? " packed" : " slices"));
+                const test::ScopedEnv faults("MOESTREAM_FAULT_INJECT", spec);
+                Context c(p);
+                const Generation g = generate(c, spec.c_str());
+                failed += g.failed_steps;
+                EXPECT_EQ(0, std::memcmp(g.logits.data(), want.data(), want.size() * sizeof(float)))
+                    << spec << ": logits differ from a context that saw no fault";
+            }
+        }
+    }
+    EXPECT_GT(failed, 0) << "no fault ever failed a step";
+    std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Prefetch, StepFaults,
+                         ::testing::Values(MOESTREAM_PREFETCH_OFF, MOESTREAM_PREFETCH_BOTH),
+                         [](const auto &info) { return info.param == MOESTREAM_PREFETCH_OFF ? "off" : "both"; });
+
+}  // namespace
