@@ -384,6 +384,10 @@ void StreamingExpertSource::finish_slot(int32_t s) {
     }
     if (!sl.error && sl.problem.empty() && packed_ && cfg_.verify_checksums)
         sl.problem = packed_->check_extent(slot_data(s), layer, expert);
+    if ((sl.error || !sl.problem.empty()) && sl.demand && sl.via_prefetch) {
+        reread_on_demand(s);
+        return;
+    }
     if (sl.error || !sl.problem.empty()) {
         if (sl.demand && pending_error_.empty()) {
             if (sl.error) {
@@ -410,6 +414,25 @@ void StreamingExpertSource::finish_slot(int32_t s) {
     count_bytes_read(sl, false);
     if (sl.demand) ready_.push_back(s);
     else if (sl.demoted) demoted_.push_back(s);
+}
+
+void StreamingExpertSource::reread_on_demand(int32_t s) {
+    // A prefetch is a guess: its failure is not the layer's to report. The
+    // layer reads the expert itself and fails only if that read fails too.
+    // The layer counted it as a (useful) hit when it found it loading; it
+    // was a miss. (Stats reset since then leave nothing to take back.)
+    const Slot &sl = slots_[size_t(s)];
+    const uint32_t key = sl.key;
+    const size_t layer = size_t(layer_of(key));
+    for (uint64_t *counted : {&stats_->cache_hits, &stats_->layer_hits[layer], &stats_->prefetch_useful})
+        if (*counted > 0) --*counted;
+    ++stats_->cache_misses;
+    ++stats_->layer_misses[layer];
+    count_bytes_read(sl, true);
+    release_slot(s);
+    // Within the queue's capacity: it holds at most the layer's experts.
+    key_state_[key] = KeyState::queued_demand;
+    demand_queue_.push_back(key);
 }
 
 void StreamingExpertSource::count_bytes_read(const Slot &sl, bool discarded) {

@@ -701,6 +701,66 @@ TEST(StreamingSource, FaultsNameLayerExpertErrnoAndLeaveSourceUsable) {
     std::filesystem::remove_all(dir);
 }
 
+// A prefetch the running layer came to wait for, whose read then fails (an
+// errno, a short read, bytes that fail the packed checksum), is read again as
+// a demand read: a failed prefetch never fails a layer by itself. Its bytes
+// count once, as wasted prefetch bytes; the demand read's as demand bytes,
+// and the expert as a miss.
+TEST(StreamingSource, FailedPrefetchTheLayerWaitsForIsReadAgainOnDemand) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 6, 13);
+    const std::string packed = default_packed_path(f.path);
+    write_packed_file(packed, f.fingerprint, f.layers, {f.path});
+    struct Case {
+        io::Fault::Kind kind;
+        bool packed;
+    };
+    for (const Case c : {Case{io::Fault::Kind::error, false}, Case{io::Fault::Kind::short_read, false},
+                         Case{io::Fault::Kind::error, true}, Case{io::Fault::Kind::corrupt, true}}) {
+        SCOPED_TRACE(int(c.kind) * 2 + int(c.packed));
+        Stats stats;
+        auto cfg = basic_config(f, 6, &stats);
+        if (c.packed) {
+            cfg.packed_path = packed;
+            cfg.verify_checksums = true;
+        }
+        uint64_t faults = 0;
+        cfg.backend_override = std::make_unique<io::FaultInjectingBackend>(
+            io::make_pread_backend(8), [&](const io::ReadRequest &r, uint64_t seq) {
+                io::Fault fault;
+                if (seq == 0) {  // the prefetch's (first) read
+                    fault.kind = c.kind;
+                    fault.short_by = 9000;  // more than the alignment padding
+                    fault.corrupt_at = r.length / 2;
+                    ++faults;
+                }
+                return fault;
+            });
+        StreamingExpertSource src(std::move(cfg));
+        src.prefetch(2, std::vector<int32_t>{4});
+        // Completions are taken by this thread only: the prefetch is still
+        // loading when the layer asks for it, whatever the device has done.
+        src.begin_layer(2, std::vector<int32_t>{4});
+        ReadyExpert r;
+        ASSERT_NO_THROW(r = src.next_ready());
+        EXPECT_EQ(r.expert, 4);
+        expect_view(f, 2, r);
+        src.end_layer(2);
+        EXPECT_EQ(faults, 1u);
+        EXPECT_EQ(stats.prefetch_issued, 1u);
+        // Not a hit, nor a useful prefetch, after all.
+        EXPECT_EQ(stats.cache_hits, 0u);
+        EXPECT_EQ(stats.cache_misses, 1u);
+        EXPECT_EQ(stats.layer_misses[2], 1u);
+        EXPECT_EQ(stats.prefetch_useful, 0u);
+        EXPECT_EQ(stats.bytes_read_prefetch + stats.bytes_read_demand, src.observed_reads()->activity().bytes);
+        EXPECT_EQ(stats.bytes_read_wasted, stats.bytes_read_prefetch);
+        EXPECT_GT(stats.bytes_read_demand, 0u);
+        EXPECT_EQ(src.resident_keys().size(), 1u);
+    }
+    std::filesystem::remove_all(dir);
+}
+
 // A filesystem that accepts O_DIRECT at open but refuses the reads (EINVAL,
 // moving no bytes) falls back to buffered reads transparently: the experts'
 // bytes are exact, and a refused read that was read again counts once, in
