@@ -18,6 +18,7 @@
 #include "common/error.hpp"
 #include "experts/gguf_layouts.hpp"
 #include "experts/packed_file.hpp"
+#include "experts/routing_trace.hpp"
 #include "runtime/context.hpp"
 #include "support/generated_models.hpp"
 #include "support/paths.hpp"
@@ -133,6 +134,46 @@ TEST_P(StepFaults, AReadFailingAnywhereLeavesTheContextAsItWas) {
         }
     }
     EXPECT_GT(failed, 0) << "no fault ever failed a step";
+    std::filesystem::remove_all(dir);
+}
+
+// A routing trace lists the tokens the context kept, numbered as they were
+// kept: a step that failed in its second chunk, after the first one ran,
+// leaves no rows at token indices of its own, and the trace of a run that
+// saw faults is the trace of one that saw none.
+TEST_P(StepFaults, ARoutingTraceHoldsOnlyTheTokensKept) {
+    REQUIRE_GENERATED_MODEL(path, make_model_file());
+    const test::ScopedEnv slots("MOESTREAM_CACHE_SLOTS", "8");
+    const std::string dir = test::scratch_dir();
+    ContextParams p = params(path, MOESTREAM_IO_PREAD, GetParam());
+    p.routing_trace_path = dir + "/ref.trace";
+    uint64_t reads = 0;
+    {
+        Context ref(p);
+        generate(ref, "reference");
+        moestream_stats s{};
+        ref.fill_stats(s);
+        reads = s.io_reads_completed;
+    }
+    const RoutingTrace want = read_routing_trace(p.routing_trace_path);
+    ASSERT_EQ(want.n_tokens, 8u);
+    int failed = 0;
+    for (uint64_t after = 0; after < reads; ++after) {
+        const std::string spec = "error:after=" + std::to_string(after);
+        SCOPED_TRACE(spec);
+        const test::ScopedEnv faults("MOESTREAM_FAULT_INJECT", spec);
+        p.routing_trace_path = dir + "/faults.trace";
+        {
+            Context c(p);
+            failed += generate(c, spec.c_str()).failed_steps;
+        }
+        const RoutingTrace got = read_routing_trace(p.routing_trace_path);
+        EXPECT_EQ(got.n_tokens, want.n_tokens);
+        EXPECT_EQ(got.token_rows, want.token_rows);
+        EXPECT_EQ(got.row_layer, want.row_layer);
+        EXPECT_EQ(got.ids, want.ids);
+    }
+    EXPECT_GT(failed, 0);
     std::filesystem::remove_all(dir);
 }
 
