@@ -16,9 +16,12 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "experts/budget_planner.hpp"
 #include "experts/gguf_layouts.hpp"
 #include "experts/packed_file.hpp"
 #include "experts/routing_trace.hpp"
+#include "experts/streaming_source.hpp"
+#include "io/observed_backend.hpp"
 #include "runtime/context.hpp"
 #include "support/generated_models.hpp"
 #include "support/paths.hpp"
@@ -175,6 +178,70 @@ TEST_P(StepFaults, ARoutingTraceHoldsOnlyTheTokensKept) {
     }
     EXPECT_GT(failed, 0);
     std::filesystem::remove_all(dir);
+}
+
+// Closing a context while reads are in flight (the prefetches a step leaves
+// running, or the demand reads of a layer whose other read failed) waits for
+// them: nothing lands in freed memory (the sanitizer builds check) and
+// nothing hangs.
+TEST_P(StepFaults, ClosingWithReadsInFlightWaitsForThem) {
+    REQUIRE_GENERATED_MODEL(path, make_model_file());
+    const test::ScopedEnv slots("MOESTREAM_CACHE_SLOTS", "8");
+    const ContextParams p = params(path, MOESTREAM_IO_PREAD, GetParam());
+    int closed_in_flight = 0;
+    for (uint64_t after = 0; after < 60; after += 2) {
+        const std::string spec = "error:after=" + std::to_string(after);
+        SCOPED_TRACE(spec);
+        const test::ScopedEnv faults("MOESTREAM_FAULT_INJECT", spec);
+        Context c(p);
+        std::vector<float> out(size_t(c.n_vocab()));
+        for (const auto &tokens : kSteps) {
+            try {
+                c.step(tokens.data(), int32_t(tokens.size()), out.data());
+            } catch (const Error &e) {
+                EXPECT_EQ(e.status(), Status::io) << e.what();
+                break;
+            }
+        }
+        if (c.expert_source().observed_reads()->in_flight() > 0) ++closed_in_flight;
+    }
+    EXPECT_GT(closed_in_flight, 0) << "no context was closed with reads in flight";
+}
+
+// A budget that leaves fewer expert slots than one layer may need is refused
+// at open, naming the numbers, rather than failing or waiting forever in a
+// step; one that leaves exactly enough runs every step.
+TEST(StepBudget, TooSmallForOneLayerIsRefusedAtOpen) {
+    REQUIRE_GENERATED_MODEL(path, make_model_file());
+    ContextParams p = params(path, MOESTREAM_IO_PREAD, MOESTREAM_PREFETCH_BOTH);
+    uint64_t fixed = 0, slot = 0;
+    int32_t layer_experts = 0;
+    {
+        auto model = Model::open(path);
+        fixed = model->dense_bytes() + runtime_bytes_bound(model->hparams(), p.n_ctx, p.max_batch, p.n_threads);
+        slot = StreamingExpertSource::slot_bytes_for(model->expert_layouts(), nullptr, false);
+        layer_experts = model->hparams().n_expert;
+    }
+    for (const uint64_t slots_room : {uint64_t(0), uint64_t(layer_experts - 1)}) {
+        p.memory_budget = fixed + slots_room * slot + slot - 1;
+        try {
+            Context c(p);
+            ADD_FAILURE() << "opened with room for " << slots_room << " experts";
+        } catch (const Error &e) {
+            EXPECT_EQ(e.status(), Status::out_of_memory) << e.what();
+            EXPECT_NE(std::string(e.what()).find("one layer may need " + std::to_string(layer_experts)),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+    p.memory_budget = fixed + uint64_t(layer_experts) * slot;
+    Context c(p);
+    const Generation g = generate(c, "one layer's slots");
+    EXPECT_EQ(g.failed_steps, 0);
+    moestream_stats s{};
+    c.fill_stats(s);
+    EXPECT_EQ(s.expert_cache_bytes, uint64_t(layer_experts) * slot);
+    EXPECT_LE(s.resident_bytes, p.memory_budget);
 }
 
 INSTANTIATE_TEST_SUITE_P(Prefetch, StepFaults,
