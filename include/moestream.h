@@ -306,11 +306,13 @@ MOESTREAM_API int moestream_state_load(moestream_context *ctx, const char *path)
 
 typedef struct moestream_stats {
     size_t struct_size;              /* = sizeof(moestream_stats) */
-    uint64_t tokens;                 /* tokens processed by step */
-    uint64_t steps;
-    uint64_t compute_ns;             /* time in compute */
-    uint64_t io_wait_ns;             /* time blocked waiting for expert bytes */
-    uint64_t step_ns;                /* wall time inside step */
+    uint64_t tokens;                 /* tokens processed by step (a failed step keeps none) */
+    uint64_t steps;                  /* steps that succeeded */
+    uint64_t compute_ns;             /* time in compute (of the steps that succeeded) */
+    uint64_t io_wait_ns;             /* time blocked waiting for expert bytes: in steps, failed ones
+                                        included, and in the waits for reads in flight before a
+                                        state save or load */
+    uint64_t step_ns;                /* wall time inside step (of the steps that succeeded) */
     uint64_t bytes_read_demand;      /* expert bytes read because they were needed now */
     uint64_t bytes_read_prefetch;    /* expert bytes read ahead of need */
     uint64_t bytes_read_wasted;      /* bytes read for nothing: prefetches evicted before use, and the parts
