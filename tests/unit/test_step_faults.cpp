@@ -91,11 +91,16 @@ Generation generate(Context &c, const char *what) {
     return g;
 }
 
-class StepFaults : public ::testing::TestWithParam<int32_t> {};  // the prefetch mode
+struct Mode {
+    int32_t io_mode;
+    int32_t prefetch;
+    const char *name;
+};
+
+class StepFaults : public ::testing::TestWithParam<Mode> {};
 
 TEST_P(StepFaults, AReadFailingAnywhereLeavesTheContextAsItWas) {
     REQUIRE_GENERATED_MODEL(path, make_model_file());
-    const int32_t prefetch = GetParam();
     // Experts from the GGUF slices, or from a packed file whose checksums
     // catch corrupted bytes (slices carry none).
     const std::string dir = test::scratch_dir();
@@ -110,7 +115,7 @@ TEST_P(StepFaults, AReadFailingAnywhereLeavesTheContextAsItWas) {
     const test::ScopedEnv slots("MOESTREAM_CACHE_SLOTS", "8");
     int failed = 0;
     for (const bool use_packed : {false, true}) {
-        ContextParams p = params(path, MOESTREAM_IO_PREAD, prefetch);
+        ContextParams p = params(path, GetParam().io_mode, GetParam().prefetch);
         if (use_packed) p.packed_path = packed;
         std::vector<float> want;
         uint64_t reads = 0;
@@ -148,7 +153,7 @@ TEST_P(StepFaults, ARoutingTraceHoldsOnlyTheTokensKept) {
     REQUIRE_GENERATED_MODEL(path, make_model_file());
     const test::ScopedEnv slots("MOESTREAM_CACHE_SLOTS", "8");
     const std::string dir = test::scratch_dir();
-    ContextParams p = params(path, MOESTREAM_IO_PREAD, GetParam());
+    ContextParams p = params(path, GetParam().io_mode, GetParam().prefetch);
     p.routing_trace_path = dir + "/ref.trace";
     uint64_t reads = 0;
     {
@@ -187,7 +192,7 @@ TEST_P(StepFaults, ARoutingTraceHoldsOnlyTheTokensKept) {
 TEST_P(StepFaults, ClosingWithReadsInFlightWaitsForThem) {
     REQUIRE_GENERATED_MODEL(path, make_model_file());
     const test::ScopedEnv slots("MOESTREAM_CACHE_SLOTS", "8");
-    const ContextParams p = params(path, MOESTREAM_IO_PREAD, GetParam());
+    const ContextParams p = params(path, GetParam().io_mode, GetParam().prefetch);
     int closed_in_flight = 0;
     for (uint64_t after = 0; after < 60; after += 2) {
         const std::string spec = "error:after=" + std::to_string(after);
@@ -244,8 +249,13 @@ TEST(StepBudget, TooSmallForOneLayerIsRefusedAtOpen) {
     EXPECT_LE(s.resident_bytes, p.memory_budget);
 }
 
-INSTANTIATE_TEST_SUITE_P(Prefetch, StepFaults,
-                         ::testing::Values(MOESTREAM_PREFETCH_OFF, MOESTREAM_PREFETCH_BOTH),
-                         [](const auto &info) { return info.param == MOESTREAM_PREFETCH_OFF ? "off" : "both"; });
+// pread without prefetch (every read a demand read), pread with every
+// prefetch, and O_DIRECT reads through io_uring where the system has them
+// (else the pread pool) with every prefetch, wrong ones cancelled.
+INSTANTIATE_TEST_SUITE_P(Modes, StepFaults,
+                         ::testing::Values(Mode{MOESTREAM_IO_PREAD, MOESTREAM_PREFETCH_OFF, "pread_no_prefetch"},
+                                           Mode{MOESTREAM_IO_PREAD, MOESTREAM_PREFETCH_BOTH, "pread_prefetch"},
+                                           Mode{MOESTREAM_IO_DIRECT, MOESTREAM_PREFETCH_BOTH, "direct_prefetch"}),
+                         [](const auto &info) { return std::string(info.param.name); });
 
 }  // namespace
