@@ -33,10 +33,20 @@ def files_under(path):
 def test_an_interrupted_generation_leaves_nothing_behind(cli_path, tmp_path):
     first = demo(cli_path, tmp_path, killed_at_limit=True)
     assert first.returncode == -signal.SIGXFSZ, (first.returncode, first.stderr)
-    assert files_under(tmp_path / "moestream"), "the interrupted run wrote nothing"
-    # The next run finds the partial file of the killed one and removes it before writing its own.
+    # Where the file system has unnamed files the killed run left nothing; else its
+    # partial file, which the next run removes before writing its own.
     second = demo(cli_path, tmp_path)
     assert second.returncode == 1 and "moestream demo: " in second.stderr, second.stderr
+    assert files_under(tmp_path / "moestream") == []
+
+
+def test_what_a_killed_generation_left_in_the_partial_directory_is_removed(cli_path, tmp_path):
+    # A run killed where the library had to name its temporary (no O_TMPFILE) left it here.
+    partial = tmp_path / "moestream" / "partial"
+    partial.mkdir(parents=True)
+    (partial / f".{MODEL_NAME}.tmp.Ab12Cd").write_bytes(bytes(4096))
+    r = demo(cli_path, tmp_path)
+    assert r.returncode == 1 and "moestream demo: " in r.stderr, r.stderr
     assert files_under(tmp_path / "moestream") == []
 
 
