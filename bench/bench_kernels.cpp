@@ -66,6 +66,7 @@ void fill_block(GgmlType t, uint8_t *b, size_t bytes, std::mt19937 &rng) {
         put_scale(b + 2, rng);
         break;
     case GgmlType::Q6_K: put_scale(b + 208, rng); break;
+    case GgmlType::MXFP4: b[0] = static_cast<uint8_t>(118 + rng() % 8); break;  // scales 2^-10 .. 2^-3
     default: break;
     }
 }
@@ -173,7 +174,7 @@ int register_all() {
     const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                               GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K,
-                              GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+                              GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
     const k::Isa isas[] = {k::Isa::scalar, k::Isa::avx2, k::Isa::avx512};
     auto name = [](const char *kind, GgmlType t, k::Isa isa) {
         return std::string(kind) + "/" + moe::type_traits(t).name + "/" + k::isa_name(isa);

@@ -32,8 +32,8 @@ MOESTREAM_API int moestream_pack_verify(const char *packed_path, const char *mod
             moe::PackedFile::open(packed_path, moe::model_fingerprint_of(*file), layouts);
         }
         // With the model, every expert is also compared with the model's bytes.
-        const moe::PackedVerifyReport r = moe::verify_packed_file(packed_path, model_path ? &layouts : nullptr,
-                                                                  model_path ? &shards : nullptr);
+        const moe::ModelExperts model{layouts, shards};
+        const moe::PackedVerifyReport r = moe::verify_packed_file(packed_path, model_path ? &model : nullptr);
         if (experts_checked) *experts_checked = r.experts_checked;
         if (bad_experts) *bad_experts = r.bad_experts;
         if (r.bad_experts)

@@ -28,8 +28,12 @@
  * - The library never prints on its own; pass a log callback to see messages.
  * - Every file the library writes (state files, packed expert files, generated
  *   models, routing traces, usage profiles) is written to a temporary file of
- *   its own beside the target (.NAME.tmp.XXXXXX), synced and renamed over the
- *   target, so the target holds its old contents or the whole new file. A
+ *   its own beside the target, synced and renamed over the target, so the
+ *   target holds its old contents or the whole new file. On Linux the
+ *   temporary has no name until then (O_TMPFILE; it is linked as
+ *   .NAME.tmp.XXXXXX just for the rename), so a process killed while writing
+ *   leaves nothing behind; where the file system has no unnamed files it is
+ *   .NAME.tmp.XXXXXX from the start. A
  *   target that is a symbolic link to a file is followed (the temporary goes
  *   beside the file it names, which is replaced; the link stays); one that is
  *   not a plain file (a pipe, a device, a directory) is refused with
@@ -167,13 +171,16 @@ typedef struct moestream_params {
     const char *packed_path;    /* packed expert file; NULL or "" = look for MODEL.moepack */
     const char *profile_path;   /* usage profile; NULL = default beside the model; "" = off. One that is
                                    unusable (malformed, another model's) is ignored with a warning and
-                                   replaced at close */
+                                   replaced at close; one that cannot be read (permissions, I/O error)
+                                   is ignored with a warning and left as it is. Close adds this
+                                   context's counts to the file as it is then, so contexts of one
+                                   model add up */
     moestream_log_fn log_fn;    /* may be NULL */
     void *log_user_data;
     int32_t log_level;          /* highest level passed to log_fn */
     const char *routing_trace_path; /* write every token's routed experts here (docs/trace-format.md); NULL or "" = off.
-                                       Written to a temporary file of its own beside PATH (.NAME.tmp.XXXXXX)
-                                       and renamed to PATH by moestream_close: until then an earlier file at
+                                       Written to a temporary file of its own beside PATH (unnamed, or
+                                       .NAME.tmp.XXXXXX: see the notes above) and renamed to PATH by moestream_close: until then an earlier file at
                                        PATH stays as it was */
     int32_t lookahead_layers;   /* router lookahead depth (prefetch lookahead/both/auto): the routers of layers
                                    L+1..L+n run on layer L's state; 1..4, 0 = the measured default in
@@ -299,11 +306,13 @@ MOESTREAM_API int moestream_state_load(moestream_context *ctx, const char *path)
 
 typedef struct moestream_stats {
     size_t struct_size;              /* = sizeof(moestream_stats) */
-    uint64_t tokens;                 /* tokens processed by step */
-    uint64_t steps;
-    uint64_t compute_ns;             /* time in compute */
-    uint64_t io_wait_ns;             /* time blocked waiting for expert bytes */
-    uint64_t step_ns;                /* wall time inside step */
+    uint64_t tokens;                 /* tokens processed by step (a failed step keeps none) */
+    uint64_t steps;                  /* steps that succeeded */
+    uint64_t compute_ns;             /* time in compute (of the steps that succeeded) */
+    uint64_t io_wait_ns;             /* time blocked waiting for expert bytes: in steps, failed ones
+                                        included, and in the waits for reads in flight before a
+                                        state save or load */
+    uint64_t step_ns;                /* wall time inside step (of the steps that succeeded) */
     uint64_t bytes_read_demand;      /* expert bytes read because they were needed now */
     uint64_t bytes_read_prefetch;    /* expert bytes read ahead of need */
     uint64_t bytes_read_wasted;      /* bytes read for nothing: prefetches evicted before use, and the parts
@@ -477,8 +486,10 @@ typedef void (*moestream_progress_fn)(uint64_t done, uint64_t total, void *user_
 #define MOESTREAM_GENERATE_MAX_VOCAB 1048576
 typedef struct moestream_generate_params {
     size_t struct_size;          /* = sizeof(moestream_generate_params) */
-    const char *architecture;    /* "qwen3moe" (NULL = "qwen3moe") */
-    const char *preset;          /* "qwen3-30b-a3b", "demo", "small", "tiny" (NULL = "small") */
+    const char *architecture;    /* "qwen3moe" or "gpt-oss" (NULL = the preset's: "gpt-oss" for the
+                                    gpt-oss-* presets, else "qwen3moe") */
+    const char *preset;          /* "qwen3-30b-a3b", "gpt-oss-20b", "gpt-oss-tiny", "demo", "small",
+                                    "tiny" (NULL = "small") */
     const char *quant;           /* "q4_k_m", "q3_k_m", "q2_k", "iq4_xs", "q8_0", "f32" (NULL = "q4_k_m") */
     int32_t n_layer;
     int32_t n_embd;

@@ -38,7 +38,9 @@ def _params(architecture, preset, quant, seed, progress, shape):
 def generate_model(path, *, architecture=None, preset=None, quant=None, seed=0, progress=None, **shape):
     """Writes a random-weight GGUF model to path.
 
-    preset: "qwen3-30b-a3b", "demo", "small" (default) or "tiny"; quant:
+    architecture: "qwen3moe" or "gpt-oss" (default: the preset's, gpt-oss for
+    the gpt-oss-* presets, else qwen3moe); preset: "qwen3-30b-a3b",
+    "gpt-oss-20b", "gpt-oss-tiny", "demo", "small" (default) or "tiny"; quant:
     "q4_k_m" (default), "q3_k_m", "q2_k", "iq4_xs", "q8_0" or "f32"; shape fields (n_layer, n_embd, n_head,
     n_head_kv, head_dim, n_expert, n_expert_used, n_ff_expert, n_vocab)
     override the preset. progress(done_bytes, total_bytes) is called while

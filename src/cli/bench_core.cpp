@@ -16,13 +16,13 @@
 #include <fstream>
 #include <memory>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "cgroup_limit.hpp"
 #include "cli_util.hpp"
 #include "device_counters.hpp"
 #include "os_handles.hpp"
+#include "start_threads.hpp"
 
 namespace cli {
 namespace {
@@ -324,7 +324,7 @@ BenchResult run_bench(const BenchConfig &c) {
     return result;
 }
 
-double measure_disk_bandwidth(const std::string &path, uint64_t request_bytes, int depth, double seconds,
+double measure_disk_bandwidth(const std::string &path, uint64_t request_bytes, int &depth, double seconds,
                               std::string &why) {
     constexpr uint64_t kAlign = 4096;
     const UniqueFd file(::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
@@ -358,9 +358,16 @@ double measure_disk_bandwidth(const std::string &path, uint64_t request_bytes, i
         }
         std::free(buf);
     };
-    std::vector<std::thread> threads;
-    for (int i = 0; i < std::max(1, depth); ++i) threads.emplace_back(worker, i);
-    for (std::thread &t : threads) t.join();
+    std::string refused;
+    {
+        const std::vector<std::jthread> readers = start_threads(std::max(1, depth), 0, worker, refused);
+        depth = int(readers.size());
+    }  // joins them
+    if (depth == 0) {
+        why = path + ": " + refused;
+        return 0;
+    }
+    if (!refused.empty()) why = refused;  // fewer readers than asked for
     const double elapsed = since(start);
     if (failed.load() && bytes.load() == 0) {
         why = path + ": O_DIRECT reads failed";

@@ -139,7 +139,9 @@ BenchResult run_bench(const BenchConfig &config);
 // Reads of `request_bytes` at random aligned offsets of the file with
 // O_DIRECT, `depth` at a time, for about `seconds`: the device bandwidth the
 // engine's expert reads can get. Returns bytes/s (0 with `why` on failure).
-double measure_disk_bandwidth(const std::string &path, uint64_t request_bytes, int depth, double seconds,
+// Reader threads the system refuses to start are left out: `depth` becomes
+// the number that read, and `why` says why.
+double measure_disk_bandwidth(const std::string &path, uint64_t request_bytes, int &depth, double seconds,
                               std::string &why);
 
 // Writes back and drops the file's pages from the page cache (cold start).

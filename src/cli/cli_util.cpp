@@ -112,6 +112,21 @@ std::string int_range_error(const std::string &option, const std::string &text, 
            "'";
 }
 
+namespace {
+
+// A byte count computed in double, rounded; false beyond 64 bits. Not
+// llround: it returns a long long, which holds only up to 2^63, so a size
+// between 8 and 16 EiB (or a share of a huge total) came back as 2^63.
+bool bytes_from_double(double bytes, uint64_t &out) {
+    constexpr double k2To64 = 18446744073709551616.0;
+    const double rounded = std::round(bytes);
+    if (!(rounded >= 0) || rounded >= k2To64) return false;
+    out = static_cast<uint64_t>(rounded);
+    return true;
+}
+
+}  // namespace
+
 bool parse_size(const std::string &text, uint64_t &out) {
     if (text.empty()) return false;
     char *end = nullptr;
@@ -127,18 +142,14 @@ bool parse_size(const std::string &text, uint64_t &out) {
     else if (unit == "g" || unit == "gib" || unit == "gb") mult = 1024.0 * 1024 * 1024;
     else if (unit == "t" || unit == "tib" || unit == "tb") mult = 1024.0 * 1024 * 1024 * 1024;
     else return false;
-    double bytes = v * mult;
-    if (bytes > 1.8e19) return false;
-    out = static_cast<uint64_t>(std::llround(bytes));
-    return true;
+    return bytes_from_double(v * mult, out);
 }
 
 bool parse_share_or_size(const std::string &text, uint64_t total, uint64_t &out) {
     if (!text.empty() && text.back() == '%') {
         double share = 0;
         if (!parse_double(text.substr(0, text.size() - 1), share) || share < 0) return false;
-        out = static_cast<uint64_t>(std::llround(static_cast<double>(total) * share / 100.0));
-        return true;
+        return bytes_from_double(static_cast<double>(total) * share / 100.0, out);
     }
     return parse_size(text, out);
 }
@@ -301,11 +312,13 @@ bool PendingOutput::create(std::string &error) {
         return false;
     }
     std::string temp = dir.string() + "/." + dest.filename().string() + ".tmp.XXXXXX";
+    const InterruptsHeld held;  // until the temporary is registered for removal
     const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
     if (fd < 0) {
         error = "cannot create a file in " + dir.string() + " for " + target_ + ": " + std::strerror(errno);
         return false;
     }
+    remove_on_interrupt_.emplace(temp);
     // mkostemp makes the file private; the output gets the mode a plain create
     // would give it (reading the umask sets it: the CLI has no other threads here).
     const mode_t mask = ::umask(0);
@@ -324,6 +337,7 @@ bool PendingOutput::commit(std::string &error) {
         return false;
     }
     temp_.clear();
+    remove_on_interrupt_.reset();  // the name is the target's now
     return true;
 }
 
@@ -344,14 +358,22 @@ void log_library_messages(moestream_params &params) {
     params.log_level = MOESTREAM_LOG_WARN;
 }
 
-std::string user_cache_dir() {
+std::string user_cache_dir(std::string &why) {
     std::string base;
     if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) base = xdg;
     else if (const char *home = std::getenv("HOME"); home && *home) base = std::string(home) + "/.cache";
-    else return "";
-    ::mkdir(base.c_str(), 0755);
+    else {
+        why = "no cache directory: neither XDG_CACHE_HOME nor HOME is set";
+        return "";
+    }
     std::string dir = base + "/moestream";
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return "";
+    for (const std::string &d : {base, dir}) {
+        struct stat st {};
+        if (::mkdir(d.c_str(), 0755) != 0 && !(errno == EEXIST && ::stat(d.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
+            why = "cannot create the cache directory " + d + ": " + std::strerror(errno == EEXIST ? ENOTDIR : errno);
+            return "";
+        }
+    }
     return dir;
 }
 

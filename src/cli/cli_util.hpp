@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "moestream.h"
+#include "remove_on_interrupt.hpp"
 
 namespace cli {
 
@@ -107,6 +108,7 @@ private:
     bool direct_ = false;  // write_through to a target that is not a plain file
     bool copy_ = false;    // copy_on_commit to a target that is not a plain file
     int out_fd_ = -1;      // copy_on_commit: the target, opened by create()
+    std::optional<RemoveOnInterrupt> remove_on_interrupt_;  // for the temporary, which has a name
 };
 
 // The greedy choice: the id of the largest logit (lowest on ties), NaN
@@ -121,7 +123,8 @@ constexpr const char *kNoGreedyToken =
 void log_library_messages(moestream_params &params);
 
 // Directory for cached artefacts: $XDG_CACHE_HOME/moestream or ~/.cache/moestream
-// (created if missing; "" when no home is known).
-std::string user_cache_dir();
+// (created if missing); "" with `why` set when there is no home or the
+// directory cannot be created.
+std::string user_cache_dir(std::string &why);
 
 }  // namespace cli

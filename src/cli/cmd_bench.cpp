@@ -229,6 +229,9 @@ int cmd_bench(const Args &args) {
             std::fprintf(stderr, "moestream bench: memory bandwidth probe failed: %s\n", why.c_str());
             return false;
         }
+        if (membw.threads < probe_threads)
+            std::fprintf(stderr, "moestream bench: warning: the memory bandwidth probe ran %d of %d threads (%s)\n",
+                         membw.threads, probe_threads, why.c_str());
         if (!json)
             std::printf("memory bandwidth: %.2f GB/s best, %.2f GB/s median (%d threads summing %s, %d passes)\n",
                         membw.bytes_per_s / 1e9, membw.median_bytes_per_s / 1e9, membw.threads,
@@ -288,6 +291,8 @@ int cmd_bench(const Args &args) {
         return usage_error("bench", e.what());
     }
 
+    if (a.get("--sweep") && a.get("--memory-budget"))
+        return usage_error("bench", "--sweep and --memory-budget both set the budget: give one");
     std::vector<std::pair<int32_t, bool>> modes;  // (io mode, resident)
     const std::string default_modes = a.get("--sweep") ? "direct,mmap" : "auto";
     bool any_resident = false;
@@ -307,19 +312,21 @@ int cmd_bench(const Args &args) {
         std::fprintf(stderr, "moestream bench: %s\n", moestream_last_error());
         return 1;
     }
+    // A budget given is positive: 0 would mean the automatic budget, which is
+    // what leaving the option out asks for (a share that rounds to 0 bytes too).
     std::vector<uint64_t> budgets;
     if (auto s = a.get("--sweep")) {
         for (const std::string &b : split_list(*s)) {
             uint64_t bytes = 0;
-            if (!parse_share_or_size(b, info.file_bytes, bytes))
-                return usage_error("bench", "bad --sweep entry '" + b + "'");
+            if (!parse_share_or_size(b, info.file_bytes, bytes) || bytes == 0)
+                return usage_error("bench", "bad --sweep entry '" + b + "' (a positive size or share)");
             budgets.push_back(bytes);
         }
         if (budgets.empty()) return usage_error("bench", "--sweep lists no budget");
     } else {
         uint64_t bytes = 0;
-        if (auto mb = a.get("--memory-budget"); mb && !parse_share_or_size(*mb, info.file_bytes, bytes))
-            return usage_error("bench", "bad --memory-budget");
+        if (auto mb = a.get("--memory-budget"); mb && (!parse_share_or_size(*mb, info.file_bytes, bytes) || bytes == 0))
+            return usage_error("bench", "bad --memory-budget '" + *mb + "' (a positive size or share)");
         budgets.push_back(bytes);
     }
     // Weight bytes a decode token touches, from the tensor table.
@@ -347,11 +354,15 @@ int cmd_bench(const Args &args) {
     const bool disk = a.flags.count("--disk");
     if (disk) {
         drop_page_cache(*model);
-        disk_bw = measure_disk_bandwidth(*model, info.expert_bytes_per_expert, 16, 4.0, disk_note);
+        int disk_depth = 16;
+        disk_bw = measure_disk_bandwidth(*model, info.expert_bytes_per_expert, disk_depth, 4.0, disk_note);
+        if (disk_bw > 0 && !disk_note.empty())
+            std::fprintf(stderr, "moestream bench: warning: the disk probe ran %d of 16 readers (%s)\n", disk_depth,
+                         disk_note.c_str());
         if (!json) {
             if (disk_bw > 0)
-                std::printf("disk, random probe: %.0f MB/s (O_DIRECT reads of %s at random offsets, depth 16)\n",
-                            disk_bw / 1e6, format_bytes(info.expert_bytes_per_expert).c_str());
+                std::printf("disk, random probe: %.0f MB/s (O_DIRECT reads of %s at random offsets, depth %d)\n",
+                            disk_bw / 1e6, format_bytes(info.expert_bytes_per_expert).c_str(), disk_depth);
             else
                 std::printf("disk, random probe: not measured: %s\n", disk_note.c_str());
         }

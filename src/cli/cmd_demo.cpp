@@ -2,10 +2,6 @@
 // (once, in the user's cache directory), streams it under a memory budget well
 // below its size, and compares direct streaming with the mmap mode (the file
 // mapped, experts advised in and released by the engine) under the same memory.
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <chrono>
 #include <cstdio>
 #include <limits>
 #include <utility>
@@ -14,6 +10,7 @@
 #include "bench_core.hpp"
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "demo_model.hpp"
 #include "moestream.h"
 
 namespace cli {
@@ -22,29 +19,8 @@ namespace {
 const char *kUsage =
     "usage: moestream demo [--model PATH] [--budget SIZE|N%] [-n TOKENS] [--prompt N] [--max-seconds S] [--no-mmap]\n"
     "Without --model, generates a random-weight qwen3moe model (preset 'demo') in\n"
-    "$XDG_CACHE_HOME/moestream (or ~/.cache/moestream) on first run. The budget defaults to 40% of the model.\n";
-
-struct GenProgress {
-    int last = -1;
-    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-};
-
-void on_progress(uint64_t done, uint64_t total, void *user) {
-    auto *p = static_cast<GenProgress *>(user);
-    const int pct = total ? int(done * 100 / total) : 100;
-    if (pct == p->last) return;
-    p->last = pct;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p->start).count();
-    const bool tty = ::isatty(2);
-    if (!tty && pct % 25 != 0) return;
-    std::fprintf(stderr, "%s  generating: %3d%%  %s  %.1f s%s", tty ? "\r" : "", pct, format_bytes(done).c_str(), s,
-                 tty && pct < 100 ? "" : "\n");
-}
-
-bool file_exists(const std::string &path) {
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
+    "$XDG_CACHE_HOME/moestream (or ~/.cache/moestream) on first run, and again when the cached one cannot be\n"
+    "opened. The budget defaults to 40% of the model.\n";
 
 struct DemoRun {
     int32_t n_tokens = 24, prompt = 8;
@@ -84,34 +60,17 @@ int cmd_demo(const Args &args) {
     }
     DemoRun run;
     if (!read_run_options(a, run, error)) return usage_error("demo", error);
+    // The budget is checked before a model is generated (minutes, several
+    // GiB); a share becomes bytes once the model's size is known.
+    const std::string budget_text = a.get_or("--budget", "40%");
+    const std::string bad_budget = "bad --budget '" + budget_text + "' (a positive size or share)";
+    uint64_t budget = 0;
+    if (!parse_share_or_size(budget_text, uint64_t{1} << 40, budget) || budget == 0)
+        return usage_error("demo", bad_budget);
     std::string model = a.get_or("--model", "");
-    if (model.empty()) {
-        const std::string dir = user_cache_dir();
-        if (dir.empty()) {
-            std::fprintf(stderr, "moestream demo: no cache directory (set XDG_CACHE_HOME or HOME), or pass --model\n");
-            return 1;
-        }
-        // The name changes whenever the generator draws different weights, so a
-        // model written by an older version is not reused.
-        model = dir + "/demo-qwen3moe-q4_k_m-g2.gguf";
-        if (!file_exists(model)) {
-            moestream_generate_params g;
-            moestream_generate_params_init(&g);
-            g.preset = "demo";
-            g.quant = "q4_k_m";
-            uint64_t size = 0;
-            moestream_generate_model_size(&g, &size);
-            std::printf("First run: writing a random-weight qwen3moe model (%s, Q4_K_M) to %s\n",
-                        format_bytes(size).c_str(), model.c_str());
-            std::fflush(stdout);
-            GenProgress progress;
-            g.progress = on_progress;
-            g.progress_user_data = &progress;
-            if (moestream_generate_model(&g, model.c_str()) != MOESTREAM_OK) {
-                std::fprintf(stderr, "\nmoestream demo: %s\n", moestream_last_error());
-                return 1;
-            }
-        }
+    if (model.empty() && (model = ensure_demo_model(error)).empty()) {
+        std::fprintf(stderr, "\nmoestream demo: %s (or pass --model)\n", error.c_str());
+        return 1;
     }
     moestream_model_info info;
     moestream_model_info_init(&info);
@@ -119,9 +78,7 @@ int cmd_demo(const Args &args) {
         std::fprintf(stderr, "moestream demo: %s\n", moestream_last_error());
         return 1;
     }
-    uint64_t budget = 0;
-    if (!parse_share_or_size(a.get_or("--budget", "40%"), info.file_bytes, budget) || budget == 0)
-        return usage_error("demo", "bad --budget");
+    if (!parse_share_or_size(budget_text, info.file_bytes, budget) || budget == 0) return usage_error("demo", bad_budget);
     BenchConfig base;
     base.model = model;
     base.budget = budget;

@@ -18,7 +18,8 @@ namespace {
 #define LIMIT(name) LIMIT_VALUE(MOESTREAM_GENERATE_MAX_##name)
 
 const char *kUsage =
-    "usage: moestream generate [--arch qwen3moe] [--preset qwen3-30b-a3b|demo|small|tiny]\n"
+    "usage: moestream generate [--arch qwen3moe|gpt-oss]\n"
+    "                          [--preset qwen3-30b-a3b|gpt-oss-20b|gpt-oss-tiny|demo|small|tiny]\n"
     "                          [--quant q4_k_m|q3_k_m|q2_k|iq4_xs|q8_0|f32] [--layers N] [--embd N] [--heads N]\n"
     "                          [--kv-heads N] [--head-dim N] [--experts N] [--top-k N]\n"
     "                          [--ff-expert N] [--vocab N] [--seed N] [--size-only] -o PATH\n"
@@ -61,9 +62,10 @@ int cmd_generate(const Args &args) {
     }
     moestream_generate_params p;
     moestream_generate_params_init(&p);
-    const std::string arch = a.get_or("--arch", "qwen3moe"), preset = a.get_or("--preset", "small"),
+    // No --arch: the preset's architecture (gpt-oss for the gpt-oss-* presets, else qwen3moe).
+    const std::string arch = a.get_or("--arch", ""), preset = a.get_or("--preset", "small"),
                       quant = a.get_or("--quant", "q4_k_m");
-    p.architecture = arch.c_str();
+    p.architecture = arch.empty() ? nullptr : arch.c_str();
     p.preset = preset.c_str();
     p.quant = quant.c_str();
     struct IntOpt {
@@ -104,7 +106,8 @@ int cmd_generate(const Args &args) {
     }
     auto out = a.get("-o");
     if (!out) return usage_error("generate", "-o PATH is required");
-    std::fprintf(stderr, "generating %s (%s, preset %s, %s) -> %s\n", format_bytes(size).c_str(), arch.c_str(),
+    std::fprintf(stderr, "generating %s (%s, preset %s, %s) -> %s\n", format_bytes(size).c_str(),
+                 arch.empty() ? "preset's architecture" : arch.c_str(),
                  preset.c_str(), quant.c_str(), out->c_str());
     Progress progress;
     progress.tty = isatty(2);

@@ -19,7 +19,8 @@ struct MembwResult {
 
 // Streams through `buffer_bytes` with `threads` threads (each its own slice)
 // repeatedly for about `seconds`. Returns false with `why` if the buffer
-// cannot be allocated.
+// cannot be allocated. Threads the system refuses to start are left out
+// (out.threads and out.buffer_bytes say what ran), with the reason in `why`.
 bool measure_memory_bandwidth(uint64_t buffer_bytes, int32_t threads, double seconds, MembwResult &out,
                               std::string &why);
 

@@ -16,25 +16,50 @@
 namespace moe {
 namespace {
 
-// Creates `path`, whose last six characters are replaced, under fresh names
-// until one is free. This is mkostemp but with the caller's mode: the kernel then
-// applies the umask (and a default ACL) as for any new file, which a chmod
-// after mkostemp could only imitate by reading the umask, and umask(2) can
-// only be read by changing it under the process's other threads.
-int create_unique(std::string &path, unsigned mode) {
+// Replaces the last six characters of `path` with fresh ones until
+// `make(path)` does not fail with EEXIST; returns what it returned last.
+template <typename Make>
+int with_unique_name(std::string &path, Make &&make) {
     static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     for (int attempt = 0; attempt < 1000; ++attempt) {
-        // A taken name costs one more attempt (O_EXCL), so the clock will do
-        // where the kernel has no randomness yet.
+        // A taken name costs one more attempt (O_EXCL, linkat), so the clock
+        // will do where the kernel has no randomness yet.
         uint64_t r;
         if (::getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r)
             r = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) + uint64_t(attempt);
         for (size_t i = path.size() - 6; i < path.size(); ++i, r /= 62) path[i] = kChars[r % 62];
-        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(mode));
-        if (fd >= 0 || errno != EEXIST) return fd;
+        const int result = make(path);
+        if (result >= 0 || errno != EEXIST) return result;
     }
     errno = EEXIST;
     return -1;
+}
+
+// Creates `path` under a fresh name. This is mkostemp but with the caller's
+// mode: the kernel then applies the umask (and a default ACL) as for any new
+// file, which a chmod after mkostemp could only imitate by reading the umask,
+// and umask(2) can only be read by changing it under the process's other threads.
+int create_unique(std::string &path, unsigned mode) {
+    return with_unique_name(path, [mode](const std::string &p) {
+        return ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(mode));
+    });
+}
+
+// An unnamed file in the directory (O_TMPFILE): a process that ends before
+// commit(), by a signal or a crash, leaves nothing behind. Linking it needs
+// /proc/self/fd (linkat's AT_EMPTY_PATH needs a capability); without it, or
+// where the kernel or file system has no O_TMPFILE, -1 and the caller names
+// its temporary instead.
+int open_unnamed_posix(int dir_fd, unsigned mode) {
+#ifdef O_TMPFILE
+    if (::access("/proc/self/fd", X_OK) != 0) return -1;
+    return ::openat(dir_fd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, mode_t(mode));
+#else
+    (void)dir_fd;
+    (void)mode;
+    errno = EOPNOTSUPP;
+    return -1;
+#endif
 }
 
 // Calls `step(bytes, count, done)` until all `n` bytes are written.
@@ -81,6 +106,7 @@ const FileOps &FileOps::posix() {
         [](int fd) { return ::fsync(fd); },
         [](const char *from, const char *to) { return std::rename(from, to); },
         [](const char *dir) { return ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); },
+        open_unnamed_posix,
     };
     return ops;
 }
@@ -95,12 +121,33 @@ AtomicFile::AtomicFile(std::string target, const FileOps &ops, unsigned mode) : 
     temp_ = dir_ + "/." + path.filename().string() + ".tmp.XXXXXX";  // before any descriptor: may throw
     dir_fd_ = ops_.open_directory(dir_.c_str());
     if (dir_fd_ < 0) fail_errno(errno, "cannot open directory %s to write %s", dir_.c_str(), target_.c_str());
-    fd_ = create_unique(temp_, mode);
+    fd_ = ops_.open_unnamed ? ops_.open_unnamed(dir_fd_, mode) : -1;
+    if (fd_ >= 0) {
+        unnamed_ = true;
+        temp_.clear();  // named only at commit(), for the rename
+    } else {
+        fd_ = create_unique(temp_, mode);
+    }
     if (fd_ < 0) {
         const int err = errno;
         ::close(dir_fd_);  // no destructor runs for a constructor that throws
         fail_errno(err, "cannot create a temporary file beside %s", target_.c_str());
     }
+}
+
+// Gives the unnamed file a temporary name beside the target, for the rename:
+// linkat cannot replace an existing file, and a rename needs a name.
+void AtomicFile::link_unnamed() {
+    const std::string fd_path = "/proc/self/fd/" + std::to_string(fd_);
+    std::string name = ".";
+    name += std::filesystem::path(dest_).filename().string();
+    name += ".tmp.XXXXXX";
+    const int linked = with_unique_name(name, [&](const std::string &n) {
+        return ::linkat(AT_FDCWD, fd_path.c_str(), dir_fd_, n.c_str(), AT_SYMLINK_FOLLOW);
+    });
+    if (linked != 0) fail_errno(errno, "cannot link the temporary file of %s into %s", target_.c_str(), dir_.c_str());
+    temp_ = dir_ + "/" + name;
+    unnamed_ = false;
 }
 
 AtomicFile::~AtomicFile() {
@@ -122,6 +169,7 @@ void AtomicFile::write_at(const void *data, size_t n, uint64_t offset) {
 void AtomicFile::commit(std::string *warning) {
     if (fd_ < 0) fail(Status::internal, "%s: committed twice", target_.c_str());
     if (ops_.fsync(fd_) != 0) fail_errno(errno, "cannot sync %s", target_.c_str());
+    if (unnamed_) link_unnamed();
     const int closed = ::close(fd_);  // may report a deferred write error
     fd_ = -1;
     if (closed != 0) fail_errno(errno, "cannot close %s", target_.c_str());

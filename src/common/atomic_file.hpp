@@ -1,6 +1,8 @@
-// A file written under a temporary name beside its target and renamed over it
-// by commit(), so the target only ever holds its previous contents or the
-// whole new file. Every file the library publishes is written through it.
+// A file written as a temporary beside its target and renamed over it by
+// commit(), so the target only ever holds its previous contents or the whole
+// new file. Every file the library publishes is written through it. Where the
+// system allows (Linux, O_TMPFILE) the temporary has no name until commit(),
+// so a process killed while writing (Ctrl-C) leaves no file behind.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +20,9 @@ struct FileOps {
     std::function<int(int fd)> fsync;  // the temporary file's, then the directory's
     std::function<int(const char *from, const char *to)> rename;
     std::function<int(const char *dir)> open_directory;  // read-only, for its fsync
+    // An unnamed file in the directory, like openat(dir_fd, ".", O_TMPFILE);
+    // -1 (or no function) where there is none: a named temporary is used.
+    std::function<int(int dir_fd, unsigned mode)> open_unnamed;
     static const FileOps &posix();
 };
 
@@ -25,8 +30,10 @@ class AtomicFile {
 public:
     // Opens the target's directory first, so that one that cannot be opened
     // (for the sync after the rename) fails before anything is written, then
-    // creates `.NAME.tmp.XXXXXX` in it, unique to this writer, with the mode
-    // open(O_CREAT, mode) would give (the umask applies). A target that is a
+    // creates the temporary in it, unique to this writer, with the mode
+    // open(O_CREAT, mode) would give (the umask applies): an unnamed file,
+    // linked as `.NAME.tmp.XXXXXX` only by commit() for its rename, or that
+    // named file from the start where unnamed files are not supported. A target that is a
     // symbolic link is followed: the file it names is replaced and the link
     // stays a link. Throws moe::Error: invalid_argument for a path that names
     // no file or names something a rename cannot replace (a pipe, a device,
@@ -42,7 +49,7 @@ public:
     void write(const void *data, size_t n);
     void write_at(const void *data, size_t n, uint64_t offset);
 
-    // fsync, close, rename over the target, fsync of the directory. A failure
+    // fsync, link (an unnamed temporary), close, rename over the target, fsync of the directory. A failure
     // up to the rename throws and leaves the target as it was. After the
     // rename the new file is in place, so a directory that cannot be synced
     // (the rename may not survive a power loss) is no failure: it is described
@@ -50,12 +57,14 @@ public:
     void commit(std::string *warning = nullptr);
 
 private:
+    void link_unnamed();
     std::string target_;  // as given, for messages
     std::string dest_;    // what the rename replaces: target_ with symbolic links followed
-    std::string temp_;    // "" once renamed
+    std::string temp_;    // the temporary's name; "" while unnamed and once renamed
     std::string dir_;
     FileOps ops_;
     int dir_fd_ = -1, fd_ = -1;
+    bool unnamed_ = false;  // fd_ is an O_TMPFILE file not yet linked
 };
 
 }  // namespace moe

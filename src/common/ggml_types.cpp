@@ -23,7 +23,7 @@ struct Table {
         set(GgmlType::IQ4_NL, "iq4_nl", 32, 18, true);
         set(GgmlType::IQ4_XS, "iq4_xs", 256, 136, true);
         set(GgmlType::BF16, "bf16", 1, 2, true);
-        set(GgmlType::MXFP4, "mxfp4", 32, 17, false);
+        set(GgmlType::MXFP4, "mxfp4", 32, 17, true);
         // Known layouts the engine does not compute with (still parseable).
         set(16, "iq2_xxs", 256, 66);
         set(17, "iq2_xs", 256, 74);

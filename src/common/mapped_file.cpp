@@ -13,7 +13,10 @@
 namespace moe {
 
 MappedFile::MappedFile(const std::string &path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a named pipe would otherwise block the open until a writer
+    // came, before the check below could refuse it. Reads of a regular file
+    // and its mapping ignore the flag.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd_ < 0) fail_errno(errno, "cannot open %s", path.c_str());
     struct stat st {};
     if (::fstat(fd_, &st) != 0) {

@@ -148,7 +148,7 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
             const PackedFile pf = PackedFile::open(packed, cfg.model_fingerprint, cfg.layers);
             // The fingerprint does not cover tensor data: a sample of experts
             // catches a model rewritten with other weights of the same shapes.
-            if (const std::string why = packed_sample_mismatch(pf, cfg.layers, cfg.shard_paths); !why.empty())
+            if (const std::string why = packed_sample_mismatch(pf, ModelExperts{cfg.layers, cfg.shard_paths}); !why.empty())
                 fail(Status::bad_format, "%s", why.c_str());
             cfg.packed_path = packed;
             c.reason += "; packed experts";
@@ -182,13 +182,14 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     auto profile = std::make_shared<UsageProfile>();
     if (!profile_path.empty()) {
         std::string why;
-        std::error_code ec;
+        ProfileLoadFailure failure = ProfileLoadFailure::none;
         if (auto p = load_usage_profile(profile_path, cfg.model_fingerprint, uint32_t(cfg.layers.size()),
-                                        uint32_t(max_expert), &why))
+                                        uint32_t(max_expert), &why, &failure))
             *profile = std::move(*p);
-        else if (std::filesystem::symlink_status(profile_path, ec).type() != std::filesystem::file_type::not_found)
-            // Not the first run: the file is replaced at close, so say why it was not used.
-            params.log.write(MOESTREAM_LOG_WARN, "usage profile ignored: %s", why.c_str());
+        else if (failure != ProfileLoadFailure::absent)
+            // Not the first run: say why the file was not used, and what close will do with it.
+            params.log.write(MOESTREAM_LOG_WARN, "usage profile ignored: %s%s", why.c_str(),
+                             failure == ProfileLoadFailure::unusable ? " (replaced at close)" : "");
         cfg.profile_save_path = profile_path;
         cfg.log = params.log;
     }

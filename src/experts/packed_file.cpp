@@ -361,27 +361,27 @@ void write_packed_file(const std::string &out_path, uint64_t fingerprint, const 
     out.commit();
 }
 
-PackedVerifyReport verify_packed_file(const std::string &path, const std::vector<ExpertLayerLayout> *layouts,
-                                      const std::vector<std::string> *shard_paths) {
+PackedVerifyReport verify_packed_file(const std::string &path, const ModelExperts *model) {
     io::ReadFile file(path, false);
     std::vector<std::unique_ptr<io::ReadFile>> shards;
-    if (layouts && shard_paths) shards = open_shards(*shard_paths);
+    if (model) shards = open_shards(model->shard_paths);
     std::vector<uint8_t> scratch;
     ParsedHeader h = parse_header(file.buffered_fd(), path, file.size());
     PackedVerifyReport report;
     uint64_t max_extent = 0;
     for (const auto &l : h.layers) max_extent = std::max(max_extent, l.n_expert > 0 ? l.extent_bytes : 0);
     std::vector<uint8_t> buf(max_extent);
-    if (layouts && layouts->size() != h.layers.size())
-        fail(Status::invalid_argument, "%s has %zu layers, the model %zu", path.c_str(), h.layers.size(), layouts->size());
+    if (model && model->layouts.size() != h.layers.size())
+        fail(Status::invalid_argument, "%s has %zu layers, the model %zu", path.c_str(), h.layers.size(),
+             model->layouts.size());
     for (size_t l = 0; l < h.layers.size(); ++l) {
         const PackedLayer &L = h.layers[l];
         for (int32_t x = 0; x < L.n_expert; ++x) {
             read_exact(file.buffered_fd(), buf.data(), L.extent_bytes, L.extent_of(x), path);
             ++report.experts_checked;
             std::string problem = extent_problem(buf.data(), L, uint32_t(l), x, path);
-            if (problem.empty() && layouts && shard_paths &&
-                !extent_matches_model(buf.data(), L, (*layouts)[l], x, shards, scratch, uint32_t(l)))
+            if (problem.empty() && model &&
+                !extent_matches_model(buf.data(), L, model->layouts[l], x, shards, scratch, uint32_t(l)))
                 problem = differs_from_model(path, uint32_t(l), x);
             if (!problem.empty()) {
                 ++report.bad_experts;
@@ -392,8 +392,7 @@ PackedVerifyReport verify_packed_file(const std::string &path, const std::vector
     return report;
 }
 
-std::string packed_sample_mismatch(const PackedFile &packed, const std::vector<ExpertLayerLayout> &layouts,
-                                   const std::vector<std::string> &shard_paths) {
+std::string packed_sample_mismatch(const PackedFile &packed, const ModelExperts &model) {
     const std::vector<PackedLayer> &layers = packed.layers();
     std::vector<std::pair<uint32_t, int32_t>> samples;  // (layer, expert)
     for (uint32_t l = 0; l < layers.size() && samples.empty(); ++l)
@@ -406,13 +405,13 @@ std::string packed_sample_mismatch(const PackedFile &packed, const std::vector<E
         }
     if (samples.empty()) return std::string();
     io::ReadFile file(packed.path(), false);
-    const std::vector<std::unique_ptr<io::ReadFile>> shards = open_shards(shard_paths);
+    const std::vector<std::unique_ptr<io::ReadFile>> shards = open_shards(model.shard_paths);
     std::vector<uint8_t> extent, scratch;
     for (const auto &[l, x] : samples) {
         const PackedLayer &L = layers[l];
         extent.resize(L.extent_bytes);
         read_exact(file.buffered_fd(), extent.data(), L.extent_bytes, L.extent_of(x), packed.path());
-        if (!extent_matches_model(extent.data(), L, layouts[l], x, shards, scratch, l))
+        if (!extent_matches_model(extent.data(), L, model.layouts[l], x, shards, scratch, l))
             return differs_from_model(packed.path(), l, x);
     }
     return std::string();

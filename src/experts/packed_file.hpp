@@ -92,18 +92,22 @@ struct PackedVerifyReport {
     uint64_t bad_experts = 0;
     std::string first_problem;  // "" when all good
 };
-// Reads every extent and checks its header and checksum. Given the model's
-// layouts and files (which PackedFile::open must have accepted the file
-// for), also compares every expert's matrices with the model's bytes.
-PackedVerifyReport verify_packed_file(const std::string &path, const std::vector<ExpertLayerLayout> *layouts = nullptr,
-                                      const std::vector<std::string> *shard_paths = nullptr);
+// The model a packed file was written from: its expert layouts and the
+// files (shards) holding their bytes.
+struct ModelExperts {
+    const std::vector<ExpertLayerLayout> &layouts;
+    const std::vector<std::string> &shard_paths;
+};
+// Reads every extent and checks its header and checksum. Given the model
+// (which PackedFile::open must have accepted the file for), also compares
+// every expert's matrices with the model's bytes.
+PackedVerifyReport verify_packed_file(const std::string &path, const ModelExperts *model = nullptr);
 
 // The fingerprint covers the GGUF's header and tensor table, not its tensor
 // data: a model rewritten with other weights of the same shapes (regenerated,
 // fine-tuned) keeps it. Compares two experts (the first expert layer's first,
 // the last one's last) with the model's bytes; returns "" when they are
 // equal, else which differs. For an opened `packed` of these layouts.
-std::string packed_sample_mismatch(const PackedFile &packed, const std::vector<ExpertLayerLayout> &layouts,
-                                   const std::vector<std::string> &shard_paths);
+std::string packed_sample_mismatch(const PackedFile &packed, const ModelExperts &model);
 
 }  // namespace moe

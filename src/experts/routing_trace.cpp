@@ -8,6 +8,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/regular_file.hpp"
 
 namespace moe {
 namespace {
@@ -165,14 +166,11 @@ std::span<uint16_t> RoutingTrace::experts(uint64_t token, uint32_t layer) {
 namespace {
 
 std::vector<uint8_t> read_whole_file(const std::string &path) {
-    std::FILE *f = std::fopen(path.c_str(), "rb");
-    if (!f) fail_errno(errno, "%s: cannot open routing trace", path.c_str());
+    const FilePtr f = open_regular_file_or_fail(path, "routing trace");
     std::vector<uint8_t> data;
     uint8_t chunk[1 << 16];
-    for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) data.insert(data.end(), chunk, chunk + n);
-    const bool read_error = std::ferror(f);
-    std::fclose(f);
-    if (read_error) fail(Status::io, "%s: read error", path.c_str());
+    for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, f.get())) > 0;) data.insert(data.end(), chunk, chunk + n);
+    if (std::ferror(f.get())) fail(Status::io, "%s: read error", path.c_str());
     return data;
 }
 

@@ -6,7 +6,6 @@
 
 #include "common/error.hpp"
 #include "common/monotonic_clock.hpp"
-#include "common/saturating.hpp"
 #include "experts/usage_profile.hpp"
 #include "io/direct_fallback.hpp"
 
@@ -157,11 +156,7 @@ StreamingExpertSource::~StreamingExpertSource() {
 
 void StreamingExpertSource::save_profile() const {
     if (cfg_.profile_save_path.empty()) return;
-    UsageProfile merged = usage_;
-    if (cfg_.profile && cfg_.profile->counts.size() == merged.counts.size())
-        for (size_t i = 0; i < merged.counts.size(); ++i)
-            merged.counts[i] = sat_add(merged.counts[i], cfg_.profile->counts[i]);  // a wrapped count would turn cold
-    save_usage_profile(cfg_.profile_save_path, cfg_.model_fingerprint, merged);
+    add_to_usage_profile(cfg_.profile_save_path, cfg_.model_fingerprint, usage_, cfg_.profile);
 }
 
 uint32_t StreamingExpertSource::plan_parts(uint32_t key, Part out[3]) const {
@@ -360,6 +355,7 @@ void StreamingExpertSource::process(const io::ReadCompletion &c) {
         sl.fail_offset = p.offset;
         sl.fail_file = p.file;
     } else if (uint64_t(c.result) < p.need) {
+        sl.bytes += uint64_t(c.result);  // delivered all the same: counted, as wasted, with the rest
         if (sl.problem.empty())
             sl.problem = format("short read: %lld of %llu bytes at offset %llu of %s", (long long)c.result,
                                 (unsigned long long)p.need, (unsigned long long)p.offset, files_[p.file].path().c_str());
@@ -388,6 +384,10 @@ void StreamingExpertSource::finish_slot(int32_t s) {
     }
     if (!sl.error && sl.problem.empty() && packed_ && cfg_.verify_checksums)
         sl.problem = packed_->check_extent(slot_data(s), layer, expert);
+    if ((sl.error || !sl.problem.empty()) && sl.demand && sl.via_prefetch) {
+        reread_on_demand(s);
+        return;
+    }
     if (sl.error || !sl.problem.empty()) {
         if (sl.demand && pending_error_.empty()) {
             if (sl.error) {
@@ -414,6 +414,25 @@ void StreamingExpertSource::finish_slot(int32_t s) {
     count_bytes_read(sl, false);
     if (sl.demand) ready_.push_back(s);
     else if (sl.demoted) demoted_.push_back(s);
+}
+
+void StreamingExpertSource::reread_on_demand(int32_t s) {
+    // A prefetch is a guess: its failure is not the layer's to report. The
+    // layer reads the expert itself and fails only if that read fails too.
+    // The layer counted it as a (useful) hit when it found it loading; it
+    // was a miss. (Stats reset since then leave nothing to take back.)
+    const Slot &sl = slots_[size_t(s)];
+    const uint32_t key = sl.key;
+    const size_t layer = size_t(layer_of(key));
+    for (uint64_t *counted : {&stats_->cache_hits, &stats_->layer_hits[layer], &stats_->prefetch_useful})
+        if (*counted > 0) --*counted;
+    ++stats_->cache_misses;
+    ++stats_->layer_misses[layer];
+    count_bytes_read(sl, true);
+    release_slot(s);
+    // Within the queue's capacity: it holds at most the layer's experts.
+    key_state_[key] = KeyState::queued_demand;
+    demand_queue_.push_back(key);
 }
 
 void StreamingExpertSource::count_bytes_read(const Slot &sl, bool discarded) {

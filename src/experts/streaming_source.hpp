@@ -173,6 +173,8 @@ private:
     void wait_and_process();
     void process(const io::ReadCompletion &c);
     void finish_slot(int32_t s);
+    // A prefetch the running layer waits for failed: queue a demand read of it.
+    void reread_on_demand(int32_t s);
     void release_slot(int32_t s);
     static bool evictable_cb(void *ctx, uint32_t key);
 

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "common/error.hpp"
+#include "common/regular_file.hpp"
 #include "common/splitmix64.hpp"
 
 namespace moe {
@@ -207,12 +208,10 @@ private:
 }  // namespace
 
 void load_heat_file(const std::string &path, SynthConfig &config) {
-    std::FILE *f = std::fopen(path.c_str(), "rb");
-    if (!f) fail_errno(errno, "%s: cannot open heat file", path.c_str());
+    const FilePtr f = open_regular_file_or_fail(path, "heat file");
     std::string text;
     char buf[1 << 16];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
-    std::fclose(f);
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f.get())) > 0;) text.append(buf, n);
     HeatJson json(std::move(text), path);
     if (!json.find_key("heat")) fail(Status::bad_format, "%s: no \"heat\" array", path.c_str());
     config.heat = json.matrix();

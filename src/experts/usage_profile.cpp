@@ -1,6 +1,7 @@
 #include "experts/usage_profile.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/regular_file.hpp"
+#include "common/saturating.hpp"
 
 namespace moe {
 
@@ -28,49 +31,68 @@ struct Header {
 };
 static_assert(sizeof(Header) == 32);
 
-// Owns a FILE* for the duration of a load.
-struct FileCloser {
-    FILE *f;
-    ~FileCloser() {
-        if (f) std::fclose(f);
+// Holds an exclusive advisory lock on a directory while alive. Best effort:
+// where the directory cannot be opened or locked, nothing is held.
+class DirectoryLock {
+public:
+    explicit DirectoryLock(const std::string &dir) : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+        if (fd_ < 0) return;
+        int rc;
+        do rc = ::flock(fd_, LOCK_EX);
+        while (rc != 0 && errno == EINTR);
     }
+    ~DirectoryLock() {
+        if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+    }
+    DirectoryLock(const DirectoryLock &) = delete;
+    DirectoryLock &operator=(const DirectoryLock &) = delete;
+
+private:
+    int fd_;
 };
+
+std::string directory_of(const std::string &path) {
+    const size_t slash = path.find_last_of('/');
+    if (slash == std::string::npos) return ".";
+    return slash == 0 ? "/" : path.substr(0, slash);
+}
 }  // namespace
 
 std::optional<UsageProfile> load_usage_profile(const std::string &path, uint64_t model_fingerprint,
-                                               uint32_t n_layer, uint32_t n_expert, std::string *why) {
-    auto reject = [&](const std::string &reason) -> std::optional<UsageProfile> {
+                                               uint32_t n_layer, uint32_t n_expert, std::string *why,
+                                               ProfileLoadFailure *failure) {
+    auto reject = [&](ProfileLoadFailure kind, const std::string &reason) -> std::optional<UsageProfile> {
         if (why) *why = path + ": " + reason;
+        if (failure) *failure = kind;
         return std::nullopt;
     };
-    // O_NONBLOCK: opening a pipe for reading would wait for a writer, and
-    // hang the open of the context, before fstat could tell it is no file.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return reject(std::string("cannot open: ") + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        return reject("not a plain file");
-    }
-    FileCloser file{::fdopen(fd, "rb")};
-    if (!file.f) {
-        ::close(fd);
-        return reject(std::string("cannot open: ") + std::strerror(errno));
-    }
+    auto unusable = [&](const std::string &reason) { return reject(ProfileLoadFailure::unusable, reason); };
+    if (failure) *failure = ProfileLoadFailure::none;
+    int err = 0;
+    const FilePtr file = open_regular_file(path, err);
+    if (!file)
+        return reject(err == ENOENT ? ProfileLoadFailure::absent : ProfileLoadFailure::unreadable,
+                      err ? std::string("cannot open: ") + std::strerror(err) : "not a plain file");
+    // A read that fails (rather than ending early) says nothing about the contents.
+    auto short_read = [&](const char *what) {
+        return std::ferror(file.get()) ? reject(ProfileLoadFailure::unreadable,
+                                                std::string("cannot read: ") + std::strerror(errno))
+                                       : unusable(what);
+    };
     Header h{};
-    if (std::fread(&h, sizeof h, 1, file.f) != 1) return reject("truncated header");
-    if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return reject("not a usage profile");
-    if (h.version != kVersion) return reject(format("unsupported version %u", h.version));
-    if (h.fingerprint != model_fingerprint) return reject("written for another model");
+    if (std::fread(&h, sizeof h, 1, file.get()) != 1) return short_read("truncated header");
+    if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return unusable("not a usage profile");
+    if (h.version != kVersion) return unusable(format("unsupported version %u", h.version));
+    if (h.fingerprint != model_fingerprint) return unusable("written for another model");
     if (h.n_layer != n_layer || h.n_expert != n_expert)
-        return reject(format("shape %ux%u does not match the model's %ux%u", h.n_layer, h.n_expert, n_layer,
-                             n_expert));
+        return unusable(format("shape %ux%u does not match the model's %ux%u", h.n_layer, h.n_expert, n_layer,
+                               n_expert));
     UsageProfile p;
     p.n_layer = n_layer;
     p.n_expert = n_expert;
     p.counts.resize(uint64_t(n_layer) * n_expert);
-    if (std::fread(p.counts.data(), sizeof(uint64_t), p.counts.size(), file.f) != p.counts.size())
-        return reject("truncated counts");
+    if (std::fread(p.counts.data(), sizeof(uint64_t), p.counts.size(), file.get()) != p.counts.size())
+        return short_read("truncated counts");
     return p;
 }
 
@@ -88,6 +110,22 @@ void save_usage_profile(const std::string &path, uint64_t model_fingerprint, con
     file.write(&h, sizeof h);
     file.write(profile.counts.data(), profile.counts.size() * sizeof(uint64_t));
     file.commit();  // a directory sync that fails is no loss: the profile is only a hint
+}
+
+void add_to_usage_profile(const std::string &path, uint64_t model_fingerprint, const UsageProfile &run,
+                          const UsageProfile *opened) {
+    const DirectoryLock lock(directory_of(path));
+    std::string why;
+    ProfileLoadFailure failure = ProfileLoadFailure::none;
+    std::optional<UsageProfile> now =
+        load_usage_profile(path, model_fingerprint, run.n_layer, run.n_expert, &why, &failure);
+    if (failure == ProfileLoadFailure::unreadable) fail(Status::io, "%s; left as it is", why.c_str());
+    UsageProfile sum = run;
+    const UsageProfile *base = now ? &*now : opened;
+    if (base && base->counts.size() == sum.counts.size())
+        for (size_t i = 0; i < sum.counts.size(); ++i)
+            sum.counts[i] = sat_add(sum.counts[i], base->counts[i]);  // a wrapped count would turn cold
+    save_usage_profile(path, model_fingerprint, sum);
 }
 
 }  // namespace moe

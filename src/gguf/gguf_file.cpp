@@ -13,6 +13,7 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr uint32_t kDefaultAlignment = 32;
 constexpr size_t kMaxTensorNameBytes = 63;  // names must be shorter than 64 bytes
 constexpr uint32_t kMaxDims = 4;
+constexpr uint64_t kMinStringBytes = 8;  // its length, for an empty string
 
 bool is_valid_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::FLOAT64); }
 
@@ -74,6 +75,16 @@ public:
                  "%s: truncated at offset %llu reading %s (need %llu bytes, %llu left)",
                  label_.c_str(), static_cast<unsigned long long>(pos_), what.c_str(),
                  static_cast<unsigned long long>(n), static_cast<unsigned long long>(remaining()));
+    }
+    // Refuses a count of entries of at least `min_bytes` each that the bytes
+    // left cannot hold, before any entry is read or stored.
+    void need_entries(uint64_t count, uint64_t min_bytes, const std::string &what) const {
+        if (count > remaining() / min_bytes)
+            fail(Status::bad_format,
+                 "%s: %s claims %llu entries of at least %llu bytes, but only %llu bytes are left at offset %llu",
+                 label_.c_str(), what.c_str(), static_cast<unsigned long long>(count),
+                 static_cast<unsigned long long>(min_bytes), static_cast<unsigned long long>(remaining()),
+                 static_cast<unsigned long long>(pos_));
     }
     void skip(uint64_t n, const std::string &what) {
         need(n, what);
@@ -147,17 +158,17 @@ Value read_value(Reader &r, const std::string &label, ValueType type, std::strin
         fail(Status::bad_format, "%s: array '%s' contains arrays (nested arrays are not supported)",
              label.c_str(), printable(key).c_str());
     v.count = r.read<uint64_t>("the element count of array '" + printable(key) + "'");
+    const std::string elems_what = "array '" + printable(key) + "'";
     if (v.elem_type == ValueType::STRING) {
-        // No reserve from the untrusted count: each element is bounds-checked as it is read.
+        // Checked, but still not reserved: views grow with the strings actually read.
+        r.need_entries(v.count, kMinStringBytes, elems_what);
         const std::string elem_what = "an element of array '" + printable(key) + "'";
         for (uint64_t k = 0; k < v.count; ++k) v.strings.push_back(r.read_string(elem_what));
         return v;
     }
-    uint64_t bytes = 0;
-    if (mul_overflows(v.count, scalar_size(v.elem_type), &bytes))
-        fail(Status::bad_format, "%s: array '%s' has %llu elements, too many for the file",
-             label.c_str(), printable(key).c_str(), static_cast<unsigned long long>(v.count));
-    r.need(bytes, "the elements of array '" + printable(key) + "'");
+    const uint64_t elem_bytes = scalar_size(v.elem_type);
+    r.need_entries(v.count, elem_bytes, elems_what);  // also keeps count x size from overflowing
+    const uint64_t bytes = v.count * elem_bytes;
     v.array_data = r.here();
     r.skip(bytes, "the elements of array '" + printable(key) + "'");
     if (v.elem_type == ValueType::BOOL) {

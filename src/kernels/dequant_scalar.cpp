@@ -6,6 +6,7 @@
 #include "common/error.hpp"
 #include "kernels/blocks.hpp"
 #include "kernels/kernels_internal.hpp"
+#include "kernels/mxfp4.hpp"
 
 namespace moe::kernels::detail {
 namespace {
@@ -38,6 +39,12 @@ void dq_q8_0(const uint8_t *b, float *y) {
     const float d = load_half(b + q8_0::d);
     const int8_t *qs = reinterpret_cast<const int8_t *>(b + q8_0::qs);
     for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(qs[j]) * d;
+}
+void dq_mxfp4(const uint8_t *b, float *y) {
+    int8_t v[32];
+    mxfp4_ints(b, v);
+    const float s = mxfp4_scale(b);
+    for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(v[j]) * s;
 }
 template <bool kFive>
 void dq_q45_k(const uint8_t *b, float *y) {
@@ -139,6 +146,7 @@ void dequantize_scalar(GgmlType type, const void *src, float *dst, int64_t n) {
     case GgmlType::Q3_K: dq_blocks<dq_q3_k, 256, q3_k::bytes>(src, dst, n); return;
     case GgmlType::IQ4_NL: dq_blocks<dq_iq4_nl, 32, iq4_nl::bytes>(src, dst, n); return;
     case GgmlType::IQ4_XS: dq_blocks<dq_iq4_xs, 256, iq4_xs::bytes>(src, dst, n); return;
+    case GgmlType::MXFP4: dq_blocks<dq_mxfp4, 32, mxfp4::bytes>(src, dst, n); return;
     default: break;
     }
     fail(Status::unsupported, "dequantize: no kernel for tensor type %s", tr.name);

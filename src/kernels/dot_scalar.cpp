@@ -6,6 +6,7 @@
 #include "kernels/blocks.hpp"
 #include "kernels/dot_terms.hpp"
 #include "kernels/kernels_internal.hpp"
+#include "kernels/mxfp4.hpp"
 
 namespace moe::kernels::detail {
 namespace {
@@ -16,8 +17,10 @@ inline int32_t dot32(const int8_t *a, const int8_t *b) {
     return s;
 }
 
-// Legacy weights (Q4_0 / Q5_0 / Q8_0) against Q8_0 activations.
-template <void (*Ints)(const uint8_t *, int8_t *), size_t kBytes>
+inline float fp16_scale(const uint8_t *block) { return load_half(block); }
+
+// Legacy weights (Q4_0 / Q5_0 / Q8_0, and MXFP4 with its own scale) against Q8_0 activations.
+template <void (*Ints)(const uint8_t *, int8_t *), size_t kBytes, float (*Scale)(const uint8_t *) = fp16_scale>
 float dot_legacy_q8_0(int64_t n, const void *w_row, const void *act) {
     const uint8_t *w = static_cast<const uint8_t *>(w_row);
     const uint8_t *a = static_cast<const uint8_t *>(act);
@@ -26,7 +29,7 @@ float dot_legacy_q8_0(int64_t n, const void *w_row, const void *act) {
         int8_t v[32];
         Ints(w, v);
         const int32_t sumi = dot32(v, reinterpret_cast<const int8_t *>(a + q8_0::qs));
-        acc.add(b, term_d(sumi, load_half(w), load_half(a + q8_0::d)));
+        acc.add(b, term_d(sumi, Scale(w), load_half(a + q8_0::d)));
     }
     return acc.total();
 }
@@ -176,6 +179,7 @@ void fill_scalar_kernels(KernelTable &t) {
     set(GgmlType::Q4_0, dot_legacy_q8_0<q4_0_ints, q4_0::bytes>);
     set(GgmlType::Q5_0, dot_legacy_q8_0<q5_0_ints, q5_0::bytes>);
     set(GgmlType::Q8_0, dot_legacy_q8_0<q8_0_ints, q8_0::bytes>);
+    set(GgmlType::MXFP4, dot_legacy_q8_0<mxfp4_ints, mxfp4::bytes, mxfp4_scale>);
     set(GgmlType::Q4_1, dot_legacy_q8_1<q4_1_ints, q4_1::bytes>);
     set(GgmlType::Q5_1, dot_legacy_q8_1<q5_1_ints, q5_1::bytes>);
     set(GgmlType::Q4_K, dot_k<q4_k::bytes, term_q45_k<false>>);

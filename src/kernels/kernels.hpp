@@ -31,16 +31,19 @@
 //                                         1,13,25,38,53,69,89,113}
 //   IQ4_XS     (d*S)*K[nibble]       per 32-element sub-block, S the signed
 //              6-bit scale (scales_l nibble | scales_h 2 bits << 4) - 32
+//   MXFP4      F*s, F the doubled e2m1 value (-12..12), s = 2^(e-128) (kernels/mxfp4.hpp)
 //   F16/BF16 exact conversion.
 // Block terms of the quantised dots (kernels/dot_terms.hpp), with integer
 // sums over the block's groups (qa the activation quants, bsum their sum over
 // the group a min applies to, from the Q8_K sums per 16):
 //   Q4_0/Q5_0/Q8_0/IQ4_NL . Q8_0   sumi*(dw*da), sumi = <q, qa>
+//   MXFP4 . Q8_0                   sumi*(s*da), sumi = <F, qa> (as Q4_0)
 //   Q4_1/Q5_1 . Q8_1               sumi*(dw*da) + mw*sa
 //   Q2_K/Q4_K/Q5_K . Q8_K          (dw*da)*sumi - (dminw*da)*summ,
 //                                  sumi = sum sc*<q, qa>, summ = sum m*bsum
 //   Q3_K/Q6_K/IQ4_XS . Q8_K        (dw*da)*sumi, sumi = sum S*<q, qa>
-// Activation formats (act_type): Q8_0 for Q4_0, Q5_0, Q8_0, IQ4_NL; Q8_1 for
+// Activation formats (act_type): Q8_0 for Q4_0, Q5_0, Q8_0, IQ4_NL,
+// MXFP4; Q8_1 for
 // Q4_1, Q5_1; Q8_K for Q2_K..Q6_K and IQ4_XS.
 // Q8_0 d = amax/127 (stored fp16), q = round_half_even(x * (127/amax));
 // Q8_1 adds s = fp16(d * sum q) with the f32 d; Q8_K d = 1/(-127/max) as f32

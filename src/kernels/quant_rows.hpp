@@ -101,6 +101,14 @@ inline void arrange_qwords(const uint8_t *act, size_t blk_bytes, size_t qs, int6
 // mw of the 8 blocks), __m256i sums8(group, a, a_stride) (lane j = raw
 // sum of block j; a is the arranged group or the first activation block's
 // quants), int32_t sum1(w, a_qs) (raw sum of one block).
+// A legacy decoder's weight scale: the fp16 d at kD, unless the decoder
+// reads its own (scale1 and scales8, as MXFP4's exponent byte).
+template <typename D>
+MOE_ALWAYS_INLINE float weight_scale1(const uint8_t *w) {
+    if constexpr (requires { D::scale1(w); }) return D::scale1(w);
+    else return load_half(w + D::kD);
+}
+
 struct LegacyPrep {
     const uint8_t *act;       // activation blocks as given
     const uint8_t *arranged;  // D's layout of full groups (or act)
@@ -182,7 +190,7 @@ struct LegacyRows {
                 if constexpr (D::kMin)
                     lanes[bb & 7] += term_dm(sumi, load_half(wb + D::kD), p[t].d[bb], load_half(wb + D::kD + 2), p[t].s[bb]);
                 else
-                    lanes[bb & 7] += term_d(sumi, load_half(wb + D::kD), p[t].d[bb]);
+                    lanes[bb & 7] += term_d(sumi, weight_scale1<D>(wb), p[t].d[bb]);
             }
             out[t] = BlockLanes::reduce8(lanes);
         }
@@ -253,9 +261,13 @@ struct PerBlock : B {
     MOE_ALWAYS_INLINE static Group decode8(const uint8_t *w) {
         Group g;
         for (int j = 0; j < 8; ++j) g.u[j] = B::uints(w + j * B::kBytes);
-        const __m256i fields = gather8_u32<B::kBytes>(w + B::kD);  // d | m << 16
-        g.dw = half8<false>(fields);
-        if constexpr (B::kMin) g.mw = half8<true>(fields);
+        if constexpr (requires { B::scales8(w); }) {
+            g.dw = B::scales8(w);
+        } else {
+            const __m256i fields = gather8_u32<B::kBytes>(w + B::kD);  // d | m << 16
+            g.dw = half8<false>(fields);
+            if constexpr (B::kMin) g.mw = half8<true>(fields);
+        }
         return g;
     }
     MOE_ALWAYS_INLINE static __m256i sums8(const Group &g, const uint8_t *a, size_t a_stride) {

@@ -102,7 +102,8 @@ GgmlType act_type(GgmlType weight, bool exact) {
     case GgmlType::Q4_0:
     case GgmlType::Q5_0:
     case GgmlType::Q8_0:
-    case GgmlType::IQ4_NL: return GgmlType::Q8_0;
+    case GgmlType::IQ4_NL:
+    case GgmlType::MXFP4: return GgmlType::Q8_0;
     case GgmlType::Q4_1:
     case GgmlType::Q5_1: return GgmlType::Q8_1;
     case GgmlType::Q4_K:

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "kernels/dispatch.hpp"
+#include "kernels/mxfp4_rows.hpp"
 #include "kernels/quant_rows.hpp"
 #include "kernels/simd_lowbit_blocks.hpp"
 
@@ -103,6 +104,7 @@ void fill_avx2_kernels(KernelTable &t) {
     Tiled<KRows<Q3K>>::install(t, GgmlType::Q3_K);
     Tiled<KRows<IQ4XS>>::install(t, GgmlType::IQ4_XS);
     Tiled<LegacyRows<PerBlock<IQ4NLSignedDec, DotSigned>>>::install(t, GgmlType::IQ4_NL);
+    Tiled<LegacyRows<PerBlock<Mxfp4Dec, DotMaddubs>>>::install(t, GgmlType::MXFP4);
 }
 
 }  // namespace moe::kernels::detail

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "kernels/dispatch.hpp"
+#include "kernels/mxfp4_rows.hpp"
 #include "kernels/quant_rows.hpp"
 #include "kernels/simd_avx512_blocks.hpp"
 #include "kernels/simd_avx512_lowbit.hpp"
@@ -583,6 +584,7 @@ void fill_avx512_kernels(KernelTable &t) {
     Tiled<KRows512<Q3K512>>::install(t, GgmlType::Q3_K);
     Tiled<KRows512<IQ4XS512>>::install(t, GgmlType::IQ4_XS);
     Tiled<LegacyRows<Nibbles8<IQ4NLDec>>>::install(t, GgmlType::IQ4_NL);
+    Tiled<LegacyRows<PerBlock<Mxfp4Dec, DotVnni>>>::install(t, GgmlType::MXFP4);
 }
 
 bool isa_has_kernels(Isa) { return true; }

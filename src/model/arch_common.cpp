@@ -36,7 +36,8 @@ void bind_attention(TensorBinder &b, const HParams &hp, int32_t layer, AttnBias 
     }
 }
 
-void bind_routed_experts(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff, LayerWeights &out) {
+void bind_routed_experts(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff, LayerWeights &out,
+                         const char *norm) {
     auto name = [layer](const char *suffix) { return TensorBinder::layer_name(layer, suffix); };
     if (hp.n_expert <= 0 || hp.n_expert_used <= 0)
         fail(Status::unsupported, "%s: architecture '%s' without routed experts (expert_count = %d) is not supported",
@@ -45,13 +46,24 @@ void bind_routed_experts(TensorBinder &b, const HParams &hp, int32_t layer, int6
         fail(Status::bad_format, "%s: expert feed-forward length is missing (layer %d)", b.file().path().c_str(),
              layer);
     const int64_t n_embd = hp.n_embd, n_expert = hp.n_expert;
-    out.ffn_norm = b.vector(name("ffn_norm.weight"), n_embd);
+    out.ffn_norm = b.vector(name(norm), n_embd);
     out.router = b.matrix(name("ffn_gate_inp.weight"), n_embd, n_expert);
     out.router_bias = b.vector(name("ffn_gate_inp.bias"), n_expert, false);
     out.experts.n_expert = hp.n_expert;
     out.experts.gate = b.experts(name("ffn_gate_exps.weight"), n_embd, n_ff, n_expert);
     out.experts.up = b.experts(name("ffn_up_exps.weight"), n_embd, n_ff, n_expert);
     out.experts.down = b.experts(name("ffn_down_exps.weight"), n_ff, n_embd, n_expert);
+}
+
+void bind_expert_biases(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff, LayerWeights &out) {
+    auto name = [layer](const char *suffix) { return TensorBinder::layer_name(layer, suffix); };
+    out.exp_gate_bias = b.table(name("ffn_gate_exps.bias"), n_ff, hp.n_expert);
+    out.exp_up_bias = b.table(name("ffn_up_exps.bias"), n_ff, hp.n_expert);
+    out.exp_down_bias = b.table(name("ffn_down_exps.bias"), hp.n_embd, hp.n_expert);
+}
+
+void bind_attention_sinks(TensorBinder &b, const HParams &hp, int32_t layer, LayerWeights &out) {
+    out.attn_sinks = b.vector(TensorBinder::layer_name(layer, "attn_sinks.weight"), hp.n_head);
 }
 
 void bind_shared_expert(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff_shared,

@@ -76,9 +76,10 @@ using vec8::store8;
 // Softmax of n scores in place, shared by attend_head and the tiled path so
 // both give the same bits: weights eight at a time, their sum in eight double
 // lanes combined in a fixed order (one running sum would be a chain of
-// dependent additions as long as the context).
-MOE_VEC8_INLINE void softmax_in_place(float *s, int32_t n) {
-    float max = -INFINITY;
+// dependent additions as long as the context). A sink joins the maximum and
+// adds its weight to the sum last.
+MOE_VEC8_INLINE void softmax_in_place(float *s, int32_t n, const float *sink) {
+    float max = sink ? *sink : -INFINITY;
     for (int32_t j = 0; j < n; ++j) max = std::max(max, s[j]);
     double lanes[kLanes] = {};
     int32_t j = 0;
@@ -96,7 +97,8 @@ MOE_VEC8_INLINE void softmax_in_place(float *s, int32_t n) {
             lanes[i] += double(e[i]);
         }
     }
-    const double sum = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+    double sum = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+    if (sink) sum += double(exp8_nonpositive(F8{} + (*sink - max))[0]);
     const float inv = float(1.0 / sum);
     for (int32_t i = 0; i < n; ++i) s[i] = s[i] * inv;
 }
@@ -150,14 +152,17 @@ MOE_VEC8_INLINE void accumulate_values(const float *rows, int32_t n, int32_t dv,
 // scored kTile positions at a time for all heads of the group, softmax per
 // head, values accumulated kTile positions at a time.
 MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t kv_head,
-                                       const float *q, int32_t n_pos, float *scores, float *out) {
+                                       const float *q, int32_t first, int32_t end, float *scores, float *out,
+                                       const float *sinks) {
     const int32_t group = s.n_head / s.n_head_kv;
     const int32_t dk = s.head_dim_k, dv = s.head_dim_v;
     const bool f32 = kv.is_f32();
     const size_t es = kv.element_bytes();
-    const uint8_t *keys = kv.k_bytes(layer, n_pos).data() + size_t(kv_head) * size_t(dk) * es;
-    const uint8_t *values = kv.v_bytes(layer, n_pos).data() + size_t(kv_head) * size_t(dv) * es;
     const size_t k_row = size_t(kv.k_dim()) * es, v_row = size_t(kv.v_dim()) * es;
+    // Positions first..end-1, numbered from 0 below.
+    const int32_t n_pos = end - first;
+    const uint8_t *keys = kv.k_bytes(layer, end).data() + size_t(first) * k_row + size_t(kv_head) * size_t(dk) * es;
+    const uint8_t *values = kv.v_bytes(layer, end).data() + size_t(first) * v_row + size_t(kv_head) * size_t(dv) * es;
     const size_t stride = size_t(n_pos);
 
     alignas(64) float rows[kTile * kMaxHeadDim];
@@ -184,7 +189,7 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
 
     // Softmax per head, as attend_head.
     for (int32_t g = 0; g < group; ++g) {
-        softmax_in_place(scores + size_t(g) * stride, n_pos);
+        softmax_in_place(scores + size_t(g) * stride, n_pos, sinks ? sinks + g : nullptr);
         std::fill(out + size_t(g) * size_t(dv), out + size_t(g + 1) * size_t(dv), 0.0f);
     }
     // Values: kTile rows widened once, accumulated into every head in position order.
@@ -199,14 +204,15 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
 }  // namespace
 
 void attend_head(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t head, const float *q,
-                 int32_t pos, float *scores, float *out) {
+                 int32_t pos, float *scores, float *out, const AttentionSpan &span) {
     const int32_t kv_head = head / (s.n_head / s.n_head_kv);
     const int32_t k_off = kv_head * s.head_dim_k;
     const int32_t v_off = kv_head * s.head_dim_v;
-    for (int32_t j = 0; j <= pos; ++j) scores[j] = kv.dot_k(layer, j, k_off, s.head_dim_k, q) * s.scale;
-    softmax_in_place(scores, pos + 1);
+    const int32_t first = span.first;
+    for (int32_t j = first; j <= pos; ++j) scores[j - first] = kv.dot_k(layer, j, k_off, s.head_dim_k, q) * s.scale;
+    softmax_in_place(scores, pos + 1 - first, span.sinks);
     std::fill(out, out + s.head_dim_v, 0.0f);
-    for (int32_t j = 0; j <= pos; ++j) kv.axpy_v(layer, j, v_off, s.head_dim_v, scores[j], out);
+    for (int32_t j = first; j <= pos; ++j) kv.axpy_v(layer, j, v_off, s.head_dim_v, scores[j - first], out);
 }
 
 float softmax_exp(float x) {
@@ -215,17 +221,18 @@ float softmax_exp(float x) {
 }
 
 void attend_kv_group(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t kv_head, const float *q,
-                     int32_t pos, float *scores, float *out) {
+                     int32_t pos, float *scores, float *out, const AttentionSpan &span) {
     const int32_t group = s.n_head / s.n_head_kv;
     const int32_t dk = s.head_dim_k, dv = s.head_dim_v;
     const int32_t n_pos = pos + 1;
     if (dk > kMaxHeadDim || dv > kMaxHeadDim || group > kMaxGroup || dk % kTile != 0 || dv % kLanes != 0) {
         for (int32_t g = 0; g < group; ++g)
             attend_head(kv, layer, s, kv_head * group + g, q + size_t(g) * size_t(dk), pos,
-                        scores + size_t(g) * size_t(n_pos), out + size_t(g) * size_t(dv));
+                        scores + size_t(g) * size_t(n_pos), out + size_t(g) * size_t(dv),
+                        AttentionSpan{span.first, span.sinks ? span.sinks + g : nullptr});
         return;
     }
-    attend_tiled(kv, layer, s, kv_head, q, n_pos, scores, out);
+    attend_tiled(kv, layer, s, kv_head, q, span.first, n_pos, scores, out, span.sinks);
 }
 
 }  // namespace moe

@@ -178,6 +178,16 @@ void fill_blocks(GgmlType type, uint8_t *out, uint64_t n_blocks, float sigma, Rn
         }
         break;
     }
+    case GgmlType::MXFP4: {
+        // y = F * 2^(e - 128), F the doubled e2m1 value of a uniform nibble (std 5.85):
+        // the power of two nearest sigma / 5.85.
+        const int e = 128 + static_cast<int>(std::lround(std::log2(sigma / 5.85f)));
+        for (uint64_t b = 0; b < n_blocks; ++b, out += 17) {
+            out[0] = static_cast<uint8_t>(std::clamp(e, 0, 254));
+            rng.fill(out + 1, 16);
+        }
+        break;
+    }
     case GgmlType::F32: {
         const float a = sigma * 1.7320508f;  // uniform [-a, a] has std sigma
         for (uint64_t i = 0; i < n_blocks; ++i) {
@@ -210,15 +220,19 @@ void fill_tensor_chunk(const TensorSpec &t, uint8_t *out, uint64_t first_elem, u
 
 struct Preset {
     const char *name;
+    const char *arch;  // the architecture the preset's shape is of (null: any)
     int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_expert, n_expert_used, n_ff_expert, n_vocab;
 };
 
 constexpr Preset kPresets[] = {
-    {"qwen3-30b-a3b", 48, 2048, 32, 4, 128, 128, 8, 768, 151936},
-    {"demo", 10, 2048, 32, 4, 128, 128, 8, 768, 32768},
-    {"small", 4, 256, 8, 2, 32, 16, 4, 256, 1024},
-    {"tiny", 2, 64, 4, 2, 16, 8, 2, 64, 320},
+    {"qwen3-30b-a3b", "qwen3moe", 48, 2048, 32, 4, 128, 128, 8, 768, 151936},
+    {"gpt-oss-20b", "gpt-oss", 24, 2880, 64, 8, 64, 32, 4, 2880, 201088},
+    {"gpt-oss-tiny", "gpt-oss", 4, 128, 4, 2, 32, 8, 2, 128, 512},
+    {"demo", nullptr, 10, 2048, 32, 4, 128, 128, 8, 768, 32768},
+    {"small", nullptr, 4, 256, 8, 2, 32, 16, 4, 256, 1024},
+    {"tiny", nullptr, 2, 64, 4, 2, 16, 8, 2, 64, 320},
 };
+constexpr const char *kPresetNames = "qwen3-30b-a3b, gpt-oss-20b, gpt-oss-tiny, demo, small, tiny";
 
 // K-quants need rows that are multiples of 256; like llama-quantize, fall back
 // to a 32-block type otherwise (the low-bit types to IQ4_NL).
@@ -271,11 +285,21 @@ QuantMix quant_mix(const std::string &quant) {
 // trained models. docs/performance.md has the measurements.
 constexpr float kAttnOutputScale = 0.1f;
 
+bool is_gpt_oss(const GeneratorConfig &c) { return c.arch == "gpt-oss"; }
+
+// gpt-oss: Q/K/V/output biases, per-head sinks, post_attention_norm in place
+// of ffn_norm, a router bias, and MXFP4 experts (whatever the quant mix, as
+// its released files have them) with F32 bias tables; no QK-norm.
 std::vector<TensorSpec> tensor_specs(const GeneratorConfig &c) {
     const QuantMix q = quant_mix(c.quant);
+    const bool oss = is_gpt_oss(c);
     const int64_t E = c.n_embd, HQ = int64_t(c.n_head) * c.head_dim, HKV = int64_t(c.n_head_kv) * c.head_dim;
     const int64_t F = c.n_ff_expert, X = c.n_expert;
     auto inv_sqrt = [](int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
+    auto expert_type = [&](GgmlType mix_type, int64_t row) { return oss ? fit(GgmlType::MXFP4, row) : fit(mix_type, row); };
+    auto bias = [](const std::string &name, std::vector<int64_t> ne, float sigma) {
+        return TensorSpec{name, GgmlType::F32, std::move(ne), Init::normal, sigma};
+    };
     std::vector<TensorSpec> t;
     t.push_back({"token_embd.weight", fit(q.embd, E), {E, c.n_vocab}, Init::normal, 1.0f});
     for (int32_t l = 0; l < c.n_layer; ++l) {
@@ -285,13 +309,27 @@ std::vector<TensorSpec> tensor_specs(const GeneratorConfig &c) {
         t.push_back({p + "attn_k.weight", fit(q.attn_qko, E), {E, HKV}, Init::normal, inv_sqrt(E)});
         t.push_back({p + "attn_v.weight", fit(q.attn_v, E), {E, HKV}, Init::normal, inv_sqrt(E)});
         t.push_back({p + "attn_output.weight", fit(q.attn_qko, HQ), {HQ, E}, Init::normal, kAttnOutputScale * inv_sqrt(HQ)});
-        t.push_back({p + "attn_q_norm.weight", GgmlType::F32, {c.head_dim}, Init::ones, 0});
-        t.push_back({p + "attn_k_norm.weight", GgmlType::F32, {c.head_dim}, Init::ones, 0});
-        t.push_back({p + "ffn_norm.weight", GgmlType::F32, {E}, Init::ones, 0});
+        if (oss) {
+            for (const char *b : {"attn_q.bias", "attn_k.bias", "attn_v.bias"})
+                t.push_back(bias(p + b, {b[5] == 'q' ? HQ : HKV}, 0.1f));
+            t.push_back(bias(p + "attn_output.bias", {E}, 0.01f));
+            t.push_back(bias(p + "attn_sinks.weight", {c.n_head}, 1.0f));
+            t.push_back({p + "post_attention_norm.weight", GgmlType::F32, {E}, Init::ones, 0});
+            t.push_back(bias(p + "ffn_gate_inp.bias", {X}, 0.1f));
+        } else {
+            t.push_back({p + "attn_q_norm.weight", GgmlType::F32, {c.head_dim}, Init::ones, 0});
+            t.push_back({p + "attn_k_norm.weight", GgmlType::F32, {c.head_dim}, Init::ones, 0});
+            t.push_back({p + "ffn_norm.weight", GgmlType::F32, {E}, Init::ones, 0});
+        }
         t.push_back({p + "ffn_gate_inp.weight", GgmlType::F32, {E, X}, Init::router, 3.0f * inv_sqrt(E)});
-        t.push_back({p + "ffn_gate_exps.weight", fit(q.exp_gate_up, E), {E, F, X}, Init::normal, inv_sqrt(E)});
-        t.push_back({p + "ffn_up_exps.weight", fit(q.exp_gate_up, E), {E, F, X}, Init::normal, inv_sqrt(E)});
-        t.push_back({p + "ffn_down_exps.weight", fit(q.exp_down, F), {F, E, X}, Init::normal, inv_sqrt(F)});
+        t.push_back({p + "ffn_gate_exps.weight", expert_type(q.exp_gate_up, E), {E, F, X}, Init::normal, inv_sqrt(E)});
+        t.push_back({p + "ffn_up_exps.weight", expert_type(q.exp_gate_up, E), {E, F, X}, Init::normal, inv_sqrt(E)});
+        t.push_back({p + "ffn_down_exps.weight", expert_type(q.exp_down, F), {F, E, X}, Init::normal, inv_sqrt(F)});
+        if (oss) {
+            t.push_back(bias(p + "ffn_gate_exps.bias", {F, X}, 0.1f));
+            t.push_back(bias(p + "ffn_up_exps.bias", {F, X}, 0.1f));
+            t.push_back(bias(p + "ffn_down_exps.bias", {E, X}, 0.01f));
+        }
     }
     t.push_back({"output_norm.weight", GgmlType::F32, {E}, Init::ones, 0});
     t.push_back({"output.weight", fit(q.output, E), {E, c.n_vocab}, Init::normal, inv_sqrt(E)});
@@ -318,7 +356,7 @@ std::vector<std::string> byte_tokens() {
 
 // A small valid byte-level BPE vocabulary: 256 byte tokens, merges of pairs of
 // printable ASCII characters, filler tokens, and Qwen-style control tokens.
-void add_tokenizer(gguf::GgufWriter &w, int32_t n_vocab) {
+void add_tokenizer(gguf::GgufWriter &w, int32_t n_vocab, const char *pre) {
     const char *specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
     const int32_t n_special = 3;
     std::vector<std::string> tokens = byte_tokens();
@@ -350,7 +388,7 @@ void add_tokenizer(gguf::GgufWriter &w, int32_t n_vocab) {
     }
     const uint32_t eot = static_cast<uint32_t>(n_vocab - n_special);
     w.add_string("tokenizer.ggml.model", "gpt2");
-    w.add_string("tokenizer.ggml.pre", "qwen2");
+    w.add_string("tokenizer.ggml.pre", pre);
     w.add_string_array("tokenizer.ggml.tokens", tokens);
     w.add_i32_array("tokenizer.ggml.token_type", types);
     w.add_string_array("tokenizer.ggml.merges", merges);
@@ -367,31 +405,45 @@ void build_header(gguf::GgufWriter &w, const GeneratorConfig &c, const std::vect
     w.add_u32("general.file_type", quant_mix(c.quant).file_type);
     w.add_u32("general.quantization_version", 2);
     w.add_u32(a + "block_count", static_cast<uint32_t>(c.n_layer));
-    w.add_u32(a + "context_length", 32768);
+    w.add_u32(a + "context_length", is_gpt_oss(c) ? 131072 : 32768);
     w.add_u32(a + "embedding_length", static_cast<uint32_t>(c.n_embd));
-    w.add_u32(a + "feed_forward_length", static_cast<uint32_t>(c.n_ff_expert * 8));
+    if (!is_gpt_oss(c)) w.add_u32(a + "feed_forward_length", static_cast<uint32_t>(c.n_ff_expert * 8));
     w.add_u32(a + "attention.head_count", static_cast<uint32_t>(c.n_head));
     w.add_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.n_head_kv));
     w.add_u32(a + "attention.key_length", static_cast<uint32_t>(c.head_dim));
     w.add_u32(a + "attention.value_length", static_cast<uint32_t>(c.head_dim));
-    w.add_f32(a + "rope.freq_base", 1000000.0f);
-    w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+    if (is_gpt_oss(c)) {
+        w.add_f32(a + "rope.freq_base", 150000.0f);
+        w.add_string(a + "rope.scaling.type", "yarn");
+        w.add_f32(a + "rope.scaling.factor", 32.0f);
+        w.add_u32(a + "rope.scaling.original_context_length", 4096);
+        w.add_u32(a + "attention.sliding_window", 128);
+        w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+    } else {
+        w.add_f32(a + "rope.freq_base", 1000000.0f);
+        w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+    }
     w.add_u32(a + "expert_count", static_cast<uint32_t>(c.n_expert));
     w.add_u32(a + "expert_used_count", static_cast<uint32_t>(c.n_expert_used));
     w.add_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(c.n_ff_expert));
-    add_tokenizer(w, c.n_vocab);
+    w.add_u32(a + "vocab_size", static_cast<uint32_t>(c.n_vocab));  // = token_embd rows = tokens
+    add_tokenizer(w, c.n_vocab, is_gpt_oss(c) ? "gpt-4o" : "qwen2");
     for (const TensorSpec &t : specs) w.add_tensor(t.name, t.type, t.ne);
 }
 
 }  // namespace
 
 GeneratorConfig resolve_generator_config(const GeneratorConfig &r) {
-    if (r.arch != "qwen3moe") fail(Status::unsupported, "generator: architecture '%s' not supported (qwen3moe)", r.arch.c_str());
     const Preset *p = nullptr;
     for (const Preset &x : kPresets)
         if (r.preset == x.name) p = &x;
-    if (!p) fail(Status::invalid_argument, "generator: unknown preset '%s' (qwen3-30b-a3b, demo, small, tiny)", r.preset.c_str());
+    if (!p) fail(Status::invalid_argument, "generator: unknown preset '%s' (%s)", r.preset.c_str(), kPresetNames);
     GeneratorConfig c = r;
+    if (c.arch.empty()) c.arch = p->arch ? p->arch : "qwen3moe";
+    if (c.arch != "qwen3moe" && c.arch != "gpt-oss")
+        fail(Status::unsupported, "generator: architecture '%s' not supported (qwen3moe, gpt-oss)", c.arch.c_str());
+    if (p->arch && c.arch != p->arch)
+        fail(Status::invalid_argument, "generator: preset '%s' is a %s shape, not %s", p->name, p->arch, c.arch.c_str());
     auto take = [](int32_t v, int32_t d) { return v ? v : d; };
     c.n_layer = take(r.n_layer, p->n_layer);
     c.n_embd = take(r.n_embd, p->n_embd);

@@ -12,7 +12,7 @@
 namespace moe {
 
 struct GeneratorConfig {
-    std::string arch = "qwen3moe";
+    std::string arch;  // "qwen3moe" or "gpt-oss"; empty: the preset's (qwen3moe for generic presets)
     std::string preset = "small";
     std::string quant = "q4_k_m";
     int32_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0;

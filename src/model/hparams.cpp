@@ -21,6 +21,7 @@ struct ArchRules {
     bool tied_output_allowed;
     enum class ExpertFf { expert_key, expert_key_or_ff_per_used, ff_key } expert_ff;
     bool shared_expert;
+    int32_t swa_pattern = 0;  // default sliding-window pattern; 0: no sliding window
 };
 
 constexpr ArchRules kArchs[] = {
@@ -28,6 +29,7 @@ constexpr ArchRules kArchs[] = {
     {"llama", RopeType::normal, true, true, ArchRules::ExpertFf::ff_key, false},
     {"olmoe", RopeType::neox, false, false, ArchRules::ExpertFf::ff_key, false},
     {"qwen2moe", RopeType::neox, false, false, ArchRules::ExpertFf::expert_key, true},
+    {"gpt-oss", RopeType::neox, false, false, ArchRules::ExpertFf::expert_key, false, 2},
 };
 
 const ArchRules *find_arch(const std::string &arch) {
@@ -88,19 +90,24 @@ private:
     int32_t n_layer_ = 0;
 };
 
-// The linear RoPE scaling factor; 1 without scaling (type "none", no factor,
-// or a factor of 0, which some converters write to mean none).
-float linear_scaling_factor(const gguf::GgufFile &file, const KeyReader &keys) {
+struct RopeScaling {
+    float factor = 1.0f;
+    bool yarn = false;
+};
+
+// The RoPE scaling factor and kind; a factor of 1 without scaling (type
+// "none", no factor, or a factor of 0, which some converters write to mean none).
+RopeScaling rope_scaling(const gguf::GgufFile &file, const KeyReader &keys) {
     const std::string type = file.get_string(keys.key("rope.scaling.type"), "");
-    if (!type.empty() && type != "none" && type != "linear")
+    if (!type.empty() && type != "none" && type != "linear" && type != "yarn")
         fail(Status::unsupported, "%s: rope scaling type '%.32s' is not supported", keys.path().c_str(),
              type.c_str());
     const std::string k = keys.key("rope.scaling.factor");
     const float factor = type == "none" ? 0.0f : file.get_f32(k, 0.0f);
-    if (factor == 0.0f) return 1.0f;
+    if (factor == 0.0f) return {};
     if (!std::isfinite(factor) || factor < 0.0f)
         fail(Status::bad_format, "%s: %s is %g", keys.path().c_str(), k.c_str(), static_cast<double>(factor));
-    return factor;
+    return {factor, type == "yarn"};
 }
 
 }  // namespace
@@ -117,7 +124,7 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
         std::string safe;
         for (char c : hp.arch.substr(0, 64)) safe += (c >= 0x20 && c < 0x7f) ? c : '?';
         fail(Status::unsupported,
-             "%s: architecture '%s' is not supported (supported: qwen3moe, llama with experts, olmoe, qwen2moe)",
+             "%s: architecture '%s' is not supported (supported: qwen3moe, llama with experts, olmoe, qwen2moe, gpt-oss)",
              path.c_str(), safe.c_str());
     }
 
@@ -200,8 +207,16 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
         fail(Status::bad_format, "%s: rope.dimension_count %d must be even and at most the head size %d",
              path.c_str(), hp.n_rot, hp.head_dim_k);
     hp.rope_freq_base = keys.positive_float("rope.freq_base").value_or(10000.0f);
-    const float scaling_factor = linear_scaling_factor(file, keys);
+    const RopeScaling scaling = rope_scaling(file, keys);
+    const float scaling_factor = scaling.factor;
     hp.rope_freq_scale = 1.0f / scaling_factor;
+    hp.rope_yarn = scaling.yarn;
+    hp.rope_n_ctx_orig = keys.positive("rope.scaling.original_context_length").value_or(hp.n_ctx_train);
+    // One set of rotation angles serves every layer.
+    if (const auto swa_base = keys.positive_float("rope.freq_base_swa"); swa_base && *swa_base != hp.rope_freq_base)
+        fail(Status::unsupported, "%s: %s %g differs from %s %g; a separate sliding-window RoPE base is not supported",
+             path.c_str(), keys.key("rope.freq_base_swa").c_str(), static_cast<double>(*swa_base),
+             keys.key("rope.freq_base").c_str(), static_cast<double>(hp.rope_freq_base));
     if (!rope_angles_finite({hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale, nullptr}))
         fail(Status::bad_format, "%s: %s %g with %s %g makes the rotary angles overflow (not finite)", path.c_str(),
              keys.key("rope.freq_base").c_str(), static_cast<double>(hp.rope_freq_base),
@@ -214,6 +229,10 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
              keys.key("attention.layer_norm_rms_epsilon").c_str());
     hp.rms_eps = *eps;
     hp.norm_topk_weights = rules->norm_topk_weights;
+    if (rules->swa_pattern > 0) {
+        hp.n_swa = keys.required("attention.sliding_window");
+        hp.swa_pattern = keys.positive("attention.sliding_window_pattern").value_or(rules->swa_pattern);
+    }
 
     // Vocabulary size comes from the embedding table.
     const gguf::TensorInfo *embd = file.tensor("token_embd.weight");
@@ -224,6 +243,13 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
              path.c_str(), static_cast<long long>(embd->ne[0]), static_cast<long long>(embd->ne[1]),
              static_cast<long long>(embd->ne[2]), static_cast<long long>(embd->ne[3]), hp.n_embd);
     hp.n_vocab = static_cast<int32_t>(embd->ne[1]);
+    // <arch>.vocab_size, when present, is what llama.cpp sizes its tables by:
+    // a file that disagrees with its own embedding would read or write past a
+    // row there, and here its logits would not be the vocabulary it names.
+    // (output.weight is bound to n_vocab rows, the tokenizer checked against them.)
+    if (const auto vocab_size = keys.positive("vocab_size"); vocab_size && *vocab_size != hp.n_vocab)
+        fail(Status::bad_format, "%s: %s is %d but token_embd.weight has %d rows (one per token)", path.c_str(),
+             keys.key("vocab_size").c_str(), *vocab_size, hp.n_vocab);
     hp.tied_output = rules->tied_output_allowed && file.tensor("output.weight") == nullptr;
     return hp;
 }

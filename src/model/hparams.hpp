@@ -31,11 +31,19 @@ struct HParams {
     int32_t n_ff_shared = 0;     // expert_shared_feed_forward_length (qwen2moe), 0 without a shared expert
     int32_t n_rot = 0;           // rope.dimension_count (default head_dim_k)
     float rope_freq_base = 10000.0f;
-    float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor for linear scaling
+    float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor (linear or YaRN scaling)
+    bool rope_yarn = false;        // rope.scaling.type "yarn"
+    int32_t rope_n_ctx_orig = 0;   // rope.scaling.original_context_length (default context_length)
+    // Sliding-window attention: within each group of swa_pattern layers the
+    // first swa_pattern - 1 see only the last n_swa positions (0: none).
+    int32_t n_swa = 0;             // attention.sliding_window
+    int32_t swa_pattern = 0;       // attention.sliding_window_pattern (gpt-oss default 2)
     RopeType rope_type = RopeType::normal;
     float rms_eps = 1e-6f;       // attention.layer_norm_rms_epsilon
     bool norm_topk_weights = false;  // renormalise the top-k routing weights
     bool tied_output = false;    // output.weight absent and token_embd reused
+
+    bool is_swa(int32_t layer) const { return n_swa > 0 && swa_pattern > 0 && layer % swa_pattern < swa_pattern - 1; }
 
     // Reads and validates (positive sizes, head dims dividing, n_expert_used <= n_expert,
     // n_layer <= MOESTREAM_MAX_LAYERS); throws bad_format / unsupported naming the key.

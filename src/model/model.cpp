@@ -17,8 +17,9 @@ std::unique_ptr<Model> Model::bind(std::unique_ptr<gguf::GgufFile> file) {
 namespace {
 
 RopeParams rope_params_of(const HParams &hp, const VectorF32 &rope_freqs) {
-    return RopeParams{hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale,
-                      rope_freqs.empty() ? nullptr : rope_freqs.data()};
+    RopeParams p{hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale, rope_freqs.empty() ? nullptr : rope_freqs.data()};
+    if (hp.rope_yarn) rope_enable_yarn(p, hp.rope_n_ctx_orig);
+    return p;
 }
 
 // A tensor the architecture does not use means the metadata does not

@@ -1,5 +1,6 @@
 #include "model/rope.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -11,7 +12,25 @@ float theta_scale_of(const RopeParams &p) { return std::pow(p.freq_base, -2.0f /
 
 bool within_float(double x) { return std::abs(x) <= double(std::numeric_limits<float>::max()); }
 
+// The pair index where a wavelength of 2 pi / beta turns fit the original context.
+float yarn_corr_dim(int32_t n_rot, int32_t n_ctx_orig, float beta, float base) {
+    return float(n_rot) * std::log(float(n_ctx_orig) / (beta * 2.0f * float(M_PI))) / (2.0f * std::log(base));
+}
+
+float yarn_ramp(float low, float high, int32_t i) {
+    const float y = (float(i) - low) / std::max(0.001f, high - low);
+    return 1.0f - std::min(1.0f, std::max(0.0f, y));
+}
+
 }  // namespace
+
+void rope_enable_yarn(RopeParams &p, int32_t n_ctx_orig) {
+    constexpr float kBetaFast = 32.0f, kBetaSlow = 1.0f;
+    p.ext_factor = 1.0f;
+    p.yarn_low = std::max(0.0f, std::floor(yarn_corr_dim(p.n_rot, n_ctx_orig, kBetaFast, p.freq_base)));
+    p.yarn_high = std::min(float(p.n_rot - 1), std::ceil(yarn_corr_dim(p.n_rot, n_ctx_orig, kBetaSlow, p.freq_base)));
+    p.mscale = 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+}
 
 void rope_angles(const RopeParams &p, int32_t pos, float *cs) {
     const int32_t half = p.n_rot / 2;
@@ -19,9 +38,13 @@ void rope_angles(const RopeParams &p, int32_t pos, float *cs) {
     float theta_extrap = float(pos);
     for (int32_t i = 0; i < half; ++i) {
         const float base = p.freq_factors ? theta_extrap / p.freq_factors[i] : theta_extrap;
-        const float theta = p.freq_scale * base;
-        cs[2 * i] = std::cos(theta);
-        cs[2 * i + 1] = std::sin(theta);
+        float theta = p.freq_scale * base;
+        if (p.ext_factor != 0.0f) {
+            const float mix = yarn_ramp(p.yarn_low, p.yarn_high, i) * p.ext_factor;
+            theta = theta * (1.0f - mix) + base * mix;
+        }
+        cs[2 * i] = std::cos(theta) * p.mscale;
+        cs[2 * i + 1] = std::sin(theta) * p.mscale;
         theta_extrap *= theta_scale;
     }
 }

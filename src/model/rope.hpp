@@ -1,7 +1,8 @@
 // Rotary position embedding, NORMAL (pairs 2i, 2i+1) and NEOX (pairs i,
 // i + n_rot/2). Angles follow ggml: theta_i = p * theta_scale^i computed by
 // repeated float multiplication, divided by an optional per-pair frequency
-// factor, times freq_scale. Dimensions at or beyond n_rot pass unchanged.
+// factor, times freq_scale (or mixed with YaRN). Dimensions at or beyond
+// n_rot pass unchanged.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,21 @@ struct RopeParams {
     float freq_base = 10000.0f;
     float freq_scale = 1.0f;
     const float *freq_factors = nullptr;  // n_rot/2 divisors, or null
+    // YaRN (ext_factor 1, set by rope_enable_yarn): pair i's angle is
+    // theta_interp (1 - mix_i) + theta_extrap mix_i, mix_i = ramp_i ext_factor
+    // with ramp_i = 1 - clamp((i - low) / max(0.001, high - low), 0, 1), and
+    // cos/sin are multiplied by mscale. Off (ext_factor 0, mscale 1) the
+    // angles are theta_interp and the values unscaled, bit for bit.
+    float ext_factor = 0.0f;
+    float yarn_low = 0.0f, yarn_high = 0.0f;
+    float mscale = 1.0f;
 };
+
+// Turns YaRN on as llama.cpp applies it for a rope.scaling.type of "yarn":
+// correction dims low = max(0, floor(corr(32))), high = min(n_rot - 1,
+// ceil(corr(1))) with corr(b) = n_rot ln(n_ctx_orig / (2 pi b)) / (2 ln
+// freq_base), and mscale = 1 + 0.1 ln(1 / freq_scale).
+void rope_enable_yarn(RopeParams &p, int32_t n_ctx_orig);
 
 // Writes cos/sin of every pair angle for position pos: cs[2i] = cos, cs[2i+1] = sin.
 void rope_angles(const RopeParams &p, int32_t pos, float *cs);

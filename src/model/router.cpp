@@ -42,4 +42,15 @@ void renormalize(float *w, int32_t k) {
     for (int32_t s = 0; s < k; ++s) w[s] /= denom;
 }
 
+void select_experts(Gating gating, bool norm_topk, float *logits, int32_t n, int32_t k, int32_t *ids, float *w) {
+    if (gating == Gating::softmax_topk) {
+        top_k(logits, n, k, ids, w);
+        softmax(w, k);
+    } else {
+        softmax(logits, n);
+        top_k(logits, n, k, ids, w);
+    }
+    if (norm_topk) renormalize(w, k);
+}
+
 }  // namespace moe

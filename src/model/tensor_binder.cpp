@@ -84,6 +84,21 @@ VectorF32 TensorBinder::bind_vector(const std::string &name, int64_t n, bool req
         fail(Status::bad_format, "%s: tensor '%s' has shape %s; expected [%lld]", file_.path().c_str(),
              name.c_str(), shape_string(t.ne, t.n_dims).c_str(), static_cast<long long>(n));
     check_type(t);
+    return convert(t, n, values);
+}
+
+VectorF32 TensorBinder::table(const std::string &name, int64_t cols, int64_t rows, bool required) {
+    if (!required && !has(name)) return {};
+    const gguf::TensorInfo &t = lookup(name);
+    if (t.ne[0] != cols || t.ne[1] != rows || !t.fits_dims(2))
+        fail(Status::bad_format, "%s: tensor '%s' has shape %s; expected [%lld, %lld]", file_.path().c_str(),
+             name.c_str(), shape_string(t.ne, t.n_dims).c_str(), static_cast<long long>(cols),
+             static_cast<long long>(rows));
+    check_type(t);
+    return convert(t, cols * rows, values_);
+}
+
+VectorF32 TensorBinder::convert(const gguf::TensorInfo &t, int64_t n, Values values) const {
     if (values == Values::skip) return {};
     VectorF32 v(static_cast<size_t>(n));
     kernels::dequantize_row(t.type, t.data, v.data(), n);

@@ -31,6 +31,9 @@ public:
     // A 1-D tensor of n elements converted to f32 (accepts [n] or [n,1]);
     // empty when optional and absent, or when the binder skips values.
     VectorF32 vector(const std::string &name, int64_t n, bool required = true);
+    // A 2-D tensor with ne = [cols, rows] converted to f32 as vector() does
+    // (row r at r * cols): small per-expert tables such as expert biases.
+    VectorF32 table(const std::string &name, int64_t cols, int64_t rows, bool required = true);
     // As vector(), but converted whatever the binder's Values: for the few
     // small tensors whose values binding checks (rope_freqs).
     VectorF32 checked_vector(const std::string &name, int64_t n, bool required = true);
@@ -49,6 +52,7 @@ private:
     const gguf::TensorInfo &lookup(const std::string &name);
     void check_type(const gguf::TensorInfo &t) const;
     VectorF32 bind_vector(const std::string &name, int64_t n, bool required, Values values);
+    VectorF32 convert(const gguf::TensorInfo &t, int64_t n, Values values) const;
     const gguf::GgufFile &file_;
     Values values_;
     std::vector<bool> bound_;  // per file tensor

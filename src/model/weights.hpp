@@ -40,10 +40,14 @@ struct LayerWeights {
     MatrixView wq, wk, wv, wo;
     VectorF32 bq, bk, bv, bo;          // empty when the architecture has no bias
     VectorF32 q_norm, k_norm;          // empty without QK-norm
+    VectorF32 attn_sinks;              // n_head softmax sink logits; empty without
     VectorF32 ffn_norm;
     MatrixView router;                 // ffn_gate_inp: n_embd -> n_expert
     VectorF32 router_bias;             // empty when absent
     ExpertLayerLayout experts;         // routed experts, read through ExpertSource
+    // Per-expert biases, expert e's row at e * n_ff (gate, up) or e * n_embd
+    // (down); resident, empty when the architecture has none.
+    VectorF32 exp_gate_bias, exp_up_bias, exp_down_bias;
     // Shared expert (qwen2moe); rows == 0 when absent.
     MatrixView shexp_gate, shexp_up, shexp_down;
     MatrixView shexp_gate_inp;         // 1 x n_embd: scalar sigmoid gate per token

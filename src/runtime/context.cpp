@@ -156,12 +156,18 @@ void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out) {
     const uint64_t wait0 = forward_->expert_wait_ns();
     const ForwardTimes times0 = forward_->times();
     const int32_t batch = forward_->options().max_batch;
-    int32_t done = 0;
-    while (done < n_tokens) {
-        const int32_t n = std::min(batch, n_tokens - done);
-        const bool last = done + n == n_tokens;
-        forward_->run(tokens + done, n, n_past_ + done, last ? logits_out : nullptr);
-        done += n;
+    const uint64_t traced = forward_->traced_tokens();
+    try {
+        int32_t done = 0;
+        while (done < n_tokens) {
+            const int32_t n = std::min(batch, n_tokens - done);
+            const bool last = done + n == n_tokens;
+            forward_->run(tokens + done, n, n_past_ + done, last ? logits_out : nullptr);
+            done += n;
+        }
+    } catch (...) {
+        forward_->rewind_trace(traced);
+        throw;
     }
     // Only now does the context take the tokens: a throw above leaves n_past as it was.
     std::copy(tokens, tokens + n_tokens, tokens_.begin() + n_past_);

@@ -1,6 +1,9 @@
 // Attention half of a layer: RMSNorm, Q/K/V projections (+bias), optional
-// QK-norm, RoPE, KV cache write, causal attention per (token, head), output
-// projection and residual.
+// QK-norm, RoPE, KV cache write, causal attention per (token, head) (over a
+// sliding window on the layers that have one, with sinks where given),
+// output projection (+bias) and residual.
+#include <algorithm>
+
 #include "model/attention.hpp"
 #include "model/rms_norm.hpp"
 #include "model/rope.hpp"
@@ -65,7 +68,9 @@ void ForwardPass::attention_block(int32_t layer, int32_t n_tokens, int32_t n_pas
     struct Job {
         ForwardPass *self;
         int32_t layer, n_past;
-    } job{this, layer, n_past};
+        bool swa;
+        const float *sinks;
+    } job{this, layer, n_past, hp_.is_swa(layer), bias_or_null(lw.attn_sinks)};
     pool_.parallel_for(int64_t(n_tokens) * hp_.n_head_kv, [&job](int64_t task, int32_t worker) {
         ForwardPass &fp = *job.self;
         const int32_t t = int32_t(task / fp.hp_.n_head_kv);
@@ -75,7 +80,12 @@ void ForwardPass::attention_block(int32_t layer, int32_t n_tokens, int32_t n_pas
         const float *q = &fp.q_[size_t(t) * size_t(fp.q_dim_) + h0 * size_t(fp.hp_.head_dim_k)];
         float *out = &fp.attn_[size_t(t) * size_t(fp.o_dim_) + h0 * size_t(fp.hp_.head_dim_v)];
         float *scores = &fp.scores_[size_t(worker) * size_t(group) * size_t(fp.opt_.n_ctx)];
-        attend_kv_group(fp.kv_, job.layer, fp.attn_shape_, kvh, q, job.n_past + t, scores, out);
+        const int32_t pos = job.n_past + t;
+        AttentionSpan span;
+        // A sliding-window layer sees the last n_swa positions: key p is masked when pos - p >= n_swa.
+        if (job.swa) span.first = std::max(0, pos - fp.hp_.n_swa + 1);
+        if (job.sinks) span.sinks = job.sinks + h0;
+        attend_kv_group(fp.kv_, job.layer, fp.attn_shape_, kvh, q, pos, scores, out, span);
     });
 
     experts_.progress();

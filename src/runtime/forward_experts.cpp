@@ -5,10 +5,11 @@
 // instead of several per expert.
 //
 // Phase 1, per (expert, chunk of n_ff rows): gate and up rows of the chunk for
-// all of the expert's tokens, SwiGLU of those rows; the task that finishes an
-// expert's last chunk converts that expert's hidden rows for the down matrix.
-// Phase 2, per (expert, chunk of n_embd rows): down rows, scaled by the
-// router weight into the (token, slot) output. Every output element comes
+// all of the expert's tokens, plus their bias rows if the architecture has
+// them, then the activation; the task that finishes an expert's last chunk
+// converts that expert's hidden rows for the down matrix.
+// Phase 2, per (expert, chunk of n_embd rows): down rows (plus bias), scaled
+// by the router weight into the (token, slot) output. Every output element comes
 // from the same kernel call on the same activation rows however the work is
 // split, so results do not depend on grouping, threads or tokens per step.
 #include <algorithm>
@@ -100,15 +101,20 @@ void ForwardPass::compute_experts(const LayerWeights &lw, const ReadyExpert *gro
     const size_t h_row = kernels::act_row_bytes(lay.down.type, lay.down.cols, opt_.exact);
     for (int32_t g = 0; g < n_group; ++g) chunks_left_[size_t(g)].store(int32_t(chunks_a), std::memory_order_relaxed);
 
+    auto bias_or_null = [](const VectorF32 &b) { return b.empty() ? nullptr : b.data(); };
     struct Job {
         ForwardPass *self;
         const ExpertLayerLayout *lay;
         const ReadyExpert *group;
         const uint8_t *xq_up;
+        const float *gate_bias, *up_bias, *down_bias;
+        ExpertAct act;
         int64_t n_ff, per_a, chunks_a, per_b, chunks_b;
         size_t E, K, h_row;
         bool multi, exact;
-    } job{this, &lay, group, xq_up, n_ff, per_a, chunks_a, per_b, chunks_b, E, K, h_row, n_tokens > 1, opt_.exact};
+    } job{this, &lay, group, xq_up, bias_or_null(lw.exp_gate_bias), bias_or_null(lw.exp_up_bias),
+          bias_or_null(lw.exp_down_bias), model_.traits().expert_act, n_ff, per_a, chunks_a, per_b, chunks_b, E, K,
+          h_row, n_tokens > 1, opt_.exact};
 
     pool_.parallel_for(int64_t(n_group) * chunks_a, [&job](int64_t task, int32_t worker) {
         ForwardPass &fp = *job.self;
@@ -130,9 +136,11 @@ void ForwardPass::compute_experts(const LayerWeights &lw, const ReadyExpert *gro
                              r0, r1, job.exact);
         kernels::matmat_rows(up.type, up.cols, up.data, up.row_bytes, a_up, fp.xq_row_up_, n, u_out, nf, r0, r1,
                              job.exact);
+        const float *gate_bias = job.gate_bias ? job.gate_bias + size_t(e) * nf + size_t(r0) : nullptr;
+        const float *up_bias = job.up_bias ? job.up_bias + size_t(e) * nf + size_t(r0) : nullptr;
         for (int32_t i = 0; i < n; ++i)
-            swiglu(g_out + size_t(i) * nf + size_t(r0), u_out + size_t(i) * nf + size_t(r0),
-                   h_out + size_t(i) * nf + size_t(r0), r1 - r0);
+            expert_activation(job.act, g_out + size_t(i) * nf + size_t(r0), u_out + size_t(i) * nf + size_t(r0),
+                              gate_bias, up_bias, h_out + size_t(i) * nf + size_t(r0), r1 - r0);
         // The last chunk of this expert converts its hidden rows for the down matrix.
         if (fp.chunks_left_[size_t(g)].fetch_sub(1, std::memory_order_acq_rel) == 1) {
             for (int32_t i = 0; i < n; ++i)
@@ -154,12 +162,17 @@ void ForwardPass::compute_experts(const LayerWeights &lw, const ReadyExpert *gro
         float *y = &fp.down_[size_t(first) * n_embd];
         kernels::matmat_rows(down.type, down.cols, down.data, down.row_bytes, &fp.hq_[size_t(first) * job.h_row],
                              job.h_row, n, y, n_embd, r0, r1, job.exact);
+        const float *bias = job.down_bias ? job.down_bias + size_t(e) * n_embd : nullptr;
         for (int32_t i = 0; i < n; ++i) {
             const size_t t = size_t(fp.entry_token_[size_t(first + i)]), s = size_t(fp.entry_slot_[size_t(first + i)]);
             const float w = fp.topk_w_[t * job.K + s];
             const float *src = y + size_t(i) * n_embd;
             float *dst = &fp.slot_out_[(t * job.K + s) * n_embd];
-            for (int64_t j = r0; j < r1; ++j) dst[j] = src[j] * w;
+            // (W_down h + b_down) w: the bias belongs to the expert, before its routing weight.
+            if (bias)
+                for (int64_t j = r0; j < r1; ++j) dst[j] = (src[j] + bias[j]) * w;
+            else
+                for (int64_t j = r0; j < r1; ++j) dst[j] = src[j] * w;
         }
         if (worker == 0) fp.experts_.progress();
     });

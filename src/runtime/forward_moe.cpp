@@ -1,5 +1,5 @@
-// MoE half of a layer: RMSNorm, router (softmax, top-k, optional
-// renormalisation), routed experts computed in the order the ExpertSource
+// MoE half of a layer: RMSNorm, router (softmax and top-k in the
+// architecture's order, optional renormalisation), routed experts computed in the order the ExpertSource
 // delivers them, each writing its weighted output into a per-(token, slot)
 // buffer, then a sum in top-k slot order so arrival order never changes the
 // result; optional shared expert; residual.
@@ -44,12 +44,10 @@ void ForwardPass::route(const LayerWeights &lw, int32_t n_tokens) {
     const size_t NE = size_t(n_expert_), K = size_t(n_used_);
     linear_.run(lw.router, xn_.data(), size_t(n_embd_), n_tokens, router_.data(), NE,
                 lw.router_bias.empty() ? nullptr : lw.router_bias.data());
-    for (int32_t t = 0; t < n_tokens; ++t) {
-        float *p = &router_[size_t(t) * NE];
-        softmax(p, n_expert_);
-        top_k(p, n_expert_, n_used_, &topk_ids_[size_t(t) * K], &topk_w_[size_t(t) * K]);
-        if (model_.traits().norm_topk) renormalize(&topk_w_[size_t(t) * K], n_used_);
-    }
+    const ArchTraits &tr = model_.traits();
+    for (int32_t t = 0; t < n_tokens; ++t)
+        select_experts(tr.gating, tr.norm_topk, &router_[size_t(t) * NE], n_expert_, n_used_,
+                       &topk_ids_[size_t(t) * K], &topk_w_[size_t(t) * K]);
 }
 
 void ForwardPass::group_by_expert(int32_t n_tokens) {

@@ -57,6 +57,11 @@ public:
     // Records every token's routing (top-k ids per layer); tokens are numbered
     // in the order processed, across resets. Null = off.
     void set_routing_trace(RoutingTraceWriter *trace) { routing_trace_ = trace; }
+    // Tokens traced so far, and a way back to that count: a step that fails
+    // after some of its chunks ran keeps none of its tokens, so its rows are
+    // written again, at the same token indices, when it is run again.
+    uint64_t traced_tokens() const { return traced_tokens_; }
+    void rewind_trace(uint64_t tokens) { traced_tokens_ = tokens; }
 
 private:
     void attention_block(int32_t layer, int32_t n_tokens, int32_t n_past);

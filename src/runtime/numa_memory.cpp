@@ -107,8 +107,9 @@ NumaBuffer::NumaBuffer(size_t bytes, NumaPlacement placement, int node) {
         // mbind() on the range beats the process's policy: a policy the
         // process was given is kept for the local placement (the default)
         // and bounds the interleaved one, instead of being overridden.
+        // An explicit node ignores the process's policy, so it is not read for one.
         const Nodemask given;
-        const int given_mode = given_policy(given.mask);
+        const int given_mode = placement == NumaPlacement::node ? MPOL_DEFAULT : given_policy(given.mask);
         const bool bound = (given_mode & ~kModeFlags) == MPOL_BIND && numa_bitmask_weight(given.mask) > 0;
         switch (placement) {
         case NumaPlacement::local:

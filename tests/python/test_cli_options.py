@@ -176,6 +176,13 @@ def test_version_help_prints_its_usage(cli_path):
     # Checked before the model is opened: a usage error whatever the model.
     (["bench", "-m", "missing.gguf", "--seed", "x"], "bench", "bad --seed"),
     (["bench", "-m", "missing.gguf", "--io-mode", "sideways"], "bench", "bad --io-mode 'sideways'"),
+    (["bench", "-m", "missing.gguf", "--sweep", "50%", "--memory-budget", "1GiB"], "bench",
+     "--sweep and --memory-budget both set the budget: give one"),
+    # A budget of 0 bytes would silently run with the automatic one; a share beyond 64 bits is no size.
+    (["bench", "-m", "{model}", "--sweep", "0%,50%"], "bench", "bad --sweep entry '0%' (a positive size or share)"),
+    (["bench", "-m", "{model}", "--sweep", "50%,1e30%"], "bench",
+     "bad --sweep entry '1e30%' (a positive size or share)"),
+    (["bench", "-m", "{model}", "--memory-budget", "0"], "bench", "bad --memory-budget '0' (a positive size or share)"),
     (["trace"], "trace", "expected a subcommand: synth, info, replay or record"),
     (["trace", "frob"], "trace", "unknown subcommand 'frob'"),
     (["trace", "synth", "--reuse", "3", "-o", "x.trace"], "trace synth", "--reuse must be in [0, 1]"),
@@ -203,6 +210,15 @@ def test_usage_errors_name_the_problem_and_point_to_help(cli_path, model, trace,
     # The help it points to exists.
     help = cli(cli_path, *command.split(), "--help")
     assert help.returncode == 0 and help.stdout.startswith(f"usage: moestream {command.split()[0]}"), help
+
+
+def test_sizes_between_63_and_64_bits_are_not_wrapped(cli_path, model):
+    # 10000000 TiB needs all 64 bits: it must come back whole, not as 2^63.
+    r = cli(cli_path, "inspect", model, "--json", "--memory-budget", "10000000T")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["memory_budget"] == 10000000 << 40
+    r = cli(cli_path, "inspect", model, "--json", "--memory-budget", "16777216T")  # 2^64 bytes
+    assert r.returncode == 2 and "--memory-budget" in r.stderr, r.stderr
 
 
 def test_greedy_commands_fail_on_logits_that_are_not_numbers(cli_path, tmp_path):

@@ -145,6 +145,8 @@ def test_generated_file_is_valid_and_scaled(cli_path, tmp_path, preset, quant):
     assert names["blk.0.ffn_gate_exps.weight"][1] == [n_embd, n_ff, n_expert]
     assert names["blk.0.ffn_down_exps.weight"][1] == [n_ff, n_embd, n_expert]
     assert names["token_embd.weight"][1] == [n_embd, len(kv["tokenizer.ggml.tokens"])]
+    assert names["output.weight"][1] == [n_embd, kv["qwen3moe.vocab_size"]]
+    assert kv["qwen3moe.vocab_size"] == len(kv["tokenizer.ggml.tokens"])
     expected = 0
     for name, ne, t, off in tensors:
         be, bb = BLOCK[t]
@@ -203,3 +205,30 @@ def test_the_library_bounds_every_shape(binding, shape):
         binding.generate_model_size(preset="tiny", **shape)
     assert e.value.status == binding.Status.INVALID_ARGUMENT
     assert next(iter(shape)) in str(e.value)
+
+
+def test_gpt_oss_preset_has_its_tensors_and_mxfp4_experts(cli_path, tmp_path):
+    path = tmp_path / "oss.gguf"
+    generate(cli_path, path, "--preset", "gpt-oss-tiny")
+    data, kv, tensors, data_offset = read_gguf(path)
+    assert kv["general.architecture"] == "gpt-oss"
+    assert kv["gpt-oss.rope.scaling.type"] == "yarn" and kv["gpt-oss.attention.sliding_window"] == 128
+    assert kv["tokenizer.ggml.pre"] == "gpt-4o"
+    names = {t[0]: t for t in tensors}
+    n_layer, n_expert = kv["gpt-oss.block_count"], kv["gpt-oss.expert_count"]
+    n_ff = kv["gpt-oss.expert_feed_forward_length"]
+    for g in ("gate", "up", "down"):
+        assert names[f"blk.0.ffn_{g}_exps.weight"][2] == 39                       # MXFP4
+        assert names[f"blk.0.ffn_{g}_exps.bias"][1] == [n_ff if g != "down" else kv["gpt-oss.embedding_length"],
+                                                         n_expert]
+    for n in ("attn_sinks.weight", "post_attention_norm.weight", "ffn_gate_inp.bias", "attn_output.bias"):
+        assert f"blk.{n_layer - 1}.{n}" in names
+    assert not any("ffn_norm" in n or "q_norm" in n for n in names)
+    # MXFP4 blocks: exponent bytes near the scale the fan-in asks for (2^(e-128) * 5.85 ~ 1/sqrt(n_embd))
+    _, ne, t, off = names["blk.0.ffn_up_exps.weight"]
+    exps = np.frombuffer(data, np.uint8, count=64 * 17, offset=data_offset + off)[::17].astype(int)
+    want = 128 + round(np.log2(1 / np.sqrt(ne[0]) / 5.85))
+    assert np.all(exps == want)
+    out = subprocess.run([str(cli_path), "generate", "--arch", "gpt-oss", "--preset", "qwen3-30b-a3b", "--size-only"],
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and "qwen3moe" in out.stderr

@@ -37,6 +37,17 @@ def _hand_forward(path, tokens):
     base = key("rope.freq_base", 10000.0)
     assert key("expert_used_count") == 1
     neox = arch != "llama"
+    oss = arch == "gpt-oss"
+    window = key("attention.sliding_window", 0)
+    # YaRN, per pair i: the angle pos * f_i / factor, moved back to pos * f_i by the ramp
+    # between the correction dims; every rotation scaled by 1 + 0.1 ln(factor).
+    factor = key("rope.scaling.factor", 1.0) if key("rope.scaling.type") == "yarn" else 1.0
+    orig = key("rope.scaling.original_context_length", 0)
+    yarn_keep = np.ones(hd // 2)
+    if factor > 1:
+        lo, hi = (hd * np.log(orig / (b * 2 * np.pi)) / (2 * np.log(base)) for b in (32.0, 1.0))
+        lo, hi = max(0.0, np.floor(lo)), min(hd - 1.0, np.ceil(hi))
+        yarn_keep = np.array([1.0 - min(1.0, max(0.0, (i - lo) / max(0.001, hi - lo))) for i in range(hd // 2)])
 
     def norm(v, w):
         return v * (1.0 / np.sqrt(np.dot(v, v) / v.size + eps)) * w
@@ -48,7 +59,8 @@ def _hand_forward(path, tokens):
             z = vec[:half] + 1j * vec[half:]
         else:
             z = vec[0::2] + 1j * vec[1::2]
-        z = z * np.exp(1j * pos * freqs)
+        angle = pos * freqs * (yarn_keep + (1.0 - yarn_keep) / factor)
+        z = z * np.exp(1j * angle) * (1.0 + 0.1 * np.log(factor))
         out = np.empty(hd)
         if neox:
             out[:half], out[half:] = z.real, z.imag
@@ -86,18 +98,27 @@ def _hand_forward(path, tokens):
             heads = []
             for h in range(n_head):
                 g = h // (n_head // n_kv)
-                s = np.array([np.dot(qh[h], kcache[il][j][g]) / np.sqrt(hd) for j in range(pos + 1)])
-                wts = np.exp(s - s.max())
-                wts /= wts.sum()
-                heads.append(sum(wts[j] * vcache[il][j][g] for j in range(pos + 1)))
+                seen = [j for j in range(pos + 1) if not (oss and il % 2 == 0 and pos - j >= window)]
+                s = np.array([np.dot(qh[h], kcache[il][j][g]) / np.sqrt(hd) for j in seen])
+                sink = [W(p + "attn_sinks.weight")[h]] if oss else []
+                top = max([s.max()] + sink)
+                wts = np.exp(s - top)
+                wts /= wts.sum() + sum(np.exp(v - top) for v in sink)
+                heads.append(sum(wts[i] * vcache[il][j][g] for i, j in enumerate(seen)))
             x = x + lin(p + "attn_output.weight", np.concatenate(heads), p + "attn_output.bias")
-            m = norm(x, W(p + "ffn_norm.weight"))
-            rl = W(p + "ffn_gate_inp.weight") @ m
+            m = norm(x, W(p + ("post_attention_norm.weight" if oss else "ffn_norm.weight")))
+            rl = lin(p + "ffn_gate_inp.weight", m, p + "ffn_gate_inp.bias")
             e = int(np.argmax(rl))
-            weight = 1.0 if arch in ("qwen3moe", "llama") else np.exp(rl[e]) / np.exp(rl).sum()
+            weight = 1.0 if arch in ("qwen3moe", "llama", "gpt-oss") else np.exp(rl[e]) / np.exp(rl).sum()
             gate = W(p + "ffn_gate_exps.weight")[e] @ m
             up = W(p + "ffn_up_exps.weight")[e] @ m
-            y = W(p + "ffn_down_exps.weight")[e] @ (gate / (1 + np.exp(-gate)) * up)
+            if oss:
+                gate = np.minimum(gate + W(p + "ffn_gate_exps.bias")[e], 7.0)
+                up = np.clip(up + W(p + "ffn_up_exps.bias")[e], -7.0, 7.0)
+                y = W(p + "ffn_down_exps.weight")[e] @ (gate / (1 + np.exp(-1.702 * gate)) * (up + 1))
+                y = y + W(p + "ffn_down_exps.bias")[e]
+            else:
+                y = W(p + "ffn_down_exps.weight")[e] @ (gate / (1 + np.exp(-gate)) * up)
             ffn = weight * y
             if arch == "qwen2moe":
                 gs = W(p + "ffn_gate_shexp.weight") @ m
@@ -116,6 +137,7 @@ CASES = [
     dict(arch="llama", n_head=8, n_head_kv=1, quant_mix="mixed", qkv_bias=True),
     dict(arch="olmoe", n_head=4, n_head_kv=4, quant_mix="q5_1"),
     dict(arch="qwen2moe", n_head=4, n_head_kv=2, quant_mix="bf16", router_mode="random", router_scale=3.0),
+    dict(arch="gpt-oss", n_head=4, n_head_kv=2, head_dim=16, quant_mix="q8_0", n_swa=3, yarn_orig_ctx=64),
 ]
 
 

@@ -141,6 +141,8 @@ EXPECTED_KEYS = {
     "llama": {"feed_forward_length", "rope.dimension_count", "vocab_size"},
     "olmoe": {"feed_forward_length"},
     "qwen2moe": {"expert_feed_forward_length", "expert_shared_feed_forward_length", "feed_forward_length"},
+    "gpt-oss": {"expert_feed_forward_length", "attention.sliding_window", "rope.scaling.type", "rope.scaling.factor",
+                "rope.scaling.original_context_length"},
 }
 COMMON_KEYS = {"block_count", "context_length", "embedding_length", "attention.head_count",
                "attention.head_count_kv", "attention.layer_norm_rms_epsilon", "rope.freq_base",
@@ -148,7 +150,9 @@ COMMON_KEYS = {"block_count", "context_length", "embedding_length", "attention.h
 U32_KEYS = {"block_count", "context_length", "embedding_length", "feed_forward_length", "attention.head_count",
             "attention.head_count_kv", "expert_count", "expert_used_count", "expert_feed_forward_length",
             "expert_shared_feed_forward_length", "rope.dimension_count", "vocab_size",
-            "attention.key_length", "attention.value_length"}
+            "attention.key_length", "attention.value_length", "attention.sliding_window",
+            "rope.scaling.original_context_length"}
+STRING_KEYS = {"rope.scaling.type"}
 
 
 @pytest.mark.parametrize("arch", mm.ARCHS)
@@ -162,7 +166,7 @@ def test_generated_model_keys_and_shapes(tmp_path, arch):
     assert COMMON_KEYS | EXPECTED_KEYS[arch] | {"attention.key_length", "attention.value_length"} == keys
     for k in keys:
         vt = r.value_types[f"{arch}.{k}"][0]
-        assert vt == (4 if k in U32_KEYS else 6), k       # UINT32 / FLOAT32 exactly
+        assert vt == (4 if k in U32_KEYS else 8 if k in STRING_KEYS else 6), k   # UINT32 / STRING / FLOAT32
     assert r.metadata[f"{arch}.attention.key_length"] == 48
     assert r.metadata["general.file_type"] == 7
     t = r.tensors
@@ -182,6 +186,11 @@ def test_generated_model_keys_and_shapes(tmp_path, arch):
         assert t["blk.0.ffn_gate_inp_shexp.weight"].ne == (128,)
         assert t["blk.0.ffn_down_shexp.weight"].ne == (192, 128)
         assert r.metadata["qwen2moe.expert_shared_feed_forward_length"] == 192
+    if arch == "gpt-oss":
+        assert t["blk.0.attn_output.bias"].ne == (128,) and t["blk.0.attn_sinks.weight"].ne == (4,)
+        assert t["blk.1.ffn_gate_exps.bias"].ne == (96, 5) and t["blk.1.ffn_down_exps.bias"].ne == (128, 5)
+        assert t["blk.1.ffn_up_exps.weight"].type == GgmlType.MXFP4 and "blk.1.ffn_norm.weight" not in t
+        assert r.metadata["gpt-oss.rope.scaling.type"] == "yarn"
     assert set(info["tensors"]) == set(t)
 
 

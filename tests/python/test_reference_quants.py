@@ -24,6 +24,7 @@ BOUNDS = {
     # 2- and 3-bit quants: the error of 4 and 8 levels per group
     GgmlType.Q2_K: (0.34, 0.345), GgmlType.Q3_K: (0.26, 0.16),
     GgmlType.IQ4_NL: (0.115, 0.085), GgmlType.IQ4_XS: (0.135, 0.085),
+    GgmlType.MXFP4: (0.34, 0.2),
 }
 
 
@@ -177,6 +178,14 @@ def _scalar_block(t, b):
                 v = int(b[8 + 16 * ib + j])
                 y[32 * ib + j] = dl * f32(dequant.IQ4_LEVELS[v & 0xF])
                 y[32 * ib + 16 + j] = dl * f32(dequant.IQ4_LEVELS[v >> 4])
+    elif t == GgmlType.MXFP4:
+        e = int(b[0])
+        s = f32(2.0 ** (e - 128)) if e < 255 else f32(2.0 ** 127)
+        doubled = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12]
+        with np.errstate(over="ignore"):
+            for j in range(16):
+                y[j] = f32(doubled[int(b[1 + j]) & 0xF]) * s
+                y[j + 16] = f32(doubled[int(b[1 + j]) >> 4]) * s
     elif t == GgmlType.F16:
         y[0] = _h(b, 0)
     elif t == GgmlType.BF16:

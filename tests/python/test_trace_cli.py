@@ -1,5 +1,6 @@
 """Trace tools through the CLI and the Python binding."""
 import json
+import os
 import struct
 import subprocess
 
@@ -76,6 +77,18 @@ def test_cli_rejects_bad_input(cli_path, tmp_path):
     bad = subprocess.run([str(cli_path), "trace", "synth", "--reuse", "2", "-o", tmp_path / "x"], capture_output=True,
                          text=True)
     assert bad.returncode == 2
+
+
+@pytest.mark.parametrize("args", [["trace", "info", "{fifo}"], ["trace", "replay", "{fifo}", "--budget", "50%"],
+                                  ["trace", "synth", "--heat", "{fifo}", "-o", "{out}"], ["inspect", "{fifo}"]])
+def test_a_named_pipe_is_refused_without_waiting_for_a_writer(cli_path, tmp_path, args):
+    # Opening a pipe for reading waits for a writer: the command would hang there.
+    fifo = tmp_path / "named.pipe"
+    os.mkfifo(fifo)
+    args = [a.format(fifo=fifo, out=tmp_path / "out.trace") for a in args]
+    r = subprocess.run([str(cli_path), *args], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r.stderr
+    assert str(fifo) in r.stderr and "not a regular file" in r.stderr, r.stderr
 
 
 def test_info_rejects_expert_bytes_beyond_64_bits(cli_path, tmp_path):

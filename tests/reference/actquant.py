@@ -6,7 +6,7 @@ weight matmul (facts §2.3): the f32 activation row is converted to the weight t
     F32                             F32                 x (as f32)
     F16                             F16                 fp16(x)
     BF16                            BF16                bf16(x), round to nearest even
-    Q4_0, Q5_0, Q8_0, IQ4_NL        Q8_0 (32/block)     fp16(amax/127) * round_half_even(x * 127/amax)
+    Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4 Q8_0 (32/block)     fp16(amax/127) * round_half_even(x * 127/amax)
     Q4_1, Q5_1                      Q8_1 (32/block)     as Q8_0, and the weight's min m multiplies the
                                                         block sum s = fp16(d * sum q) (f32 d), not
                                                         sum(fp16(d) * q): see q8_1_sum_correction
@@ -23,7 +23,7 @@ import numpy as np
 
 from reference import dequant
 
-_Q8_0_WEIGHTS = (dequant.Q4_0, dequant.Q5_0, dequant.Q8_0, dequant.Q4_1, dequant.Q5_1, dequant.IQ4_NL)
+_Q8_0_WEIGHTS = (dequant.Q4_0, dequant.Q5_0, dequant.Q8_0, dequant.Q4_1, dequant.Q5_1, dequant.IQ4_NL, dequant.MXFP4)
 _Q8_K_WEIGHTS = (dequant.Q2_K, dequant.Q3_K, dequant.Q4_K, dequant.Q5_K, dequant.Q6_K, dequant.IQ4_XS)
 f32 = np.float32
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16 = 0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30
+F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16, MXFP4 = 0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30, 39
 Q2_K, Q3_K, IQ4_NL, IQ4_XS = 10, 11, 20, 23
 
 # type id -> (name, elements per block, bytes per block)
@@ -18,6 +18,7 @@ TYPES = {
     Q4_0: ("Q4_0", 32, 18), Q4_1: ("Q4_1", 32, 20), Q5_0: ("Q5_0", 32, 22), Q5_1: ("Q5_1", 32, 24),
     Q8_0: ("Q8_0", 32, 34), Q4_K: ("Q4_K", 256, 144), Q5_K: ("Q5_K", 256, 176), Q6_K: ("Q6_K", 256, 210),
     Q2_K: ("Q2_K", 256, 84), Q3_K: ("Q3_K", 256, 110), IQ4_NL: ("IQ4_NL", 32, 18), IQ4_XS: ("IQ4_XS", 256, 136),
+    MXFP4: ("MXFP4", 32, 17),
 }
 # the 16 non-uniform levels of IQ4_NL / IQ4_XS, indexed by a 4-bit quant
 IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.int32)
@@ -83,6 +84,24 @@ def _deq_q8_0(b):
     d = _half(b, 0)[:, None]
     q = np.ascontiguousarray(b[:, 2:34]).view(np.int8).astype(_f32)
     return q * d
+
+
+# e2m1 values by nibble (sign bit 3), doubled: the block scale is then half the E8M0 value.
+_MXFP4_DOUBLED = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=_f32)
+
+
+def _e8m0_half(e):
+    """2^(e - 128) as float32 (subnormal for e < 2), built from its bits."""
+    e = e.astype(np.uint32)
+    bits = np.where(e < 2, np.uint32(0x00200000) << e, (e - 1) << 23).astype(np.uint32)
+    return bits.view(np.float32)
+
+
+def _deq_mxfp4(b):
+    s = _e8m0_half(b[:, 0])[:, None]
+    qs = b[:, 1:17]
+    q = np.concatenate([_MXFP4_DOUBLED[qs & 0x0F], _MXFP4_DOUBLED[qs >> 4]], axis=1)
+    return q * s
 
 
 def _scale_min_k4(sc12):
@@ -198,7 +217,7 @@ def _deq_iq4_xs(b):
 _BLOCK_DEQUANT = {
     Q2_K: _deq_q2_k, Q3_K: _deq_q3_k, IQ4_NL: _deq_iq4_nl, IQ4_XS: _deq_iq4_xs,
     Q4_0: _deq_q4_0, Q4_1: _deq_q4_1, Q5_0: _deq_q5_0, Q5_1: _deq_q5_1, Q8_0: _deq_q8_0,
-    Q4_K: _deq_q4_k, Q5_K: _deq_q5_k, Q6_K: _deq_q6_k,
+    Q4_K: _deq_q4_k, Q5_K: _deq_q5_k, Q6_K: _deq_q6_k, MXFP4: _deq_mxfp4,
 }
 
 

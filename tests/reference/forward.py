@@ -1,4 +1,4 @@
-"""Float64 reference forward pass for qwen3moe, llama (Mixtral-style MoE), olmoe and qwen2moe.
+"""Float64 reference forward pass for qwen3moe, llama (Mixtral-style MoE), olmoe, qwen2moe and gpt-oss.
 
     ref = Reference("model.gguf")
     logits = ref.logits([1, 2, 3])              # [n_tokens, n_vocab], every position
@@ -14,13 +14,21 @@ dequantised float32 values of the file, everything else is float64; KV cache in 
               q, k, v = Wq a (+bq), Wk a (+bk), Wv a (+bv)
               qwen3moe: RMSNorm per head on q and k (attn_q_norm/attn_k_norm, [head_dim])
               olmoe:    RMSNorm over the whole q and k vectors ([n_head*head_dim] / [n_kv*head_dim])
-              RoPE (llama: NORMAL pairs (2i, 2i+1); others: NEOX pairs (i, i+n_rot/2))
-              causal attention, scale 1/sqrt(head_dim), query head h uses KV head h // (n_head/n_kv)
+              RoPE (llama: NORMAL pairs (2i, 2i+1); others: NEOX pairs (i, i+n_rot/2));
+                with rope.scaling.type yarn: theta_i = theta_i/factor (1 - ramp_i) + theta_i ramp_i,
+                ramp_i = 1 - clamp((i - low)/max(0.001, high - low), 0, 1) with llama.cpp's
+                floor/ceil correction dims (beta 32 and 1), cos/sin times 1 + 0.1 ln(factor)
+              causal attention, scale 1/sqrt(head_dim), query head h uses KV head h // (n_head/n_kv);
+                gpt-oss: even layers see only keys p0 with p - p0 < sliding_window, and each head's
+                sink s_h joins the softmax: w_j = exp(z_j) / (sum_j exp(z_j) + exp(s_h))
               x = x + Wo o (+bo)
-              m = RMSNorm(x, ffn_norm)
-              router logits r = Wr m; p = softmax(r); top-k by p (ties: lower expert id first)
-              w = p[top-k]; qwen3moe/llama: w /= max(sum w, 6.103515625e-5)
+              m = RMSNorm(x, ffn_norm)   (gpt-oss: post_attention_norm)
+              router logits r = Wr m (+ router bias); p = softmax(r); top-k by p (ties: lower
+              expert id first); w = p[top-k]; qwen3moe/llama: w /= max(sum w, 6.103515625e-5)
+              gpt-oss: top-k of r, w = softmax(r[top-k])
               moe = sum_slots w_s * Wdown_e (silu(Wgate_e m) * Wup_e m)
+              gpt-oss: moe = sum_slots w_s * (Wdown_e oai(Wgate_e m + bg_e, Wup_e m + bu_e) + bd_e),
+                oai(g, u) = x sigmoid(1.702 x) (y + 1), x = min(g, 7), y = clamp(u, -7, 7)
               qwen2moe: moe += sigmoid(w_shexp . m) * Wdown_sh (silu(Wgate_sh m) * Wup_sh m)
               x = x + moe
   logits = Wout RMSNorm(x, output_norm); Wout = output.weight, or token_embd where the arch
@@ -46,8 +54,8 @@ if __package__ in (None, ""):  # run as a script
 from reference import actquant, dequant  # noqa: E402
 from reference.gguf_reader import GGUFReader  # noqa: E402
 
-ARCHS = ("qwen3moe", "llama", "olmoe", "qwen2moe")
-NEOX_ARCHS = ("qwen3moe", "olmoe", "qwen2moe")
+ARCHS = ("qwen3moe", "llama", "olmoe", "qwen2moe", "gpt-oss")
+NEOX_ARCHS = ("qwen3moe", "olmoe", "qwen2moe", "gpt-oss")
 NORM_TOPK_ARCHS = ("qwen3moe", "llama")
 TIED_OUTPUT_ARCHS = ("qwen3moe", "llama")
 WEIGHT_SUM_FLOOR = 6.103515625e-5
@@ -72,6 +80,13 @@ class HParams:
     n_ctx: int
     rope_base: float
     rms_eps: float
+    yarn_factor: float = 0.0     # 0: no YaRN
+    yarn_orig_ctx: int = 0
+    n_swa: int = 0               # sliding window (gpt-oss), 0: none
+    swa_pattern: int = 0
+
+    def is_swa(self, il: int) -> bool:
+        return self.n_swa > 0 and il % self.swa_pattern < self.swa_pattern - 1
 
     @staticmethod
     def from_reader(r: GGUFReader) -> "HParams":
@@ -93,10 +108,10 @@ class HParams:
                 v = v[0]
             return v
 
-        for k in ("rope.scaling.type",):
-            v = md.get(f"{arch}.{k}")
-            if v not in (None, "none"):
-                raise ValueError(f"{r.path}: {arch}.{k}={v} not supported by the reference")
+        scaling = md.get(f"{arch}.rope.scaling.type")
+        if scaling not in (None, "none", "yarn"):
+            raise ValueError(f"{r.path}: {arch}.rope.scaling.type={scaling} not supported by the reference")
+        yarn_factor = float(md.get(f"{arch}.rope.scaling.factor", 0.0)) if scaling == "yarn" else 0.0
         n_embd = int(key("embedding_length"))
         n_head = int(key("attention.head_count"))
         n_head_kv = int(key("attention.head_count_kv", n_head))
@@ -104,7 +119,7 @@ class HParams:
         hdv = int(key("attention.value_length", n_embd // n_head))
         n_expert = int(key("expert_count"))
         n_used = int(key("expert_used_count"))
-        if arch in ("qwen3moe", "qwen2moe"):
+        if arch in ("qwen3moe", "qwen2moe", "gpt-oss"):
             ff = md.get(f"{arch}.expert_feed_forward_length")
             if ff is None:
                 ff = int(key("feed_forward_length")) // n_used
@@ -119,7 +134,11 @@ class HParams:
                        n_rot=int(key("rope.dimension_count", hdk)), n_expert=n_expert, n_expert_used=n_used,
                        n_ff_expert=int(ff), n_ff_shared=n_ff_shared, n_vocab=int(emb.ne[1]),
                        n_ctx=int(key("context_length")), rope_base=float(key("rope.freq_base", 10000.0)),
-                       rms_eps=float(key("attention.layer_norm_rms_epsilon")))
+                       rms_eps=float(key("attention.layer_norm_rms_epsilon")),
+                       yarn_factor=yarn_factor if yarn_factor > 1.0 else 0.0,
+                       yarn_orig_ctx=int(key("rope.scaling.original_context_length", key("context_length"))),
+                       n_swa=int(key("attention.sliding_window")) if arch == "gpt-oss" else 0,
+                       swa_pattern=int(key("attention.sliding_window_pattern", 2)) if arch == "gpt-oss" else 0)
 
 
 @dataclass
@@ -149,20 +168,42 @@ def silu(v: np.ndarray) -> np.ndarray:
     return v / (1.0 + np.exp(-v))
 
 
+def swiglu_oai(g: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """gpt-oss's clamped SwiGLU: x sigmoid(1.702 x) (y + 1), x = min(g, 7), y = clamp(u, -7, 7)."""
+    x = np.minimum(g, 7.0)
+    y = np.clip(u, -7.0, 7.0)
+    return x / (1.0 + np.exp(-1.702 * x)) * (y + 1.0)
+
+
 def softmax(v: np.ndarray, axis=-1) -> np.ndarray:
     e = np.exp(v - np.max(v, axis=axis, keepdims=True))
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
+def yarn_ramp(n_rot: int, base: float, orig_ctx: int) -> np.ndarray:
+    """Per pair i: 1 keeps the original angle, 0 takes the interpolated one (llama.cpp's
+    correction dims for beta_fast 32 and beta_slow 1, floored / ceiled)."""
+    def corr(beta):
+        return n_rot * np.log(orig_ctx / (beta * 2 * np.pi)) / (2 * np.log(base))
+    low, high = max(0.0, np.floor(corr(32.0))), min(n_rot - 1.0, np.ceil(corr(1.0)))
+    i = np.arange(n_rot // 2, dtype=np.float64)
+    return 1.0 - np.clip((i - low) / max(0.001, high - low), 0.0, 1.0)
+
+
 def rope(x: np.ndarray, positions: np.ndarray, n_rot: int, base: float, neox: bool,
-         freq_factors: np.ndarray | None = None) -> np.ndarray:
+         freq_factors: np.ndarray | None = None, yarn_factor: float = 0.0, yarn_orig_ctx: int = 0) -> np.ndarray:
     """x [n_tokens, n_heads, head_dim]; rotates the first n_rot dims of every head."""
     half = n_rot // 2
     inv_freq = base ** (-2.0 * np.arange(half, dtype=np.float64) / n_rot)
     if freq_factors is not None:
         inv_freq = inv_freq / freq_factors
     theta = positions.astype(np.float64)[:, None] * inv_freq[None, :]        # [n, half]
-    cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+    mscale = 1.0
+    if yarn_factor:
+        ramp = yarn_ramp(n_rot, base, yarn_orig_ctx)
+        theta = theta / yarn_factor * (1.0 - ramp) + theta * ramp
+        mscale = 1.0 + 0.1 * np.log(yarn_factor)
+    cos, sin = np.cos(theta)[:, None, :] * mscale, np.sin(theta)[:, None, :] * mscale
     out = x.copy()
     if neox:
         x0, x1 = x[..., :half], x[..., half:n_rot]
@@ -228,6 +269,14 @@ class Reference:
             expect(p + "attn_v.weight", (hp.n_embd, nv))
             expect(p + "attn_output.weight", (hp.n_head * hp.head_dim_v, hp.n_embd))
             expect(p + "ffn_gate_inp.weight", (hp.n_embd, hp.n_expert))
+            if hp.arch == "gpt-oss":
+                for b, n in (("q", nq), ("k", nk), ("v", nv), ("output", hp.n_embd)):
+                    expect(p + f"attn_{b}.bias", (n,))
+                expect(p + "attn_sinks.weight", (hp.n_head,))
+                expect(p + "post_attention_norm.weight", (hp.n_embd,))
+                expect(p + "ffn_gate_inp.bias", (hp.n_expert,))
+                for g, n in (("gate", hp.n_ff_expert), ("up", hp.n_ff_expert), ("down", hp.n_embd)):
+                    expect(p + f"ffn_{g}_exps.bias", (n, hp.n_expert))
             for g in ("gate", "up"):
                 expect(p + f"ffn_{g}_exps.weight", (hp.n_embd, hp.n_ff_expert, hp.n_expert))
             expect(p + "ffn_down_exps.weight", (hp.n_ff_expert, hp.n_embd, hp.n_expert))
@@ -308,8 +357,8 @@ class Reference:
             k = rms_norm(k, self.w(p + "attn_k_norm.weight"), hp.rms_eps)
         ff = self.w("rope_freqs.weight") if self.has("rope_freqs.weight") else None
         neox = hp.arch in NEOX_ARCHS
-        q = rope(q, positions, hp.n_rot, hp.rope_base, neox, ff)
-        k = rope(k, positions, hp.n_rot, hp.rope_base, neox, ff)
+        q = rope(q, positions, hp.n_rot, hp.rope_base, neox, ff, hp.yarn_factor, hp.yarn_orig_ctx)
+        k = rope(k, positions, hp.n_rot, hp.rope_base, neox, ff, hp.yarn_factor, hp.yarn_orig_ctx)
         if self.kv_f16:
             k, v = actquant.f16_round(k), actquant.f16_round(v)
         state.k[il] = np.concatenate([state.k[il], k], axis=0)
@@ -320,8 +369,15 @@ class Reference:
         Kh, Vh = K[:, kv_of_head, :], V[:, kv_of_head, :]         # [T, n_head, hd]
         scores = np.einsum("qhd,khd->hqk", q, Kh) / np.sqrt(hp.head_dim_k)
         key_pos = np.arange(K.shape[0])
-        scores = np.where(key_pos[None, None, :] > positions[None, :, None], -np.inf, scores)
-        probs = softmax(scores, axis=-1)
+        masked = key_pos[None, None, :] > positions[None, :, None]
+        if hp.is_swa(il):
+            masked = masked | (positions[None, :, None] - key_pos[None, None, :] >= hp.n_swa)
+        scores = np.where(masked, -np.inf, scores)
+        if self.has(p + "attn_sinks.weight"):   # one more logit per head, without a value
+            sinks = np.broadcast_to(self.w(p + "attn_sinks.weight")[:, None, None], scores.shape[:2] + (1,))
+            probs = softmax(np.concatenate([scores, sinks], axis=-1), axis=-1)[..., :-1]
+        else:
+            probs = softmax(scores, axis=-1)
         o = np.einsum("hqk,khd->qhd", probs, Vh).reshape(n, hp.n_head * hp.head_dim_v)
         return self._linear(p + "attn_output.weight", o, p + "attn_output.bias")
 
@@ -330,10 +386,17 @@ class Reference:
         p = f"blk.{il}."
         n = m.shape[0]
         r = self._act(m, p + "ffn_gate_inp.weight") @ self.w(p + "ffn_gate_inp.weight").T   # [n, n_expert]
-        probs = softmax(r, axis=-1)
-        order = np.argsort(-probs, axis=-1, kind="stable")
-        top = order[:, :hp.n_expert_used]
-        w = np.take_along_axis(probs, top, axis=-1)
+        if self.has(p + "ffn_gate_inp.bias"):
+            r = r + self.w(p + "ffn_gate_inp.bias")
+        if hp.arch == "gpt-oss":       # top-k of the logits, softmax over the selected
+            order = np.argsort(-r, axis=-1, kind="stable")
+            top = order[:, :hp.n_expert_used]
+            w = softmax(np.take_along_axis(r, top, axis=-1), axis=-1)
+        else:
+            probs = softmax(r, axis=-1)
+            order = np.argsort(-probs, axis=-1, kind="stable")
+            top = order[:, :hp.n_expert_used]
+            w = np.take_along_axis(probs, top, axis=-1)
         if hp.arch in NORM_TOPK_ARCHS:
             w = w / np.maximum(w.sum(axis=-1, keepdims=True), WEIGHT_SUM_FLOOR)
         rs = np.take_along_axis(r, order, axis=-1)
@@ -346,7 +409,12 @@ class Reference:
             xe = m[rows]
             g = self._matmul(xe, p + "ffn_gate_exps.weight", e)
             u = self._matmul(xe, p + "ffn_up_exps.weight", e)
-            y = self._matmul(silu(g) * u, p + "ffn_down_exps.weight", e)
+            if hp.arch == "gpt-oss":
+                g = g + self.w(p + "ffn_gate_exps.bias")[e]
+                u = u + self.w(p + "ffn_up_exps.bias")[e]
+                y = self._matmul(swiglu_oai(g, u), p + "ffn_down_exps.weight", e) + self.w(p + "ffn_down_exps.bias")[e]
+            else:
+                y = self._matmul(silu(g) * u, p + "ffn_down_exps.weight", e)
             out[rows] += y * w[rows, slots][:, None]   # a token selects an expert at most once
         if hp.arch == "qwen2moe":
             gate = self._act(m, p + "ffn_gate_inp_shexp.weight") @ self.w(p + "ffn_gate_inp_shexp.weight")  # [n]
@@ -368,7 +436,8 @@ class Reference:
         routing, hidden = [], []
         for il in range(hp.n_layer):
             x = x + self._attention(il, x, state, positions)
-            m = rms_norm(x, self.w(f"blk.{il}.ffn_norm.weight"), hp.rms_eps)
+            norm = "post_attention_norm" if hp.arch == "gpt-oss" else "ffn_norm"
+            m = rms_norm(x, self.w(f"blk.{il}.{norm}.weight"), hp.rms_eps)
             x = x + self._moe(il, m, routing)
             if keep_hidden:
                 hidden.append(x.copy())

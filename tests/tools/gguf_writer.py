@@ -76,6 +76,7 @@ class GgmlType(enum.IntEnum):
     IQ4_NL = 20
     IQ4_XS = 23
     BF16 = 30
+    MXFP4 = 39
 
 
 # (elements per block, bytes per block)
@@ -85,6 +86,7 @@ BLOCK_GEOMETRY = {
     GgmlType.Q5_1: (32, 24), GgmlType.Q8_0: (32, 34),
     GgmlType.Q4_K: (256, 144), GgmlType.Q5_K: (256, 176), GgmlType.Q6_K: (256, 210),
     GgmlType.Q2_K: (256, 84), GgmlType.Q3_K: (256, 110), GgmlType.IQ4_NL: (32, 18), GgmlType.IQ4_XS: (256, 136),
+    GgmlType.MXFP4: (32, 17),
 }
 
 

@@ -1,4 +1,4 @@
-"""Random-weight GGUF MoE models for tests (qwen3moe, llama/Mixtral, olmoe, qwen2moe).
+"""Random-weight GGUF MoE models for tests (qwen3moe, llama/Mixtral, olmoe, qwen2moe, gpt-oss).
 
     python3 -m tools.make_model --arch qwen3moe --out m.gguf --n-embd 128 --n-layer 2 \
         --n-expert 8 --n-expert-used 2 --quant-mix q4_k_m --seed 1
@@ -24,6 +24,12 @@ so that engine and float64 reference agree to well under 1e-2 of the logit range
     embedding's magnitude, so the rounding noise of a branch (relative to the branch, ~1%
     for the heavy-tailed SwiGLU product) is a quarter as large relative to the stream.
     A wrong branch still moves the logits by ~10% of their range.
+
+gpt-oss: experts are MXFP4 whatever the quant mix (as its released files have them), with F32
+bias tables; Q/K/V/output biases, per-head attention sinks, post_attention_norm as the FFN
+pre-norm, a router bias (distinct per expert, below half the coded router spacing, so the
+routing margins stay at least half of it), a sliding window of n_swa positions on even
+layers (small by default so that short tests cross it) and YaRN RoPE.
 
 Routing ("router_mode"):
   coded  (default) the last 32 embedding channels carry a per-token code (one channel
@@ -54,11 +60,12 @@ if __package__ in (None, ""):  # run as a script: make `tools` importable
 from tools.gguf_writer import BLOCK_GEOMETRY, GGUFWriter, GgmlType, ValueType
 from tools.quants import quantize
 
-ARCHS = ("qwen3moe", "llama", "olmoe", "qwen2moe")
+ARCHS = ("qwen3moe", "llama", "olmoe", "qwen2moe", "gpt-oss")
 CODE_CHANNELS = 32        # width of the routing-code subspace (one 32-element quant block)
 CODE_VALUE = 1.0          # as large as the other embedding channels: the code does not set a block's scale
 RESIDUAL_SCALE = 0.25     # std factor of the matrices that write the residual stream
 RESIDUAL_KINDS = ("attn_output", "ffn_down_exps", "ffn_down_shexp")
+RESIDUAL_BIASES = ("attn_output_bias", "ffn_down_exps_bias")   # biases of those, zero on the code
 OUTPUT_SCALE = 2.0        # logits ~ N(0, OUTPUT_SCALE^2): a clearer top-1 than N(0,1)
 POOL_ELEMENTS = 1 << 22   # expert tensors bigger than this reuse rows of a random pool
 BIG_TENSOR_ELEMENTS = 1 << 24
@@ -71,9 +78,9 @@ QUANT_MIXES = tuple(MIX_FTYPE)
 MIXED_CYCLE = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K]
 # what llama-quantize substitutes when ne0 is not a multiple of the block size
 FALLBACK = {T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0,
-            T.Q2_K: T.IQ4_NL, T.Q3_K: T.IQ4_NL, T.IQ4_XS: T.IQ4_NL, T.IQ4_NL: T.F16,
+            T.Q2_K: T.IQ4_NL, T.Q3_K: T.IQ4_NL, T.IQ4_XS: T.IQ4_NL, T.IQ4_NL: T.F16, T.MXFP4: T.F16,
             T.Q4_0: T.F16, T.Q4_1: T.F16, T.Q5_0: T.F16, T.Q5_1: T.F16, T.Q8_0: T.F16}
-DEFAULT_EPS = {"qwen3moe": 1e-6, "qwen2moe": 1e-6, "llama": 1e-5, "olmoe": 1e-5}
+DEFAULT_EPS = {"qwen3moe": 1e-6, "qwen2moe": 1e-6, "llama": 1e-5, "olmoe": 1e-5, "gpt-oss": 1e-5}
 TIED_OUTPUT_ALLOWED = ("qwen3moe", "llama")
 
 
@@ -100,7 +107,10 @@ class ModelSpec:
     router_scale: float = 1.0
     router_context: float = 0.0
     tie_output: bool = False          # omit output.weight (qwen3moe / llama only)
-    qkv_bias: bool | None = None      # default: True for qwen2moe; llama may opt in
+    qkv_bias: bool | None = None      # default: True for qwen2moe and gpt-oss; llama may opt in
+    n_swa: int = 8                    # gpt-oss: sliding window of the even layers
+    yarn_factor: float = 32.0         # gpt-oss: YaRN rope.scaling.factor
+    yarn_orig_ctx: int = 4096         # gpt-oss: rope.scaling.original_context_length
     alignment: int = 32
     write_alignment_key: bool = False
     name: str | None = None
@@ -130,8 +140,10 @@ class ModelSpec:
         if s.rms_eps is None:
             s.rms_eps = DEFAULT_EPS[s.arch]
         if s.qkv_bias is None:
-            s.qkv_bias = s.arch == "qwen2moe"
-        if s.qkv_bias and s.arch not in ("qwen2moe", "llama"):
+            s.qkv_bias = s.arch in ("qwen2moe", "gpt-oss")
+        if s.arch == "gpt-oss" and not s.qkv_bias:
+            raise ValueError("gpt-oss always has QKV biases")
+        if s.qkv_bias and s.arch not in ("qwen2moe", "llama", "gpt-oss"):
             raise ValueError(f"{s.arch} has no QKV biases")
         if s.tie_output and s.arch not in TIED_OUTPUT_ALLOWED:
             raise ValueError(f"{s.arch} requires output.weight (no tied output)")
@@ -192,7 +204,8 @@ def _mix_type(mix, kind):
     raise ValueError(mix)
 
 
-FLOAT_KINDS = ("norm", "router", "bias", "shexp_gate_inp")   # never quantised, always F32
+FLOAT_KINDS = ("norm", "router", "bias", "shexp_gate_inp", "sinks", "router_bias") + RESIDUAL_BIASES  # always F32
+EXPERT_KINDS = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
 
 
 def plan_tensors(spec: ModelSpec) -> list:
@@ -215,15 +228,25 @@ def plan_tensors(spec: ModelSpec) -> list:
         if s.arch == "olmoe":   # RMS over the whole projected Q / K vector
             L += [TensorPlan(p + "attn_q_norm.weight", [nq], T.F32, "norm", il),
                   TensorPlan(p + "attn_k_norm.weight", [nkv], T.F32, "norm", il)]
-        L += [TensorPlan(p + "attn_output.weight", [nq, s.n_embd], T.F32, "attn_output", il),
-              TensorPlan(p + "ffn_norm.weight", [s.n_embd], T.F32, "norm", il),
-              TensorPlan(p + "ffn_gate_inp.weight", [s.n_embd, s.n_expert], T.F32, "router", il),
+        L += [TensorPlan(p + "attn_output.weight", [nq, s.n_embd], T.F32, "attn_output", il)]
+        if s.arch == "gpt-oss":
+            L += [TensorPlan(p + "attn_output.bias", [s.n_embd], T.F32, "attn_output_bias", il),
+                  TensorPlan(p + "attn_sinks.weight", [s.n_head], T.F32, "sinks", il),
+                  TensorPlan(p + "post_attention_norm.weight", [s.n_embd], T.F32, "norm", il),
+                  TensorPlan(p + "ffn_gate_inp.bias", [s.n_expert], T.F32, "router_bias", il)]
+        else:
+            L.append(TensorPlan(p + "ffn_norm.weight", [s.n_embd], T.F32, "norm", il))
+        L += [TensorPlan(p + "ffn_gate_inp.weight", [s.n_embd, s.n_expert], T.F32, "router", il),
               TensorPlan(p + "ffn_gate_exps.weight", [s.n_embd, s.n_ff_expert, s.n_expert], T.F32,
                          "ffn_gate_exps", il),
               TensorPlan(p + "ffn_up_exps.weight", [s.n_embd, s.n_ff_expert, s.n_expert], T.F32,
                          "ffn_up_exps", il),
               TensorPlan(p + "ffn_down_exps.weight", [s.n_ff_expert, s.n_embd, s.n_expert], T.F32,
                          "ffn_down_exps", il)]
+        if s.arch == "gpt-oss":
+            L += [TensorPlan(p + "ffn_gate_exps.bias", [s.n_ff_expert, s.n_expert], T.F32, "bias", il),
+                  TensorPlan(p + "ffn_up_exps.bias", [s.n_ff_expert, s.n_expert], T.F32, "bias", il),
+                  TensorPlan(p + "ffn_down_exps.bias", [s.n_embd, s.n_expert], T.F32, "ffn_down_exps_bias", il)]
         if s.arch == "qwen2moe":
             L += [TensorPlan(p + "ffn_gate_inp_shexp.weight", [s.n_embd], T.F32, "shexp_gate_inp", il),
                   TensorPlan(p + "ffn_gate_shexp.weight", [s.n_embd, s.n_ff_shared], T.F32, "ffn_gate_shexp", il),
@@ -239,7 +262,9 @@ def plan_tensors(spec: ModelSpec) -> list:
         if t.kind in FLOAT_KINDS:
             t.type = T.F32
             continue
-        if s.quant_mix == "mixed":
+        if s.arch == "gpt-oss" and t.kind in EXPERT_KINDS:
+            want = T.MXFP4
+        elif s.quant_mix == "mixed":
             # rotate through all 11 types over the weight matrices in file order
             want = MIXED_CYCLE[mixed_i % len(MIXED_CYCLE)]
             mixed_i += 1
@@ -302,7 +327,17 @@ def _gen_small(spec, plan, rng):
     if plan.kind == "norm":
         return (1.0 + 0.1 * rng.standard_normal(ne0)).astype(np.float32)
     if plan.kind == "bias":
-        return (0.3 * rng.standard_normal(ne0)).astype(np.float32)
+        return (0.3 * rng.standard_normal(plan.ne[::-1])).astype(np.float32)
+    if plan.kind == "sinks":
+        return rng.standard_normal(ne0).astype(np.float32)
+    if plan.kind == "router_bias":   # distinct offsets in [0, router_scale / 2)
+        return (0.5 * spec.router_scale * rng.permutation(ne0) / ne0).astype(np.float32)
+    if plan.kind in RESIDUAL_BIASES:
+        x = (0.1 * rng.standard_normal(plan.ne[::-1])).astype(np.float32)
+        code = _code_slice(spec)
+        if code is not None:
+            x[..., code] = 0.0
+        return x
     if plan.kind == "shexp_gate_inp":
         return (2.0 * rng.standard_normal(ne0) / np.sqrt(ne0)).astype(np.float32)
     if plan.kind == "router":
@@ -518,6 +553,8 @@ def _arch_kv(s: ModelSpec):
           (f"{a}.embedding_length", ValueType.UINT32, s.n_embd)]
     if a in ("llama", "olmoe"):
         kv.append((f"{a}.feed_forward_length", ValueType.UINT32, s.n_ff_expert))
+    elif a == "gpt-oss":    # no dense feed-forward size in its files
+        pass
     elif a == "qwen3moe":   # dense size of the HF config: present in real files, not the expert size
         kv.append((f"{a}.feed_forward_length", ValueType.UINT32, 3 * s.n_ff_expert))
     else:                   # qwen2moe: real files carry the shared-expert size here
@@ -528,11 +565,16 @@ def _arch_kv(s: ModelSpec):
            (f"{a}.attention.layer_norm_rms_epsilon", ValueType.FLOAT32, s.rms_eps),
            (f"{a}.expert_count", ValueType.UINT32, s.n_expert),
            (f"{a}.expert_used_count", ValueType.UINT32, s.n_expert_used)]
-    if s.head_dim != s.n_embd // s.n_head or s.n_embd % s.n_head:
+    if s.head_dim != s.n_embd // s.n_head or s.n_embd % s.n_head or a == "gpt-oss":
         kv += [(f"{a}.attention.key_length", ValueType.UINT32, s.head_dim),
                (f"{a}.attention.value_length", ValueType.UINT32, s.head_dim)]
-    if a in ("qwen3moe", "qwen2moe"):
+    if a in ("qwen3moe", "qwen2moe", "gpt-oss"):
         kv.append((f"{a}.expert_feed_forward_length", ValueType.UINT32, s.n_ff_expert))
+    if a == "gpt-oss":
+        kv += [(f"{a}.attention.sliding_window", ValueType.UINT32, s.n_swa),
+               (f"{a}.rope.scaling.type", ValueType.STRING, "yarn"),
+               (f"{a}.rope.scaling.factor", ValueType.FLOAT32, s.yarn_factor),
+               (f"{a}.rope.scaling.original_context_length", ValueType.UINT32, s.yarn_orig_ctx)]
     if a == "qwen2moe":
         kv.append((f"{a}.expert_shared_feed_forward_length", ValueType.UINT32, s.n_ff_shared))
     if a == "llama":

@@ -22,7 +22,7 @@ QK = 32
 QK_K = 256
 
 TYPE_BY_NAME = {t.name: t for t in BLOCK_GEOMETRY}
-ALL_TYPES = list(BLOCK_GEOMETRY)  # the 15 weight types this project writes
+ALL_TYPES = list(BLOCK_GEOMETRY)  # the weight types this project writes
 
 
 def row_bytes(ggml_type, n: int) -> int:
@@ -270,10 +270,29 @@ def _iq4_xs(xb):
                            _pack_nibbles32(idx).reshape(-1, 128)], axis=1)
 
 
+# ---- MXFP4 (32 elements: E8M0 exponent byte, 16 bytes of e2m1 nibbles) ------------------------
+
+MXFP4_VALUES = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=np.float32)  # doubled
+
+
+def _mxfp4(xb):
+    """Scale 2^(e-128) the smallest power of two putting the block's max within the doubled
+    value range (12), then each element to the nearest representable value."""
+    amax = np.abs(xb).max(axis=1).astype(np.float64)
+    with np.errstate(divide="ignore"):
+        exp = np.where(amax > 0, np.ceil(np.log2(np.where(amax > 0, amax, 1.0) / 12.0)), -128)
+    e = np.clip(exp + 128, 0, 254).astype(np.int64)
+    scale = np.ldexp(1.0, (e - 128).astype(np.int32))
+    cand = MXFP4_VALUES[None, None, :].astype(np.float64) * scale[:, None, None]
+    q = np.abs(xb[:, :, None].astype(np.float64) - cand).argmin(axis=2).astype(np.uint8)
+    return np.concatenate([e.astype(np.uint8)[:, None], _pack_nibbles32(q)], axis=1)
+
+
 _BLOCK_QUANTISERS = {
     GgmlType.Q2_K: _q2_k, GgmlType.Q3_K: _q3_k, GgmlType.IQ4_NL: _iq4_nl, GgmlType.IQ4_XS: _iq4_xs,
     GgmlType.Q8_0: _q8_0, GgmlType.Q4_0: _q4_0, GgmlType.Q4_1: _q4_1, GgmlType.Q5_0: _q5_0,
     GgmlType.Q5_1: _q5_1, GgmlType.Q4_K: _q4_k, GgmlType.Q5_K: _q5_k, GgmlType.Q6_K: _q6_k,
+    GgmlType.MXFP4: _mxfp4,
 }
 
 
@@ -303,6 +322,7 @@ F16_FIELDS = {
     GgmlType.Q4_0: [0], GgmlType.Q4_1: [0, 2], GgmlType.Q5_0: [0], GgmlType.Q5_1: [0, 2],
     GgmlType.Q8_0: [0], GgmlType.Q4_K: [0, 2], GgmlType.Q5_K: [0, 2], GgmlType.Q6_K: [208],
     GgmlType.Q2_K: [80, 82], GgmlType.Q3_K: [108], GgmlType.IQ4_NL: [0], GgmlType.IQ4_XS: [0],
+    GgmlType.MXFP4: [],   # its scale is the exponent byte 0 (MXFP4_EDGE_EXPONENTS)
 }
 SCALE_BYTES = {GgmlType.Q4_K: (4, 16), GgmlType.Q5_K: (4, 16), GgmlType.Q6_K: (192, 208),
                GgmlType.Q2_K: (0, 16), GgmlType.Q3_K: (96, 108), GgmlType.IQ4_XS: (2, 8)}
@@ -310,6 +330,9 @@ SCALE_BYTES = {GgmlType.Q4_K: (4, 16), GgmlType.Q5_K: (4, 16), GgmlType.Q6_K: (1
 # Interesting f16 bit patterns: zeros, denormals, smallest normal, extremes, ordinary values.
 EDGE_F16 = np.array([0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x83FF, 0x0200, 0x0400, 0x8400,
                      0x7BFF, 0xFBFF, 0x3C00, 0xBC00, 0x3555, 0x0401, 0x7800], dtype=np.uint16)
+# MXFP4 exponents: the f32 subnormal scales, the smallest normal one, 1, and the largest two
+# (whose larger values overflow to infinity, as the format defines them).
+MXFP4_EDGE_EXPONENTS = np.array([0, 1, 2, 3, 128, 253, 254, 255], dtype=np.uint8)
 NONFINITE_F16 = np.array([0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE00], dtype=np.uint16)
 
 
@@ -365,7 +388,13 @@ def random_blocks(ggml_type, n_blocks: int, rng: np.random.Generator, edge_cases
         pick = rng.random(n_blocks) < 0.6
         bits = np.where(pick, ordinary, anything).astype("<u2")
         raw[:, off:off + 2] = bits.view(np.uint8).reshape(n_blocks, 2)
-    if allow_nonfinite and n_blocks > 0:
+    if t == GgmlType.MXFP4:
+        ordinary = rng.integers(100, 156, size=n_blocks).astype(np.uint8)
+        raw[:, 0] = np.where(rng.random(n_blocks) < 0.8, ordinary, raw[:, 0])
+        if edge_cases:
+            k = min(len(MXFP4_EDGE_EXPONENTS), n_blocks)
+            raw[n_blocks - k:, 0] = MXFP4_EDGE_EXPONENTS[:k]
+    if allow_nonfinite and n_blocks > 0 and fields:
         for i, b in enumerate(NONFINITE_F16[:n_blocks]):
             raw[-1 - i, fields[0]:fields[0] + 2] = np.array([b], dtype="<u2").view(np.uint8)
     if edge_cases:

@@ -1,8 +1,11 @@
 // AtomicFile: the target holds its old contents or the whole new file, no
-// temporary outlives its writer, writers never share a temporary, and the
-// file gets the mode a plain create would give it.
+// temporary outlives its writer (not even one killed while writing, where
+// unnamed temporaries are supported), writers never share a temporary, and
+// the file gets the mode a plain create would give it.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -13,6 +16,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "support/child_process.hpp"
 #include "support/paths.hpp"
 #include "support/status_of.hpp"
 
@@ -38,6 +42,31 @@ std::vector<std::string> names_in(const std::string &dir) {
 
 void put(AtomicFile &f, const std::string &text) { f.write(text.data(), text.size()); }
 
+// The system calls of a system without unnamed files (no O_TMPFILE): the
+// temporary is named from the start.
+moe::FileOps named_temporaries() {
+    moe::FileOps ops = moe::FileOps::posix();
+    ops.open_unnamed = [](int, unsigned) {
+        errno = EOPNOTSUPP;
+        return -1;
+    };
+    return ops;
+}
+
+// Whether this system and the file system of `dir` have unnamed files that
+// can be linked later (O_TMPFILE and /proc/self/fd).
+bool unnamed_temporaries_work(const std::string &dir) {
+#ifdef O_TMPFILE
+    const int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    ::close(fd);
+    return ::access("/proc/self/fd", X_OK) == 0;
+#else
+    (void)dir;
+    return false;
+#endif
+}
+
 }  // namespace
 
 TEST(AtomicFile, CommitPublishesTheWholeFile) {
@@ -54,29 +83,70 @@ TEST(AtomicFile, CommitPublishesTheWholeFile) {
 }
 
 TEST(AtomicFile, WithoutCommitTheTargetIsUntouchedAndNoTemporaryStays) {
+    for (const bool named : {false, true}) {
+        const std::string dir = moe::test::scratch_dir();
+        const moe::FileOps ops = named ? named_temporaries() : moe::FileOps::posix();
+        write_text(dir + "/old.bin", "old");
+        {
+            AtomicFile replacing(dir + "/old.bin", ops), creating(dir + "/new.bin", ops);
+            put(replacing, "partial");
+            put(creating, "partial");
+            if (named) EXPECT_EQ(names_in(dir).size(), 3u);  // the target and two temporaries
+        }  // destroyed as an exception would unwind them
+        EXPECT_EQ(read_text(dir + "/old.bin"), "old");
+        EXPECT_EQ(names_in(dir), std::vector<std::string>{"old.bin"});
+    }
+}
+
+// A writer that ends without unwinding, as Ctrl-C (SIGINT) or SIGKILL ends
+// a command, leaves no temporary: it had no name yet.
+TEST(AtomicFile, AWriterKilledBeforeCommitLeavesNothingBehind) {
     const std::string dir = moe::test::scratch_dir();
+    if (!unnamed_temporaries_work(dir)) GTEST_SKIP() << "no O_TMPFILE here: the temporary is named";
     write_text(dir + "/old.bin", "old");
-    {
-        AtomicFile replacing(dir + "/old.bin"), creating(dir + "/new.bin");
-        put(replacing, "partial");
-        put(creating, "partial");
-        EXPECT_EQ(names_in(dir).size(), 3u);  // the target and two temporaries
-    }  // destroyed as an exception would unwind them
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        try {
+            AtomicFile replacing(dir + "/old.bin"), creating(dir + "/new.bin");
+            put(replacing, "partial");
+            put(creating, "partial");
+            ::_exit(0);  // no destructor runs
+        } catch (...) {
+        }
+        ::_exit(1);
+    }
+    ASSERT_EQ(moe::test::wait_exit_code(pid), 0);
     EXPECT_EQ(read_text(dir + "/old.bin"), "old");
     EXPECT_EQ(names_in(dir), std::vector<std::string>{"old.bin"});
 }
 
-TEST(AtomicFile, TwoWritersForOneTargetDoNotShareATemporary) {
-    const std::string dir = moe::test::scratch_dir(), target = dir + "/t.bin";
-    AtomicFile a(target), b(target);
+// Both kinds of temporary publish the same file and leave nothing behind.
+TEST(AtomicFile, ANamedTemporaryIsTheFallbackWithoutUnnamedFiles) {
+    const std::string dir = moe::test::scratch_dir(), target = dir + "/out.bin";
+    write_text(target, "old");
+    AtomicFile f(target, named_temporaries());
+    put(f, "new");
     EXPECT_EQ(names_in(dir).size(), 2u);
-    put(a, "written by a, the longer of the two");
-    put(b, "by b");
-    a.commit();
-    EXPECT_EQ(read_text(target), "written by a, the longer of the two");
-    b.commit();
-    EXPECT_EQ(read_text(target), "by b");  // the last commit wins, whole
-    EXPECT_EQ(names_in(dir), std::vector<std::string>{"t.bin"});
+    f.commit();
+    EXPECT_EQ(read_text(target), "new");
+    EXPECT_EQ(names_in(dir), std::vector<std::string>{"out.bin"});
+}
+
+TEST(AtomicFile, TwoWritersForOneTargetDoNotShareATemporary) {
+    for (const bool named : {false, true}) {
+        const std::string dir = moe::test::scratch_dir(), target = dir + "/t.bin";
+        const moe::FileOps ops = named ? named_temporaries() : moe::FileOps::posix();
+        AtomicFile a(target, ops), b(target, ops);
+        if (named) EXPECT_EQ(names_in(dir).size(), 2u);
+        put(a, "written by a, the longer of the two");
+        put(b, "by b");
+        a.commit();
+        EXPECT_EQ(read_text(target), "written by a, the longer of the two");
+        b.commit();
+        EXPECT_EQ(read_text(target), "by b");  // the last commit wins, whole
+        EXPECT_EQ(names_in(dir), std::vector<std::string>{"t.bin"});
+    }
 }
 
 TEST(AtomicFile, ModeFollowsTheUmask) {
@@ -142,8 +212,9 @@ TEST(AtomicFile, TargetsThatAreNotPlainFilesAreRefused) {
 TEST(AtomicFile, FailedSyncOrRenameReportsTheErrorAndKeepsTheOldTarget) {
     const std::string dir = moe::test::scratch_dir(), target = dir + "/keep.bin";
     write_text(target, "old");
-    for (const bool fail_rename : {false, true}) {
-        moe::FileOps ops = moe::FileOps::posix();
+    for (const int step : {0, 1, 2, 3}) {
+        const bool fail_rename = step & 1;
+        moe::FileOps ops = step & 2 ? named_temporaries() : moe::FileOps::posix();
         const int err = fail_rename ? EXDEV : EIO;
         auto failing = [err](auto...) {
             errno = err;

@@ -3,6 +3,7 @@
 // head sizes on and off the tiled path and positions around the tile width.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -21,7 +22,8 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
     return v;
 }
 
-void expect_group_equals_heads(bool f32, int32_t n_head, int32_t n_kv, int32_t dk, int32_t dv) {
+void expect_group_equals_heads(bool f32, int32_t n_head, int32_t n_kv, int32_t dk, int32_t dv, int32_t window = 0,
+                               bool with_sinks = false) {
     const int32_t n_ctx = 37, n_layer = 2, layer = 1;
     moe::KvCache kv(n_layer, n_ctx, n_kv * dk, n_kv * dv, f32);
     for (int32_t p = 0; p < n_ctx; ++p) {
@@ -31,16 +33,20 @@ void expect_group_equals_heads(bool f32, int32_t n_head, int32_t n_kv, int32_t d
     }
     const moe::AttentionShape s{n_head, n_kv, dk, dv, 0.125f};
     const int32_t group = n_head / n_kv;
+    const auto sinks = random_values(size_t(n_head), 5);
     for (int32_t pos : {0, 6, 7, 8, 9, 15, 16, 23, 36}) {
         const auto q = random_values(size_t(n_head * dk), uint32_t(77 + pos));
+        const int32_t first = window > 0 ? std::max(0, pos - window + 1) : 0;
         for (int32_t kvh = 0; kvh < n_kv; ++kvh) {
             std::vector<float> scores(size_t(group) * size_t(n_ctx)), out(size_t(group) * size_t(dv), -1.0f);
+            const float *group_sinks = with_sinks ? sinks.data() + size_t(kvh * group) : nullptr;
             moe::attend_kv_group(kv, layer, s, kvh, q.data() + size_t(kvh * group * dk), pos, scores.data(),
-                                 out.data());
+                                 out.data(), {first, group_sinks});
             for (int32_t g = 0; g < group; ++g) {
                 const int32_t h = kvh * group + g;
                 std::vector<float> sc(static_cast<size_t>(n_ctx)), ref(static_cast<size_t>(dv));
-                moe::attend_head(kv, layer, s, h, q.data() + size_t(h * dk), pos, sc.data(), ref.data());
+                moe::attend_head(kv, layer, s, h, q.data() + size_t(h * dk), pos, sc.data(), ref.data(),
+                                 {first, with_sinks ? &sinks[size_t(h)] : nullptr});
                 ASSERT_EQ(0, std::memcmp(ref.data(), out.data() + size_t(g * dv), size_t(dv) * sizeof(float)))
                     << "f32 " << f32 << " head " << h << " pos " << pos << " dk " << dk;
             }
@@ -60,6 +66,14 @@ TEST(AttentionGroup, EqualsPerHeadAttentionF32) {
 }
 
 TEST(AttentionGroup, HeadsLargerThanTheTileFallBack) { expect_group_equals_heads(false, 4, 2, 512, 512); }
+
+TEST(AttentionGroup, SlidingWindowAndSinksEqualPerHead) {
+    for (int32_t window : {0, 1, 5, 9}) {
+        expect_group_equals_heads(false, 8, 2, 64, 64, window, true);
+        expect_group_equals_heads(true, 8, 2, 16, 16, window, window % 2 == 1);
+        expect_group_equals_heads(false, 4, 2, 512, 512, window, true);
+    }
+}
 
 // The softmax weights' exp against the double-precision exp over the whole
 // range the softmax feeds it (score minus the maximum, clamped at -87).

@@ -289,6 +289,27 @@ TEST(GgufCorrupt, HugeCountsFailWithoutAllocating) {
     expect_bad_format(c.build(), {"big.u64"});
 }
 
+// An array's count is checked against the bytes left before its elements are
+// read: a hostile one is refused at once, naming it, not after the parser has
+// read (and stored) every element the rest of the file can hold.
+TEST(GgufCorrupt, ArrayCountsBeyondTheBytesLeftAreRefusedBeforeReadingElements) {
+    auto array_of = [](uint32_t elem, uint64_t count, size_t zero_bytes) {
+        Bytes v(12 + zero_bytes, 0);
+        std::memcpy(v.data(), &elem, 4);
+        std::memcpy(v.data() + 4, &count, 8);
+        GgufBuilder b;
+        b.kv_raw("hostile", 9, v);
+        return b.build();
+    };
+    // 1 MiB of zeros holds 131072 empty strings, 262144 u32s: far fewer than claimed.
+    expect_bad_format(array_of(8, 1ull << 40, 1 << 20), {"array 'hostile' claims 1099511627776 entries", "bytes are left"});
+    expect_bad_format(array_of(4, 1ull << 40, 1 << 20), {"array 'hostile' claims 1099511627776 entries"});
+    expect_bad_format(array_of(8, (1u << 17) + 1, 1 << 20), {"claims 131073 entries of at least 8 bytes"});
+    // Exactly as many empty strings as the bytes hold is a valid array.
+    const Bytes fits = array_of(8, 1u << 17, 1 << 20);
+    EXPECT_EQ(parse(fits)->get_string_array("hostile").size(), size_t(1) << 17);
+}
+
 TEST(GgufCorrupt, HugeStringLengths) {
     const Bytes img = sample().build();
     // The first key's length field follows the 24-byte header.

@@ -74,6 +74,40 @@ TEST(HParams, Qwen3Moe) {
     EXPECT_FALSE(hp.tied_output);
 }
 
+// gpt-oss: a required sliding window with pattern 2 by default, YaRN with
+// its original context, one RoPE base for every layer.
+TEST(HParams, GptOssSlidingWindowAndYarn) {
+    GgufBuilder b = moe::test::tiny_moe(arch("gpt-oss"));
+    expect_error(b, Status::bad_format, {"gpt-oss.attention.sliding_window"});
+    b.kv_u32("gpt-oss.attention.sliding_window", 128)
+        .kv_string("gpt-oss.rope.scaling.type", "yarn")
+        .kv_f32("gpt-oss.rope.scaling.factor", 32.0f)
+        .kv_u32("gpt-oss.rope.scaling.original_context_length", 4096);
+    HParams hp = load(b);
+    EXPECT_EQ(hp.n_swa, 128);
+    EXPECT_EQ(hp.swa_pattern, 2);
+    EXPECT_TRUE(hp.is_swa(0));
+    EXPECT_FALSE(hp.is_swa(1));
+    EXPECT_TRUE(hp.rope_yarn);
+    EXPECT_EQ(hp.rope_n_ctx_orig, 4096);
+    EXPECT_FLOAT_EQ(hp.rope_freq_scale, 1.0f / 32.0f);
+    EXPECT_FALSE(hp.norm_topk_weights);
+    b.kv_u32("gpt-oss.attention.sliding_window_pattern", 3);
+    EXPECT_EQ(load(b).swa_pattern, 3);
+    b.kv_f32("gpt-oss.rope.freq_base_swa", 12345.0f);
+    expect_error(b, Status::unsupported, {"gpt-oss.rope.freq_base_swa"});
+    // Other architectures have no sliding window, whatever their keys say.
+    GgufBuilder q = moe::test::tiny_moe(arch("qwen3moe"));
+    q.kv_u32("qwen3moe.attention.sliding_window", 16);
+    EXPECT_EQ(load(q).n_swa, 0);
+}
+
+TEST(HParams, AVocabSizeThatMatchesTheEmbeddingIsAccepted) {
+    GgufBuilder b = moe::test::tiny_moe(arch("qwen3moe"));
+    b.kv_u32("qwen3moe.vocab_size", 64);
+    EXPECT_EQ(load(b).n_vocab, 64);
+}
+
 TEST(HParams, Qwen3MoeDefaultsAndFallbacks) {
     TinyMoe m = arch("qwen3moe");
     m.tied_output = true;
@@ -161,8 +195,8 @@ TEST(HParams, PerLayerArrays) {
 
 TEST(HParams, UnknownArchitecture) {
     GgufBuilder b = moe::test::tiny_moe(arch("qwen3moe"));
-    b.kv_string("general.architecture", "gpt-oss");
-    expect_error(b, Status::unsupported, {"'gpt-oss'", "not supported"});
+    b.kv_string("general.architecture", "deepseek2");
+    expect_error(b, Status::unsupported, {"'deepseek2'", "not supported"});
     b.remove_kv("general.architecture");
     expect_error(b, Status::bad_format, {"general.architecture"});
     b.kv_u32("general.architecture", 3);
@@ -212,13 +246,19 @@ TEST(HParams, ValidationErrors) {
          "rope.dimension_count 7"},
         {"n_rot > head", [](GgufBuilder &b) { b.kv_u32("qwen3moe.rope.dimension_count", 10); }, Status::bad_format,
          "rope.dimension_count 10"},
-        {"yarn", [](GgufBuilder &b) { b.kv_string("qwen3moe.rope.scaling.type", "yarn"); }, Status::unsupported,
-         "'yarn'"},
+        {"longrope", [](GgufBuilder &b) { b.kv_string("qwen3moe.rope.scaling.type", "longrope"); },
+         Status::unsupported, "'longrope'"},
         {"heads not dividing", [](GgufBuilder &b) {
              b.kv_u32("qwen3moe.attention.head_count", 5).kv_u32("qwen3moe.attention.head_count_kv", 5);
          }, Status::bad_format, "not a multiple of head_count 5"},
         {"attention rows beyond 32 bits", [](GgufBuilder &b) { b.kv_u32("qwen3moe.attention.key_length", 0x40000000u); },
          Status::bad_format, "attention rows of 4 heads x 1073741824"},
+        {"vocab_size above the embedding rows", [](GgufBuilder &b) { b.kv_u32("qwen3moe.vocab_size", 65); },
+         Status::bad_format, "qwen3moe.vocab_size is 65 but token_embd.weight has 64 rows"},
+        {"vocab_size below the embedding rows", [](GgufBuilder &b) { b.kv_u32("qwen3moe.vocab_size", 63); },
+         Status::bad_format, "qwen3moe.vocab_size is 63 but token_embd.weight has 64 rows"},
+        {"vocab_size 0", [](GgufBuilder &b) { b.kv_u32("qwen3moe.vocab_size", 0); }, Status::bad_format,
+         "qwen3moe.vocab_size is 0"},
         {"no token_embd", [](GgufBuilder &b) { b.remove_tensor("token_embd.weight"); }, Status::bad_format,
          "token_embd.weight is missing"},
         {"token_embd width", [](GgufBuilder &b) {

@@ -87,6 +87,15 @@ float element(GgmlType t, const uint8_t *b, int i) {
         const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 15) | hi << 4;
         return (h(b) * static_cast<float>(ls - 32)) * static_cast<float>(kLevels[nib(b + 8 + 16 * ib, i % 32)]);
     }
+    case GgmlType::MXFP4: {
+        // e2m1 nibble: sign bit 3, exponent bits 1-2, mantissa bit 0; value
+        // doubled so that the scale is 2^(e-128).
+        static const float kE2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+        const int q = nib(b + 1, i);
+        const float m = 2.0f * kE2m1[q & 7];
+        const float v = (q & 8) ? 0.0f - m : m;  // nibble 8 is +0
+        return v * std::ldexp(1.0f, int(b[0]) - 128);
+    }
     case GgmlType::F32: {
         float f;
         std::memcpy(&f, b, 4);

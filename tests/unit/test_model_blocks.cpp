@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/attention.hpp"
+#include "model/hparams.hpp"
 #include "model/kv_cache.hpp"
 #include "model/rms_norm.hpp"
 #include "model/rope.hpp"
@@ -250,8 +251,88 @@ TEST(Router, RenormalizeDividesBySumClampedAtTinyValue) {
     EXPECT_FLOAT_EQ(tiny[0], 1e-6f / 6.103515625e-5f);
 }
 
-// Attention of every head at every position against a direct double loop.
-void check_attention(bool f32_cache, double tol) {
+// Softmax gating: softmax over all logits, top k of it, optionally
+// renormalised; softmax_topk: top k of the raw logits, softmax over those k.
+TEST(Router, SelectExpertsFollowsTheGatingRule) {
+    const std::vector<float> logits = {0.3f, -1.0f, 2.5f, 0.9f, 2.5f, -0.2f, 1.7f, 0.0f};
+    const int32_t n = int32_t(logits.size()), k = 3;
+    for (bool norm : {false, true}) {
+        auto p = logits;
+        std::vector<int32_t> ids(k);
+        std::vector<float> w(k);
+        moe::select_experts(moe::Gating::softmax, norm, p.data(), n, k, ids.data(), w.data());
+        EXPECT_EQ(ids, (std::vector<int32_t>{2, 4, 6}));
+        double z = 0;
+        for (float l : logits) z += std::exp(double(l) - 2.5);
+        double sel = 0;
+        for (int32_t s = 0; s < k; ++s) sel += std::exp(double(logits[size_t(ids[size_t(s)])]) - 2.5) / z;
+        for (int32_t s = 0; s < k; ++s) {
+            const double prob = std::exp(double(logits[size_t(ids[size_t(s)])]) - 2.5) / z;
+            EXPECT_NEAR(w[size_t(s)], norm ? prob / sel : prob, 1e-6) << s;
+        }
+    }
+    auto p = logits;
+    std::vector<int32_t> ids(k);
+    std::vector<float> w(k);
+    moe::select_experts(moe::Gating::softmax_topk, false, p.data(), n, k, ids.data(), w.data());
+    EXPECT_EQ(ids, (std::vector<int32_t>{2, 4, 6}));
+    const double z = 2 * std::exp(0.0) + std::exp(1.7 - 2.5);
+    EXPECT_NEAR(w[0], 1 / z, 1e-6);
+    EXPECT_NEAR(w[1], 1 / z, 1e-6);
+    EXPECT_NEAR(w[2], std::exp(1.7 - 2.5) / z, 1e-6);
+}
+
+// gpt-oss's clamped SwiGLU against its formula in double: x = min(gate, 7),
+// y = clamp(up, -7, 7), h = x sigmoid(1.702 x) (y + 1).
+TEST(SwiGluOai, WithinFewUlpOfTheFormula) {
+    std::vector<float> g, u;
+    for (float v = -60.0f; v <= 60.0f; v += 0.0113f) g.push_back(v), u.push_back(v * 0.2f - 3.0f);
+    for (float v : {0.0f, -0.0f, 7.0f, 7.5f, -7.5f, 1e30f, -100.0f}) g.push_back(v), u.push_back(v);
+    std::vector<float> h(g.size());
+    moe::swiglu_oai(g.data(), u.data(), h.data(), int64_t(g.size()));
+    for (size_t i = 0; i < g.size(); ++i) {
+        const double alpha = moe::kOaiAlpha;  // the float constant, as the engine multiplies by it
+        const double x = std::min(double(g[i]), 7.0), y = std::clamp(double(u[i]), -7.0, 7.0);
+        const double want = x / (1.0 + std::exp(-alpha * x)) * (y + 1.0);
+        // alpha x is rounded to float before the exponential: |alpha x| half-ulps of relative error.
+        // Below alpha x = -87 the exponential is clamped: results under 1e-34 are only near zero.
+        const double tol = (4e-7 + 6e-8 * std::fabs(alpha * x)) * std::fabs(want) + 1e-34;
+        EXPECT_NEAR(h[i], want, tol) << "gate " << g[i] << " up " << u[i];
+    }
+}
+
+// Bias rows are added to gate and up before the activation, for either
+// activation, and chunks of a row give the same bits as the whole row.
+TEST(ExpertActivation, AddsBiasesThenActivates) {
+    const size_t n = 301;
+    const auto g0 = random_vector(n, 11, 4.0f), u0 = random_vector(n, 12, 4.0f);
+    const auto bg = random_vector(n, 13), bu = random_vector(n, 14);
+    for (moe::ExpertAct act : {moe::ExpertAct::swiglu, moe::ExpertAct::swiglu_oai}) {
+        auto g = g0, u = u0;
+        std::vector<float> h(n), want(n), gs(n), us(n), parts(n);
+        moe::expert_activation(act, g.data(), u.data(), bg.data(), bu.data(), h.data(), int64_t(n));
+        for (size_t i = 0; i < n; ++i) gs[i] = g0[i] + bg[i], us[i] = u0[i] + bu[i];
+        EXPECT_EQ(g, gs);
+        EXPECT_EQ(u, us);
+        (act == moe::ExpertAct::swiglu ? moe::swiglu : moe::swiglu_oai)(gs.data(), us.data(), want.data(), int64_t(n));
+        EXPECT_EQ(std::memcmp(h.data(), want.data(), n * sizeof(float)), 0);
+        auto g2 = g0, u2 = u0;
+        for (size_t at = 0; at < n; at += 37) {
+            const int64_t len = int64_t(std::min<size_t>(37, n - at));
+            moe::expert_activation(act, g2.data() + at, u2.data() + at, bg.data() + at, bu.data() + at,
+                                   parts.data() + at, len);
+        }
+        EXPECT_EQ(std::memcmp(h.data(), parts.data(), n * sizeof(float)), 0);
+        auto g3 = gs, u3 = us;
+        moe::expert_activation(act, g3.data(), u3.data(), nullptr, nullptr, parts.data(), int64_t(n));
+        EXPECT_EQ(std::memcmp(h.data(), parts.data(), n * sizeof(float)), 0);  // no bias: nothing added
+    }
+}
+
+// Attention of every head at every position against a direct double loop:
+// scores of positions first..pos, softmax with the head's sink (if any) in
+// the maximum and the denominator only.
+void check_attention(bool f32_cache, double tol, int32_t window = 0, const std::vector<float> &sinks = {}) {
     const int32_t n_head = 4, n_kv = 2, hd = 8, n_ctx = 12, layer = 1;
     moe::KvCache kv(2, n_ctx, n_kv * hd, n_kv * hd, f32_cache);
     std::vector<std::vector<float>> keys, values;
@@ -265,17 +346,20 @@ void check_attention(bool f32_cache, double tol) {
     for (int32_t pos : {0, 5, n_ctx - 1}) {
         for (int32_t h = 0; h < n_head; ++h) {
             auto q = random_vector(size_t(hd), uint32_t(300 + pos * 10 + h));
-            moe::attend_head(kv, layer, s, h, q.data(), pos, scores.data(), out.data());
+            const int32_t first = window > 0 ? std::max(0, pos - window + 1) : 0;
+            const float *sink = sinks.empty() ? nullptr : &sinks[size_t(h)];
+            moe::attend_head(kv, layer, s, h, q.data(), pos, scores.data(), out.data(), {first, sink});
             const int32_t g = h / (n_head / n_kv);
-            std::vector<double> sc(size_t(pos + 1));
-            double max = -1e300;
+            std::vector<double> sc(size_t(pos + 1), -INFINITY);
+            double max = sink ? double(*sink) : -1e300;
             for (int32_t j = 0; j <= pos; ++j) {
+                if (window > 0 && pos - j >= window) continue;  // masked
                 double d = 0;
                 for (int32_t i = 0; i < hd; ++i) d += double(q[size_t(i)]) * keys[size_t(j)][size_t(g * hd + i)];
                 sc[size_t(j)] = d / std::sqrt(double(hd));
                 max = std::max(max, sc[size_t(j)]);
             }
-            double sum = 0;
+            double sum = sink ? std::exp(double(*sink) - max) : 0.0;
             for (double &v : sc) sum += (v = std::exp(v - max));
             for (int32_t i = 0; i < hd; ++i) {
                 double o = 0;
@@ -288,5 +372,55 @@ void check_attention(bool f32_cache, double tol) {
 
 TEST(Attention, MatchesNaiveLoopWithF32Cache) { check_attention(true, 1e-5); }
 TEST(Attention, MatchesNaiveLoopWithF16Cache) { check_attention(false, 5e-3); }
+TEST(Attention, SlidingWindowMasksKeysWindowOrMoreBack) {
+    check_attention(true, 1e-5, 3);
+    check_attention(true, 1e-5, 1);  // only the query's own position
+}
+TEST(Attention, SinksJoinMaxAndDenominatorOnly) {
+    check_attention(true, 1e-5, 0, {-1.0f, 0.5f, 3.0f, 20.0f});  // 20: above every score
+    check_attention(true, 1e-5, 4, {2.0f, -3.0f, 0.0f, 1.0f});
+}
+
+// The layers a sliding-window pattern covers: within each group of
+// `pattern` layers, all but the last.
+TEST(SlidingWindow, PatternLeavesTheLastLayerOfEachGroupFull) {
+    moe::HParams hp;
+    EXPECT_FALSE(hp.is_swa(0));  // no window
+    hp.n_swa = 128;
+    hp.swa_pattern = 2;
+    for (int32_t l = 0; l < 6; ++l) EXPECT_EQ(hp.is_swa(l), l % 2 == 0) << l;
+    hp.swa_pattern = 4;
+    for (int32_t l = 0; l < 8; ++l) EXPECT_EQ(hp.is_swa(l), l % 4 != 3) << l;
+}
+
+// YaRN against its formula in double: angle mixed between the interpolated
+// and the original one by a ramp over the correction dims, cos/sin scaled by
+// 1 + 0.1 ln(factor).
+TEST(Rope, YarnMatchesTheFormula) {
+    const int32_t n_rot = 64, n_ctx_orig = 4096;
+    const double base = 150000.0, factor = 32.0;
+    moe::RopeParams p;
+    p.n_rot = n_rot;
+    p.freq_base = float(base);
+    p.freq_scale = float(1.0 / factor);
+    moe::rope_enable_yarn(p, n_ctx_orig);
+    const auto corr = [&](double beta) { return n_rot * std::log(n_ctx_orig / (beta * 2 * M_PI)) / (2 * std::log(base)); };
+    const double low = std::max(0.0, std::floor(corr(32))), high = std::min(double(n_rot - 1), std::ceil(corr(1)));
+    EXPECT_EQ(p.yarn_low, float(low));
+    EXPECT_EQ(p.yarn_high, float(high));
+    const double mscale = 1.0 + 0.1 * std::log(factor);
+    std::vector<float> cs(static_cast<size_t>(n_rot));
+    for (int32_t pos : {0, 1, 5, 127, 3000}) {
+        moe::rope_angles(p, pos, cs.data());
+        for (int32_t i = 0; i < n_rot / 2; ++i) {
+            const double extrap = pos * std::pow(base, -2.0 * i / n_rot);
+            const double ramp = 1.0 - std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
+            const double theta = extrap / factor * (1 - ramp) + extrap * ramp;
+            const double tol = 2e-6 * (1 + std::fabs(theta));
+            EXPECT_NEAR(cs[size_t(2 * i)], std::cos(theta) * mscale, tol) << pos << " " << i;
+            EXPECT_NEAR(cs[size_t(2 * i + 1)], std::sin(theta) * mscale, tol) << pos << " " << i;
+        }
+    }
+}
 
 }  // namespace

@@ -51,7 +51,7 @@ TEST_P(EveryArch, BatchedStepsEqualOneTokenSteps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, EveryArch,
-                         ::testing::Combine(::testing::Values("qwen3moe", "llama", "olmoe", "qwen2moe"),
+                         ::testing::Combine(::testing::Values("qwen3moe", "llama", "olmoe", "qwen2moe", "gpt-oss"),
                                             ::testing::Bool()));
 
 TEST(Context, InvalidStepsLeaveContextUnchanged) {
@@ -99,13 +99,15 @@ TEST(Context, ResetReproducesTheFirstRun) {
 }
 
 TEST(Context, ThreadCountDoesNotChangeLogits) {
-    REQUIRE_MODEL(path, "qwen2moe", "--quant-mix mixed");
-    moe::ContextParams one = context_params(path);
-    one.n_threads = 1;
-    moe::ContextParams three = context_params(path);
-    three.n_threads = 3;
-    moe::Context a(one), b(three);
-    EXPECT_EQ(step(a, kTokens), step(b, kTokens));
+    for (const char *arch : {"qwen2moe", "gpt-oss"}) {
+        REQUIRE_MODEL(path, arch, "--quant-mix mixed");
+        moe::ContextParams one = context_params(path);
+        one.n_threads = 1;
+        moe::ContextParams three = context_params(path);
+        three.n_threads = 3;
+        moe::Context a(one), b(three);
+        EXPECT_EQ(step(a, kTokens), step(b, kTokens)) << arch;
+    }
 }
 
 TEST(Context, LookaheadPrefetchDoesNotChangeLogits) {

@@ -84,7 +84,7 @@ TEST_P(StateEveryArch, ContinuingAfterLoadIsBitIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, StateEveryArch,
-                         ::testing::Combine(::testing::Values("qwen3moe", "llama", "olmoe", "qwen2moe"),
+                         ::testing::Combine(::testing::Values("qwen3moe", "llama", "olmoe", "qwen2moe", "gpt-oss"),
                                             ::testing::Bool()));
 
 TEST(StateContext, EmptyContextSavesAndLoads) {

@@ -123,6 +123,37 @@ TEST_F(StreamingLogits, BitIdenticalAcrossModesBudgetsPoliciesAndPrefetch) {
     EXPECT_GT(runs, 50);
 }
 
+// gpt-oss's MXFP4 experts and resident bias tables stream like any other:
+// the same logits from the mapping, direct and pread reads, packed or not,
+// with a cache smaller than a layer's experts and with prefetching.
+TEST_F(StreamingLogits, GptOssBitIdenticalAcrossModesAndBudgets) {
+    const std::string model = *dir_ + "/gpt-oss.gguf";
+    ASSERT_EQ(test::run(cli() + " generate --preset gpt-oss-tiny --layers 3 --experts 8 --top-k 2 --seed 9 -o " +
+                        model + " > /dev/null 2>&1"),
+              0);
+    ContextParams base = params();
+    base.model_path = model;
+    base.io_mode = MOESTREAM_IO_MMAP;
+    const LogitsRun ref = run_model(base, tokens());
+    ASSERT_FALSE(ref.logits.empty());
+    for (bool use_packed : {false, true}) {
+        if (use_packed) ASSERT_EQ(test::run(cli() + " pack " + model + " > /dev/null"), 0);
+        for (int32_t mode : {MOESTREAM_IO_DIRECT, MOESTREAM_IO_PREAD})
+            for (const char *slots : {"5", "1000"})
+                for (int32_t prefetch : {MOESTREAM_PREFETCH_OFF, MOESTREAM_PREFETCH_BOTH}) {
+                    test::ScopedEnv cap("MOESTREAM_CACHE_SLOTS", slots);
+                    ContextParams p = base;
+                    p.io_mode = mode;
+                    p.prefetch = prefetch;
+                    const LogitsRun r = run_model(p, tokens());
+                    ASSERT_TRUE(same_logits(r, ref)) << (use_packed ? "packed" : "gguf") << " mode " << mode
+                                                     << " slots " << slots << " prefetch " << prefetch;
+                    EXPECT_GT(r.stats.cache_misses, 0u);
+                }
+        std::filesystem::remove(model + ".moepack");
+    }
+}
+
 TEST_F(StreamingLogits, MmapSourceReleasingExpertsMatchesDirectReads) {
     ContextParams base = params();
     base.io_mode = MOESTREAM_IO_DIRECT;

@@ -254,6 +254,71 @@ TEST(StreamingSource, SavedProfileSaturatesInsteadOfWrapping) {
     std::filesystem::remove_all(dir);
 }
 
+// Two contexts of one model open side by side, both from the same saved
+// profile: each close adds its own run's counts to the file as it is then,
+// so the later close keeps the earlier's counts instead of writing over them.
+TEST(StreamingSource, ProfilesOfContextsClosedOneAfterTheOtherAddUp) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 1, 4, 4);
+    const std::string path = dir + "/usage.moeusage";
+    save_usage_profile(path, f.fingerprint, UsageProfile{1, 4, {5, 0, 0, 1}});
+    const auto opened = load_usage_profile(path, f.fingerprint, 1, 4);
+    ASSERT_TRUE(opened.has_value());
+    auto config = [&] {
+        auto cfg = basic_config(f, 4);
+        cfg.profile = &*opened;
+        cfg.profile_save_path = path;
+        return cfg;
+    };
+    {
+        StreamingExpertSource a(config()), b(config());
+        for (int pass = 0; pass < 2; ++pass) visit_layer(a, f, 0, {0, 1});
+        visit_layer(b, f, 0, {2});
+    }  // b closes first, then a
+    const auto saved = load_usage_profile(path, f.fingerprint, 1, 4);
+    ASSERT_TRUE(saved.has_value());
+    EXPECT_EQ(saved->counts, (std::vector<uint64_t>{7, 2, 1, 1}));
+    std::filesystem::remove_all(dir);
+}
+
+// A profile this process cannot read (permissions here; an I/O error alike)
+// may hold another user's counts: closing leaves it as it is rather than
+// replacing it with this run's. Run as an unprivileged user in a child, since
+// root reads the file regardless of its mode.
+TEST(StreamingSource, AProfileThatCannotBeReadIsLeftAsItIs) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 1, 4, 4);
+    const std::string path = dir + "/usage.moeusage";
+    save_usage_profile(path, f.fingerprint, UsageProfile{1, 4, {9, 9, 9, 9}});
+    ASSERT_EQ(::chmod(path.c_str(), 0), 0);
+    ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);  // the child may write a temporary beside it
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        if (::geteuid() == 0 && ::setuid(65534) != 0) _exit(2);
+        std::string why;
+        ProfileLoadFailure failure = ProfileLoadFailure::none;
+        if (load_usage_profile(path, f.fingerprint, 1, 4, &why, &failure) ||
+            failure != ProfileLoadFailure::unreadable)
+            _exit(3);
+        try {
+            add_to_usage_profile(path, f.fingerprint, UsageProfile{1, 4, {1, 0, 0, 0}}, nullptr);
+        } catch (const Error &e) {
+            _exit(e.status() == Status::io && std::string(e.what()).find("left as it is") != std::string::npos ? 0
+                                                                                                                 : 4);
+        }
+        _exit(5);
+    }
+    const int code = moe::test::wait_exit_code(pid);
+    if (code == 2) GTEST_SKIP() << "cannot drop privileges here";
+    EXPECT_EQ(code, 0);
+    ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+    const auto kept = load_usage_profile(path, f.fingerprint, 1, 4);
+    ASSERT_TRUE(kept.has_value());
+    EXPECT_EQ(kept->counts, (std::vector<uint64_t>{9, 9, 9, 9}));
+    std::filesystem::remove_all(dir);
+}
+
 TEST(StreamingSource, UsefulAndWastedPrefetchesAreCounted) {
     const std::string dir = test::scratch_dir();
     ExpertFile f = make_expert_file(dir, 3, 6, 3);
@@ -534,19 +599,24 @@ TEST(StreamingSource, TooSmallCacheIsAClearError) {
 // Reads that fail or come back short surface as Error(io) naming the layer,
 // the expert and the errno, and the source keeps working afterwards.
 // Every byte the device delivered is in the stats, also the bytes of an
-// expert whose other part was cancelled or failed (then counted as wasted).
+// expert whose other part was cancelled, failed or came back short (then
+// counted as wasted), and the bytes of the short read itself.
 TEST(StreamingSource, BytesOfCancelledOrFailedReadsAreCounted) {
     const std::string dir = test::scratch_dir();
     ExpertFile f = make_expert_file(dir, 3, 6, 11);
-    for (int errno_value : {ECANCELED, EIO}) {
+    for (int errno_value : {ECANCELED, EIO, 0}) {  // 0: a short read
         SCOPED_TRACE(errno_value);
         Stats stats;
         auto cfg = basic_config(f, 6, &stats);
         cfg.queue_depth = 32;
         cfg.backend_override = std::make_unique<io::FaultInjectingBackend>(
-            io::make_pread_backend(8), [errno_value](const io::ReadRequest &, uint64_t seq) {
+            io::make_pread_backend(8), [errno_value](const io::ReadRequest &r, uint64_t seq) {
                 io::Fault fault;
-                if (seq == 1) fault.kind = io::Fault::Kind::error, fault.error = errno_value;  // expert 0's up
+                if (seq == 1) {  // expert 0's up
+                    fault.kind = errno_value ? io::Fault::Kind::error : io::Fault::Kind::short_read;
+                    fault.error = errno_value;
+                    fault.short_by = r.length - 1;  // one byte lands
+                }
                 return fault;
             });
         StreamingExpertSource src(std::move(cfg));
@@ -627,6 +697,66 @@ TEST(StreamingSource, FaultsNameLayerExpertErrnoAndLeaveSourceUsable) {
         }
         src.end_layer(2);
         EXPECT_EQ(seen.size(), 6u);
+    }
+    std::filesystem::remove_all(dir);
+}
+
+// A prefetch the running layer came to wait for, whose read then fails (an
+// errno, a short read, bytes that fail the packed checksum), is read again as
+// a demand read: a failed prefetch never fails a layer by itself. Its bytes
+// count once, as wasted prefetch bytes; the demand read's as demand bytes,
+// and the expert as a miss.
+TEST(StreamingSource, FailedPrefetchTheLayerWaitsForIsReadAgainOnDemand) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 6, 13);
+    const std::string packed = default_packed_path(f.path);
+    write_packed_file(packed, f.fingerprint, f.layers, {f.path});
+    struct Case {
+        io::Fault::Kind kind;
+        bool packed;
+    };
+    for (const Case c : {Case{io::Fault::Kind::error, false}, Case{io::Fault::Kind::short_read, false},
+                         Case{io::Fault::Kind::error, true}, Case{io::Fault::Kind::corrupt, true}}) {
+        SCOPED_TRACE(int(c.kind) * 2 + int(c.packed));
+        Stats stats;
+        auto cfg = basic_config(f, 6, &stats);
+        if (c.packed) {
+            cfg.packed_path = packed;
+            cfg.verify_checksums = true;
+        }
+        uint64_t faults = 0;
+        cfg.backend_override = std::make_unique<io::FaultInjectingBackend>(
+            io::make_pread_backend(8), [&](const io::ReadRequest &r, uint64_t seq) {
+                io::Fault fault;
+                if (seq == 0) {  // the prefetch's (first) read
+                    fault.kind = c.kind;
+                    fault.short_by = 9000;  // more than the alignment padding
+                    fault.corrupt_at = r.length / 2;
+                    ++faults;
+                }
+                return fault;
+            });
+        StreamingExpertSource src(std::move(cfg));
+        src.prefetch(2, std::vector<int32_t>{4});
+        // Completions are taken by this thread only: the prefetch is still
+        // loading when the layer asks for it, whatever the device has done.
+        src.begin_layer(2, std::vector<int32_t>{4});
+        ReadyExpert r;
+        ASSERT_NO_THROW(r = src.next_ready());
+        EXPECT_EQ(r.expert, 4);
+        expect_view(f, 2, r);
+        src.end_layer(2);
+        EXPECT_EQ(faults, 1u);
+        EXPECT_EQ(stats.prefetch_issued, 1u);
+        // Not a hit, nor a useful prefetch, after all.
+        EXPECT_EQ(stats.cache_hits, 0u);
+        EXPECT_EQ(stats.cache_misses, 1u);
+        EXPECT_EQ(stats.layer_misses[2], 1u);
+        EXPECT_EQ(stats.prefetch_useful, 0u);
+        EXPECT_EQ(stats.bytes_read_prefetch + stats.bytes_read_demand, src.observed_reads()->activity().bytes);
+        EXPECT_EQ(stats.bytes_read_wasted, stats.bytes_read_prefetch);
+        EXPECT_GT(stats.bytes_read_demand, 0u);
+        EXPECT_EQ(src.resident_keys().size(), 1u);
     }
     std::filesystem::remove_all(dir);
 }
@@ -769,9 +899,10 @@ TEST(PackedFile, SidecarOfOtherWeightsWithTheSameHeaderIsCaught) {
     const std::string packed = default_packed_path(f.path);
     write_packed_file(packed, f.fingerprint, f.layers, {f.path});
     const std::vector<std::string> shards{f.path};
+    const ModelExperts model{f.layers, shards};
     PackedFile pf = PackedFile::open(packed, f.fingerprint, f.layers);
-    EXPECT_EQ(verify_packed_file(packed, &f.layers, &shards).bad_experts, 0u);
-    EXPECT_EQ(packed_sample_mismatch(pf, f.layers, shards), "");
+    EXPECT_EQ(verify_packed_file(packed, &model).bad_experts, 0u);
+    EXPECT_EQ(packed_sample_mismatch(pf, model), "");
 
     // One byte of expert 2 of layer 2 changes in the model.
     const auto rewrite_model = [&](uint64_t at) {
@@ -781,7 +912,7 @@ TEST(PackedFile, SidecarOfOtherWeightsWithTheSameHeaderIsCaught) {
     };
     rewrite_model(f.layers[2].down.file_offset + 2 * f.layers[2].down.expert_stride + 9);
     EXPECT_EQ(verify_packed_file(packed).bad_experts, 0u);  // intact in itself
-    const PackedVerifyReport r = verify_packed_file(packed, &f.layers, &shards);
+    const PackedVerifyReport r = verify_packed_file(packed, &model);
     EXPECT_EQ(r.bad_experts, 1u);
     EXPECT_NE(r.first_problem.find("expert 2 of layer 2 differs from the model"), std::string::npos)
         << r.first_problem;
@@ -789,8 +920,8 @@ TEST(PackedFile, SidecarOfOtherWeightsWithTheSameHeaderIsCaught) {
     // Every expert changes (the model regenerated with another seed).
     for (const ExpertLayerLayout &L : f.layers)
         for (int32_t x = 0; x < L.n_expert; ++x) rewrite_model(L.up.file_offset + uint64_t(x) * L.up.expert_stride);
-    EXPECT_EQ(verify_packed_file(packed, &f.layers, &shards).bad_experts, 10u);
-    const std::string why = packed_sample_mismatch(pf, f.layers, shards);
+    EXPECT_EQ(verify_packed_file(packed, &model).bad_experts, 10u);
+    const std::string why = packed_sample_mismatch(pf, model);
     EXPECT_NE(why.find("expert 0 of layer 0 differs"), std::string::npos) << why;
     std::filesystem::remove_all(dir);
 }

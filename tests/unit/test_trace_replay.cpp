@@ -242,7 +242,7 @@ TEST(TraceFile, AppearsAtItsPathOnlyWhenFinished) {
         w.record(0, 0, row);
         // While recording, the earlier trace stays whole at the path.
         EXPECT_EQ(moe::read_routing_trace(path).ids, earlier.ids);
-        EXPECT_EQ(others_in(dir, "done.trace"), 1u);
+        EXPECT_LE(others_in(dir, "done.trace"), 1u);  // the temporary, where it has a name (no O_TMPFILE)
         w.close();
     }
     EXPECT_EQ(moe::read_routing_trace(path).ids, (std::vector<uint16_t>{0, 1}));

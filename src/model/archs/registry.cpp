@@ -8,6 +8,7 @@ const Architecture &qwen3moe_architecture();
 const Architecture &llama_moe_architecture();
 const Architecture &olmoe_architecture();
 const Architecture &qwen2moe_architecture();
+const Architecture &gpt_oss_architecture();
 
 namespace {
 const Architecture *const kArchitectures[] = {
@@ -15,6 +16,7 @@ const Architecture *const kArchitectures[] = {
     &llama_moe_architecture(),
     &olmoe_architecture(),
     &qwen2moe_architecture(),
+    &gpt_oss_architecture(),
 };
 }  // namespace
 

@@ -20,6 +20,15 @@ uint16_t random_scale(std::mt19937 &rng) {
     }
 }
 
+// An MXFP4 exponent byte: the f32 subnormal scales (0, 1), the smallest
+// normal one (2), and otherwise scales from 2^-20 to 2^3 (larger ones
+// overflow the dot products to infinity, which compares as unequal NaN).
+uint8_t random_exponent(std::mt19937 &rng) {
+    const int pick = std::uniform_int_distribution<int>(0, 19)(rng);
+    if (pick < 3) return static_cast<uint8_t>(pick);
+    return static_cast<uint8_t>(std::uniform_int_distribution<int>(108, 131)(rng));
+}
+
 void put16(uint8_t *p, uint16_t v) { std::memcpy(p, &v, 2); }
 
 }  // namespace
@@ -28,7 +37,7 @@ const std::vector<GgmlType> &compute_weight_types() {
     static const std::vector<GgmlType> types = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                                                 GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
                                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K,
-                                                GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+                                                GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
     return types;
 }
 
@@ -92,6 +101,7 @@ std::vector<uint8_t> random_row(GgmlType type, int64_t n, std::mt19937 &rng) {
             put16(b + 2, random_scale(rng));
             break;
         case GgmlType::Q6_K: put16(b + 208, random_scale(rng)); break;
+        case GgmlType::MXFP4: b[0] = random_exponent(rng); break;
         default: break;
         }
     }
