@@ -29,7 +29,8 @@ struct RopeParams {
 // Turns YaRN on as llama.cpp applies it for a rope.scaling.type of "yarn":
 // correction dims low = max(0, floor(corr(32))), high = min(n_rot - 1,
 // ceil(corr(1))) with corr(b) = n_rot ln(n_ctx_orig / (2 pi b)) / (2 ln
-// freq_base), and mscale = 1 + 0.1 ln(1 / freq_scale).
+// freq_base), and mscale = 1 + 0.1 ln(1 / freq_scale) when 1 / freq_scale > 1,
+// else 1 (llama.cpp's get_mscale: a factor below 1 does not shrink cos/sin).
 void rope_enable_yarn(RopeParams &p, int32_t n_ctx_orig);
 
 // Writes cos/sin of every pair angle for position pos: cs[2i] = cos, cs[2i+1] = sin.

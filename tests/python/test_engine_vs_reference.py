@@ -146,6 +146,23 @@ def test_multi_token_steps_equal_single_steps(engine, cases, arch, mix, shape):
         assert err < ec.BATCH_TOL_EXACT, f"{c.path.name}: --exact --batch {b} vs --batch 1 differ by {err:.3g}"
 
 
+@pytest.mark.parametrize("yarn_factor", [0.5, 1.0])
+def test_yarn_factor_of_at_most_one(engine, tmp_path, yarn_factor):
+    """rope.scaling.type yarn with a factor of at most 1: the angles are still mixed over the
+    correction dims (freq_scale 1/factor), cos/sin are not scaled (llama.cpp's get_mscale is 1
+    there), in the engine and the reference alike."""
+    spec = mm.ModelSpec(arch="gpt-oss", quant_mix="q8_0", seed=11, yarn_factor=yarn_factor, yarn_orig_ctx=64,
+                        **SHAPES["k1-e6-gqa8"])
+    path = tmp_path / "yarn.gguf"
+    mm.make_model(path, spec)
+    tokens = [int(t) for t in np.random.default_rng(3).integers(0, spec.n_vocab, 12)]
+    ref = Reference(path).run(tokens)
+    ec.require_clear_routing(ref.margins, len(tokens), path.name)
+    first, rows = engine.try_positions(path, tokens, spec.n_vocab, exact=True, batch=1, extra=("--all",))
+    for i, row in enumerate(rows):
+        ec.compare_exact(ref.logits[first + i], row, f"{path.name} --exact: position {first + i + 1}")
+
+
 def test_engine_check_criteria_can_fail():
     """The comparison helpers reject wrong logits (guards against a harness that always passes)."""
     rng = np.random.default_rng(0)

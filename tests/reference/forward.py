@@ -18,6 +18,7 @@ dequantised float32 values of the file, everything else is float64; KV cache in 
                 with rope.scaling.type yarn: theta_i = theta_i/factor (1 - ramp_i) + theta_i ramp_i,
                 ramp_i = 1 - clamp((i - low)/max(0.001, high - low), 0, 1) with llama.cpp's
                 floor/ceil correction dims (beta 32 and 1), cos/sin times 1 + 0.1 ln(factor)
+                (times 1 for a factor of at most 1, as llama.cpp's get_mscale)
               causal attention, scale 1/sqrt(head_dim), query head h uses KV head h // (n_head/n_kv);
                 gpt-oss: even layers see only keys p0 with p - p0 < sliding_window, and each head's
                 sink s_h joins the softmax: w_j = exp(z_j) / (sum_j exp(z_j) + exp(s_h))
@@ -135,7 +136,7 @@ class HParams:
                        n_ff_expert=int(ff), n_ff_shared=n_ff_shared, n_vocab=int(emb.ne[1]),
                        n_ctx=int(key("context_length")), rope_base=float(key("rope.freq_base", 10000.0)),
                        rms_eps=float(key("attention.layer_norm_rms_epsilon")),
-                       yarn_factor=yarn_factor if yarn_factor > 1.0 else 0.0,
+                       yarn_factor=yarn_factor if yarn_factor > 0.0 else 0.0,   # 0: none, as the engine
                        yarn_orig_ctx=int(key("rope.scaling.original_context_length", key("context_length"))),
                        n_swa=int(key("attention.sliding_window")) if arch == "gpt-oss" else 0,
                        swa_pattern=int(key("attention.sliding_window_pattern", 2)) if arch == "gpt-oss" else 0)
@@ -202,7 +203,7 @@ def rope(x: np.ndarray, positions: np.ndarray, n_rot: int, base: float, neox: bo
     if yarn_factor:
         ramp = yarn_ramp(n_rot, base, yarn_orig_ctx)
         theta = theta / yarn_factor * (1.0 - ramp) + theta * ramp
-        mscale = 1.0 + 0.1 * np.log(yarn_factor)
+        mscale = 1.0 + 0.1 * np.log(yarn_factor) if yarn_factor > 1.0 else 1.0   # llama.cpp's get_mscale
     cos, sin = np.cos(theta)[:, None, :] * mscale, np.sin(theta)[:, None, :] * mscale
     out = x.copy()
     if neox:

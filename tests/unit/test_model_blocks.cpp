@@ -423,4 +423,25 @@ TEST(Rope, YarnMatchesTheFormula) {
     }
 }
 
+// A YaRN factor of at most 1 still mixes the angles (freq_scale 1/factor
+// on the interpolated part) but leaves cos/sin unscaled, as llama.cpp's
+// get_mscale does: 1 + 0.1 ln(factor) would shrink them below 1 (and to 0 or
+// negative for a factor at or below e^-10).
+TEST(Rope, YarnFactorAtMostOneDoesNotScale) {
+    for (const double factor : {0.5, 1.0, 1e-5}) {
+        moe::RopeParams p;
+        p.n_rot = 16;
+        p.freq_base = 10000.0f;
+        p.freq_scale = float(1.0 / factor);
+        moe::rope_enable_yarn(p, 4096);
+        EXPECT_EQ(p.mscale, 1.0f) << factor;
+        std::vector<float> cs(16);
+        for (int32_t pos : {1, 7, 40}) {
+            moe::rope_angles(p, pos, cs.data());
+            for (int32_t i = 0; i < 8; ++i)
+                EXPECT_NEAR(std::hypot(cs[size_t(2 * i)], cs[size_t(2 * i + 1)]), 1.0, 1e-6) << factor << " " << pos;
+        }
+    }
+}
+
 }  // namespace
