@@ -166,6 +166,13 @@ void AtomicFile::write_at(const void *data, size_t n, uint64_t offset) {
     });
 }
 
+void AtomicFile::truncate(uint64_t size) {
+    int rc;
+    do rc = ::ftruncate(fd_, off_t(size));
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) fail_errno(errno, "cannot write %s", target_.c_str());
+}
+
 void AtomicFile::commit(std::string *warning) {
     if (fd_ < 0) fail(Status::internal, "%s: committed twice", target_.c_str());
     if (ops_.fsync(fd_) != 0) fail_errno(errno, "cannot sync %s", target_.c_str());

@@ -48,6 +48,8 @@ public:
     // Writes all `n` bytes at the file offset / at `offset`, resuming short writes.
     void write(const void *data, size_t n);
     void write_at(const void *data, size_t n, uint64_t offset);
+    // Cuts the file to `size` bytes (bytes written past it are dropped).
+    void truncate(uint64_t size);
 
     // fsync, link (an unnamed temporary), close, rename over the target, fsync of the directory. A failure
     // up to the rename throws and leaves the target as it was. After the

@@ -103,15 +103,32 @@ void RoutingTraceWriter::flush() {
     // At an explicit offset: a write that fails part way (a full disk) throws
     // with the buffer kept, and the next flush writes it again over the same
     // bytes; appending would leave the fragment in front of the rows again.
+    // Counted first: a write that fails part way may have left some of the bytes.
+    file_bytes_ = std::max(file_bytes_, written_ + buffer_.size());
     file_->write_at(buffer_.data(), buffer_.size(), written_);
     written_ += buffer_.size();
     buffer_.clear();
+}
+
+void RoutingTraceWriter::rewind(uint64_t rows) {
+    if (!file_ || rows >= rows_) return;
+    // Rows have one size, so row r starts at kHeaderBytes + r * row bytes.
+    const uint64_t end = kHeaderBytes + rows * row_bytes(header_.n_expert_used);
+    if (end >= written_) {
+        buffer_.resize(size_t(end - written_));
+    } else {
+        // Already in the file: later rows are written over them, the rest cut at close.
+        buffer_.clear();
+        written_ = end;
+    }
+    rows_ = rows;
 }
 
 void RoutingTraceWriter::close() {
     if (!file_) return;
     try {
         flush();
+        if (file_bytes_ > written_) file_->truncate(written_);  // rows a rewind dropped
         uint8_t h[kHeaderBytes];
         encode_header(h, header_, rows_);
         file_->write_at(h, kHeaderBytes, 0);

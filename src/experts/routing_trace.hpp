@@ -79,6 +79,11 @@ public:
     // moe::Error(io) when the rows cannot be written (a full disk); the row
     // is kept, and a later record() or close() writes it again.
     void record(uint64_t token, uint32_t layer, std::span<const int32_t> experts);
+    // Rows recorded so far, and a way back to that count: the rows recorded
+    // after it are dropped (those of a step that failed, which keeps none of
+    // its tokens), whether still buffered or already in the file.
+    uint64_t rows() const { return rows_; }
+    void rewind(uint64_t rows);
     // Flushes, writes the row count into the header and renames the file to
     // PATH. Throws on I/O errors (after removing the temporary file).
     void close();
@@ -91,6 +96,7 @@ private:
     std::vector<uint8_t> buffer_;
     uint64_t written_ = 0;  // bytes in the file; buffer_ goes after them
     uint64_t rows_ = 0;
+    uint64_t file_bytes_ = 0;  // the most ever written: cut back to written_ at close
 };
 
 // Reads and validates a trace; throws bad_format / io naming the path.

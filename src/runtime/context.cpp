@@ -157,6 +157,7 @@ void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out) {
     const ForwardTimes times0 = forward_->times();
     const int32_t batch = forward_->options().max_batch;
     const uint64_t traced = forward_->traced_tokens();
+    const uint64_t trace_rows = routing_trace_ ? routing_trace_->rows() : 0;
     try {
         int32_t done = 0;
         while (done < n_tokens) {
@@ -166,7 +167,9 @@ void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out) {
             done += n;
         }
     } catch (...) {
+        // The rows the failed step recorded go too, also when it is not run again.
         forward_->rewind_trace(traced);
+        if (routing_trace_) routing_trace_->rewind(trace_rows);
         throw;
     }
     // Only now does the context take the tokens: a throw above leaves n_past as it was.

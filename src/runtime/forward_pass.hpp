@@ -58,8 +58,9 @@ public:
     // in the order processed, across resets. Null = off.
     void set_routing_trace(RoutingTraceWriter *trace) { routing_trace_ = trace; }
     // Tokens traced so far, and a way back to that count: a step that fails
-    // after some of its chunks ran keeps none of its tokens, so its rows are
-    // written again, at the same token indices, when it is run again.
+    // after some of its chunks ran keeps none of its tokens, so the next step
+    // numbers its tokens from there (the context drops the failed step's rows
+    // from the writer).
     uint64_t traced_tokens() const { return traced_tokens_; }
     void rewind_trace(uint64_t tokens) { traced_tokens_ = tokens; }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -411,6 +412,48 @@ TEST(TraceFile, AllExpertBytesMustFitSixtyFourBits) {
 // so the limit does not leak) fails the step that recorded the row; when the
 // step is run again with room on the disk, the trace must hold every row once,
 // not the failed write's fragment followed by the rows again.
+// Rows recorded after a mark (a step that failed) are dropped by rewind,
+// whether still buffered or already flushed to the file, and the next rows
+// take their place: the finished trace holds only the rows kept.
+TEST(TraceFile, RewoundRowsAreDroppedFromTheBufferAndTheFile) {
+    const std::string dir = moe::test::scratch_dir();
+    const moe::TraceHeader h{2, 8, 2, 1};
+    auto row_of = [](uint64_t token, uint32_t layer, uint64_t salt) {
+        return std::array<int32_t, 2>{int32_t((token + layer + salt) % 8), int32_t((token + layer + salt + 1) % 8)};
+    };
+    // kept tokens, then tokens recorded and rewound (few: in the buffer; many: flushed), then more kept ones
+    for (const uint64_t dropped : {uint64_t(3), uint64_t(9000)}) {
+        SCOPED_TRACE(dropped);
+        const std::string path = dir + "/rewind.trace";
+        const uint64_t kept = 100, after = 50;
+        {
+            moe::RoutingTraceWriter w(path, h);
+            for (uint64_t t = 0; t < kept; ++t)
+                for (uint32_t l = 0; l < 2; ++l) w.record(t, l, row_of(t, l, 0));
+            const uint64_t mark = w.rows();
+            for (uint64_t t = kept; t < kept + dropped; ++t)
+                for (uint32_t l = 0; l < 2; ++l) w.record(t, l, row_of(t, l, 5));  // 12-byte rows: 9000 tokens flush
+            w.rewind(mark);
+            EXPECT_EQ(w.rows(), mark);
+            for (uint64_t t = kept; t < kept + after; ++t)
+                for (uint32_t l = 0; l < 2; ++l) w.record(t, l, row_of(t, l, 0));
+            w.close();
+        }
+        const RoutingTrace t = moe::read_routing_trace(path);
+        ASSERT_EQ(t.n_tokens, kept + after);
+        ASSERT_EQ(t.row_layer.size(), (kept + after) * 2);
+        for (uint64_t tok = 0; tok < t.n_tokens; ++tok)
+            for (uint32_t l = 0; l < 2; ++l) {
+                const auto e = t.experts(tok, l);
+                const auto want = row_of(tok, l, 0);
+                ASSERT_EQ(e.size(), 2u);
+                EXPECT_EQ(e[0], want[0]) << tok << " " << l;
+                EXPECT_EQ(e[1], want[1]) << tok << " " << l;
+            }
+    }
+    std::filesystem::remove_all(dir);
+}
+
 TEST(TraceFile, AWriteThatFailedPartWayIsRedoneInPlace) {
     const std::string dir = moe::test::scratch_dir();
     const std::string path = dir + "/full.trace";
