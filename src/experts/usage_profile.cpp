@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "common/atomic_file.hpp"
@@ -51,10 +52,16 @@ private:
     int fd_;
 };
 
+// The directory the profile's file is written in, with symbolic links
+// followed as the write follows them: contexts naming one file through a
+// link and through its path then take the same lock.
 std::string directory_of(const std::string &path) {
-    const size_t slash = path.find_last_of('/');
+    std::error_code ec;
+    const std::filesystem::path real = std::filesystem::weakly_canonical(path, ec);
+    const std::string file = ec ? path : real.string();
+    const size_t slash = file.find_last_of('/');
     if (slash == std::string::npos) return ".";
-    return slash == 0 ? "/" : path.substr(0, slash);
+    return slash == 0 ? "/" : file.substr(0, slash);
 }
 }  // namespace
 

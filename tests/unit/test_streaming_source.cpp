@@ -13,7 +13,9 @@
 #include <thread>
 #include <set>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -278,6 +280,37 @@ TEST(StreamingSource, ProfilesOfContextsClosedOneAfterTheOtherAddUp) {
     const auto saved = load_usage_profile(path, f.fingerprint, 1, 4);
     ASSERT_TRUE(saved.has_value());
     EXPECT_EQ(saved->counts, (std::vector<uint64_t>{7, 2, 1, 1}));
+    std::filesystem::remove_all(dir);
+}
+
+// Saves through a symbolic link take the lock of the directory the file is
+// written in, so they wait for a save through the file's own path.
+TEST(StreamingSource, AProfileSavedThroughALinkWaitsForTheLockOfItsFilesDirectory) {
+    const std::string dir = test::scratch_dir();
+    const std::string real_dir = dir + "/real", link_dir = dir + "/links";
+    std::filesystem::create_directories(real_dir);
+    std::filesystem::create_directories(link_dir);
+    const std::string path = real_dir + "/usage.moeusage", link = link_dir + "/usage.moeusage";
+    save_usage_profile(path, 7, UsageProfile{1, 2, {1, 1}});
+    std::filesystem::create_symlink(path, link);
+    const int held = ::open(real_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(held, 0);
+    ASSERT_EQ(::flock(held, LOCK_EX), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        alarm(10);
+        add_to_usage_profile(link, 7, UsageProfile{1, 2, {1, 0}}, nullptr);
+        _exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    int status = 0;
+    EXPECT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "saved while the file's directory was locked";
+    ::close(held);  // releases the lock
+    EXPECT_EQ(moe::test::wait_exit_code(pid), 0);
+    const auto saved = load_usage_profile(path, 7, 1, 2);
+    ASSERT_TRUE(saved.has_value());
+    EXPECT_EQ(saved->counts, (std::vector<uint64_t>{2, 1}));
     std::filesystem::remove_all(dir);
 }
 
