@@ -66,7 +66,7 @@ void bind_attention_sinks(TensorBinder &b, const HParams &hp, int32_t layer, Lay
     out.attn_sinks = b.vector(TensorBinder::layer_name(layer, "attn_sinks.weight"), hp.n_head);
 }
 
-void bind_shared_expert(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff_shared,
+void bind_shared_expert(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff_shared, SharedGate gate,
                         LayerWeights &out) {
     auto name = [layer](const char *suffix) { return TensorBinder::layer_name(layer, suffix); };
     if (n_ff_shared <= 0)
@@ -76,7 +76,38 @@ void bind_shared_expert(TensorBinder &b, const HParams &hp, int32_t layer, int64
     out.shexp_gate = b.matrix(name("ffn_gate_shexp.weight"), n_embd, n_ff_shared);
     out.shexp_up = b.matrix(name("ffn_up_shexp.weight"), n_embd, n_ff_shared);
     out.shexp_down = b.matrix(name("ffn_down_shexp.weight"), n_ff_shared, n_embd);
-    out.shexp_gate_inp = b.matrix(name("ffn_gate_inp_shexp.weight"), n_embd, 1);
+    if (gate == SharedGate::sigmoid) out.shexp_gate_inp = b.matrix(name("ffn_gate_inp_shexp.weight"), n_embd, 1);
+}
+
+void bind_dense_ffn(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff, LayerWeights &out) {
+    auto name = [layer](const char *suffix) { return TensorBinder::layer_name(layer, suffix); };
+    if (n_ff <= 0)
+        fail(Status::bad_format, "%s: feed-forward length of dense layer %d is missing", b.file().path().c_str(),
+             layer);
+    const int64_t n_embd = hp.n_embd;
+    out.ffn_norm = b.vector(name("ffn_norm.weight"), n_embd);
+    out.ffn_gate = b.matrix(name("ffn_gate.weight"), n_embd, n_ff);
+    out.ffn_up = b.matrix(name("ffn_up.weight"), n_embd, n_ff);
+    out.ffn_down = b.matrix(name("ffn_down.weight"), n_ff, n_embd);
+}
+
+void bind_latent_attention(TensorBinder &b, const HParams &hp, int32_t layer, LayerWeights &out) {
+    auto name = [layer](const char *suffix) { return TensorBinder::layer_name(layer, suffix); };
+    const int64_t n_embd = hp.n_embd, n_head = hp.n_head, kv_lora = hp.kv_lora_rank;
+    const int64_t q_rows = n_head * hp.head_dim_k_mla, nope = hp.head_dim_k_mla - hp.n_rot;
+    out.attn_norm = b.vector(name("attn_norm.weight"), n_embd);
+    if (hp.q_lora_rank > 0) {
+        out.wq_a = b.matrix(name("attn_q_a.weight"), n_embd, hp.q_lora_rank);
+        out.q_a_norm = b.vector(name("attn_q_a_norm.weight"), hp.q_lora_rank);
+        out.wq_b = b.matrix(name("attn_q_b.weight"), hp.q_lora_rank, q_rows);
+    } else {
+        out.wq = b.matrix(name("attn_q.weight"), n_embd, q_rows);
+    }
+    out.wkv_a = b.matrix(name("attn_kv_a_mqa.weight"), n_embd, kv_lora + hp.n_rot);
+    out.kv_a_norm = b.vector(name("attn_kv_a_norm.weight"), kv_lora);
+    out.wk_b = b.stacked_matrices(name("attn_k_b.weight"), nope, kv_lora, n_head);
+    out.wv_b = b.stacked_matrices(name("attn_v_b.weight"), kv_lora, hp.head_dim_v_mla, n_head);
+    out.wo = b.matrix(name("attn_output.weight"), n_head * hp.head_dim_v_mla, n_embd);
 }
 
 }  // namespace moe

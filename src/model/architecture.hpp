@@ -18,8 +18,7 @@ namespace moe {
 struct ArchTraits {
     RopeType rope_type = RopeType::normal;
     QkNorm qk_norm = QkNorm::none;
-    Gating gating = Gating::softmax;   // how router logits become routing weights
-    bool norm_topk = false;            // renormalise the top-k routing weights to sum 1
+    GatingSpec gating;                 // router weights, selection and weight post-processing
     ExpertAct expert_act = ExpertAct::swiglu;
     bool tied_output_allowed = false;  // output.weight may be absent (token_embd reused)
 };
@@ -52,8 +51,14 @@ void bind_routed_experts(TensorBinder &b, const HParams &hp, int32_t layer, int6
 void bind_expert_biases(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff, LayerWeights &out);
 // attn_sinks.weight: one softmax sink logit per query head (required).
 void bind_attention_sinks(TensorBinder &b, const HParams &hp, int32_t layer, LayerWeights &out);
-// ffn_{gate,up,down}_shexp and the 1-D ffn_gate_inp_shexp gate.
-void bind_shared_expert(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff_shared,
+// ffn_{gate,up,down}_shexp and, when gated, the 1-D ffn_gate_inp_shexp gate.
+enum class SharedGate { none, sigmoid };
+void bind_shared_expert(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff_shared, SharedGate gate,
                         LayerWeights &out);
+// ffn_norm and the dense SwiGLU FFN ffn_{gate,up,down} of a layer without experts.
+void bind_dense_ffn(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff, LayerWeights &out);
+// attn_norm and latent attention (absorbed MLA): attn_q (or attn_q_a, attn_q_a_norm,
+// attn_q_b when hp.q_lora_rank > 0), attn_kv_a_mqa, attn_kv_a_norm, attn_k_b, attn_v_b, attn_output.
+void bind_latent_attention(TensorBinder &b, const HParams &hp, int32_t layer, LayerWeights &out);
 
 }  // namespace moe

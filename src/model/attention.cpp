@@ -18,8 +18,10 @@ namespace {
 // Positions dotted together: independent sums the CPU can overlap (one
 // sequential sum per key keeps the result equal to attend_head's).
 constexpr int32_t kTile = 8;
-// Largest head dimension served by the tiled path (larger ones use attend_head).
-constexpr int32_t kMaxHeadDim = 256;
+// Largest head dimension served by the tiled path (larger ones use
+// attend_head): the 576-wide keys of latent attention (512 latent + 64
+// rotary elements) included.
+constexpr int32_t kMaxHeadDim = 576;
 // Most query heads per KV head served by the tiled path.
 constexpr int32_t kMaxGroup = 256;
 
@@ -158,11 +160,14 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
     const int32_t dk = s.head_dim_k, dv = s.head_dim_v;
     const bool f32 = kv.is_f32();
     const size_t es = kv.element_bytes();
-    const size_t k_row = size_t(kv.k_dim()) * es, v_row = size_t(kv.v_dim()) * es;
+    const size_t k_row = size_t(kv.k_dim()) * es;
+    const bool in_k = kv.values_in_keys();
+    const size_t v_row = in_k ? k_row : size_t(kv.v_dim()) * es;
     // Positions first..end-1, numbered from 0 below.
     const int32_t n_pos = end - first;
     const uint8_t *keys = kv.k_bytes(layer, end).data() + size_t(first) * k_row + size_t(kv_head) * size_t(dk) * es;
-    const uint8_t *values = kv.v_bytes(layer, end).data() + size_t(first) * v_row + size_t(kv_head) * size_t(dv) * es;
+    const uint8_t *values =
+        in_k ? keys : kv.v_bytes(layer, end).data() + size_t(first) * v_row + size_t(kv_head) * size_t(dv) * es;
     const size_t stride = size_t(n_pos);
 
     alignas(64) float rows[kTile * kMaxHeadDim];
@@ -207,7 +212,7 @@ void attend_head(const KvCache &kv, int32_t layer, const AttentionShape &s, int3
                  int32_t pos, float *scores, float *out, const AttentionSpan &span) {
     const int32_t kv_head = head / (s.n_head / s.n_head_kv);
     const int32_t k_off = kv_head * s.head_dim_k;
-    const int32_t v_off = kv_head * s.head_dim_v;
+    const int32_t v_off = kv.values_in_keys() ? k_off : kv_head * s.head_dim_v;
     const int32_t first = span.first;
     for (int32_t j = first; j <= pos; ++j) scores[j - first] = kv.dot_k(layer, j, k_off, s.head_dim_k, q) * s.scale;
     softmax_in_place(scores, pos + 1 - first, span.sinks);

@@ -2,7 +2,9 @@
 // keys/values of positions [first, pos] (first > 0 for a sliding window).
 // GQA maps query head h to KV head h / (n_head / n_head_kv). A head may have
 // a sink: a logit that joins the softmax's maximum and denominator but has
-// no value, so the weights of the positions sum to less than 1.
+// no value, so the weights of the positions sum to less than 1. With a cache
+// that keeps keys only (KvCache::values_in_keys, latent attention) a head's
+// value is the first head_dim_v elements of its key.
 #pragma once
 
 #include <cstdint>

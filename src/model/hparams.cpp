@@ -112,6 +112,10 @@ RopeScaling rope_scaling(const gguf::GgufFile &file, const KeyReader &keys) {
 
 }  // namespace
 
+float HParams::attention_scale() const {
+    return kq_scale_factor / std::sqrt(float(latent_attention() ? head_dim_k_mla : head_dim_k));
+}
+
 HParams HParams::from_gguf(const gguf::GgufFile &file) {
     const std::string &path = file.path();
     HParams hp;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gguf/gguf_file.hpp"
+#include "model/router.hpp"
 
 namespace moe {
 
@@ -44,6 +45,31 @@ struct HParams {
     bool tied_output = false;    // output.weight absent and token_embd reused
 
     bool is_swa(int32_t layer) const { return n_swa > 0 && swa_pattern > 0 && layer % swa_pattern < swa_pattern - 1; }
+
+    // deepseek2 (0 / defaults elsewhere; docs/architecture.md, "Metadata keys").
+    int32_t n_layer_dense_lead = 0;  // leading_dense_block_count: first layers with a dense FFN, no experts
+    int32_t n_expert_shared = 0;     // expert_shared_count: ungated shared experts (n_ff_shared = n_ff_expert * count)
+    GatingFunc gating_func = GatingFunc::softmax;  // expert_gating_func
+    bool expert_weights_norm = false;  // expert_weights_norm
+    float expert_weights_scale = 0.0f; // expert_weights_scale (0 = none)
+    int32_t n_expert_group = 0;      // expert_group_count (0 or 1 = no group limit)
+    int32_t n_expert_group_used = 0; // expert_group_used_count
+    // Latent attention (MLA, absorbed form). head_dim_k / head_dim_v are the
+    // cached row (kv_lora_rank + n_rot) and the latent value (kv_lora_rank).
+    int32_t q_lora_rank = 0;         // attention.q_lora_rank (0: one attn_q projection)
+    int32_t kv_lora_rank = 0;        // attention.kv_lora_rank (0: not latent attention)
+    int32_t head_dim_k_mla = 0;      // attention.key_length_mla: qk_nope + qk_rope per query head
+    int32_t head_dim_v_mla = 0;      // attention.value_length_mla: value head after decompression
+    // Multiplies the softmax scale 1/sqrt(key size): mscale^2 under YaRN for
+    // deepseek2, 1 until YaRN scaling is supported.
+    float kq_scale_factor = 1.0f;
+
+    bool latent_attention() const { return kv_lora_rank > 0; }
+    // Whether layer il has routed experts (the leading dense layers have not).
+    bool layer_has_experts(int32_t il) const { return il >= n_layer_dense_lead; }
+    // 1/sqrt of the dot product's size (the query's nope + rope part under
+    // MLA), times kq_scale_factor.
+    float attention_scale() const;
 
     // Reads and validates (positive sizes, head dims dividing, n_expert_used <= n_expert,
     // n_layer <= MOESTREAM_MAX_LAYERS); throws bad_format / unsupported naming the key.

@@ -24,7 +24,7 @@ void KvCache::store(int32_t layer, int32_t pos, const float *k, const float *v) 
         for (int32_t i = 0; i < v_dim_; ++i) v32_[iv + size_t(i)] = v[i];
     } else {
         kernels::f32_to_fp16_row(k, &k16_[ik], k_dim_);
-        kernels::f32_to_fp16_row(v, &v16_[iv], v_dim_);
+        if (v_dim_ > 0) kernels::f32_to_fp16_row(v, &v16_[iv], v_dim_);
     }
 }
 
@@ -35,6 +35,7 @@ void KvCache::load_k(int32_t layer, int32_t pos, int32_t offset, int32_t n, floa
 }
 
 void KvCache::load_v(int32_t layer, int32_t pos, int32_t offset, int32_t n, float *out) const {
+    if (values_in_keys()) return load_k(layer, pos, offset, n, out);
     const size_t base = index(layer, pos, v_dim_) + size_t(offset);
     for (int32_t i = 0; i < n; ++i)
         out[i] = f32_ ? v32_[base + size_t(i)] : kernels::fp16_to_f32(v16_[base + size_t(i)]);
@@ -54,12 +55,13 @@ float KvCache::dot_k(int32_t layer, int32_t pos, int32_t offset, int32_t n, cons
 }
 
 void KvCache::axpy_v(int32_t layer, int32_t pos, int32_t offset, int32_t n, float a, float *out) const {
-    const size_t base = index(layer, pos, v_dim_) + size_t(offset);
+    const bool in_k = values_in_keys();
+    const size_t base = index(layer, pos, in_k ? k_dim_ : v_dim_) + size_t(offset);
     if (f32_) {
-        const float *v = &v32_[base];
+        const float *v = in_k ? &k32_[base] : &v32_[base];
         for (int32_t i = 0; i < n; ++i) out[i] += a * v[i];
     } else {
-        const uint16_t *v = &v16_[base];
+        const uint16_t *v = in_k ? &k16_[base] : &v16_[base];
         for (int32_t i = 0; i < n; ++i) out[i] += a * kernels::fp16_to_f32(v[i]);
     }
 }

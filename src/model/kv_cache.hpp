@@ -1,5 +1,10 @@
 // Keys (after RoPE) and values of every layer and position, stored as f16 by
 // default or f32 in exact mode. Allocated once for n_ctx positions.
+//
+// A cache made with v_dim 0 keeps keys only and serves values from them:
+// latent attention (MLA) caches one row per token whose leading elements are
+// also the value. Value reads then address the key row (offset within it),
+// v_bytes is empty and saved states hold no V sections.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +18,7 @@ class KvCache {
 public:
     KvCache(int32_t n_layer, int32_t n_ctx, int32_t k_dim, int32_t v_dim, bool f32);
 
+    // v is ignored (may be null) when values live in the keys.
     void store(int32_t layer, int32_t pos, const float *k, const float *v);
     // Key / value of one head at one position, widened to f32 into out.
     void load_k(int32_t layer, int32_t pos, int32_t offset, int32_t n, float *out) const;
@@ -25,7 +31,8 @@ public:
     bool is_f32() const { return f32_; }
     size_t element_bytes() const { return f32_ ? 4 : 2; }
     int32_t k_dim() const { return k_dim_; }
-    int32_t v_dim() const { return v_dim_; }
+    int32_t v_dim() const { return v_dim_; }  // 0 when values live in the keys
+    bool values_in_keys() const { return v_dim_ == 0; }
     // Positions [0, n_pos) of one layer's keys / values as raw cache elements,
     // position after position (kv_cache_bytes.cpp; for saving and restoring state).
     std::span<uint8_t> k_bytes(int32_t layer, int32_t n_pos);

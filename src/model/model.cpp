@@ -100,10 +100,7 @@ template <typename Weights, typename F>
 void visit_matrices(Weights &w, F &&f) {
     f(w.token_embd);
     f(w.output);  // the same bytes as token_embd when tied
-    for (auto &l : w.layers)
-        for (auto *m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.router, &l.shexp_gate, &l.shexp_up, &l.shexp_down,
-                        &l.shexp_gate_inp})
-            f(*m);
+    for (auto &l : w.layers) LayerWeights::for_each_matrix(l, f);
 }
 
 }  // namespace

@@ -15,6 +15,14 @@ std::string shape_string(const int64_t *ne, uint32_t n_dims) {
     return s + "]";
 }
 
+// A 3-D tensor of ne = [cols, rows, count] (trailing 1s allowed).
+void check_3d(const gguf::GgufFile &file, const gguf::TensorInfo &t, int64_t cols, int64_t rows, int64_t count) {
+    if (t.ne[0] != cols || t.ne[1] != rows || t.ne[2] != count || !t.fits_dims(3))
+        fail(Status::bad_format, "%s: tensor '%s' has shape %s; expected [%lld, %lld, %lld]", file.path().c_str(),
+             t.name.c_str(), shape_string(t.ne, t.n_dims).c_str(), static_cast<long long>(cols),
+             static_cast<long long>(rows), static_cast<long long>(count));
+}
+
 }  // namespace
 
 TensorBinder::TensorBinder(const gguf::GgufFile &file, Values values)
@@ -69,6 +77,19 @@ MatrixView TensorBinder::matrix(const std::string &name, int64_t cols, int64_t r
     return m;
 }
 
+MatrixView TensorBinder::stacked_matrices(const std::string &name, int64_t cols, int64_t rows, int64_t count) {
+    const gguf::TensorInfo &t = lookup(name);
+    check_3d(file_, t, cols, rows, count);
+    check_type(t);
+    MatrixView m;
+    m.data = t.data;
+    m.type = t.type;
+    m.cols = cols;
+    m.rows = rows * count;
+    m.row_bytes = t.row_bytes();
+    return m;
+}
+
 VectorF32 TensorBinder::vector(const std::string &name, int64_t n, bool required) {
     return bind_vector(name, n, required, values_);
 }
@@ -109,10 +130,7 @@ ExpertMatrixLayout TensorBinder::experts(const std::string &name, int64_t cols, 
                                          int64_t n_expert, bool required) {
     if (!required && !has(name)) return {};
     const gguf::TensorInfo &t = lookup(name);
-    if (t.ne[0] != cols || t.ne[1] != rows || t.ne[2] != n_expert || !t.fits_dims(3))
-        fail(Status::bad_format, "%s: tensor '%s' has shape %s; expected [%lld, %lld, %lld]",
-             file_.path().c_str(), name.c_str(), shape_string(t.ne, t.n_dims).c_str(),
-             static_cast<long long>(cols), static_cast<long long>(rows), static_cast<long long>(n_expert));
+    check_3d(file_, t, cols, rows, n_expert);
     check_type(t);
     ExpertMatrixLayout m;
     m.type = t.type;

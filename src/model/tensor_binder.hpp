@@ -28,6 +28,10 @@ public:
     // and the expected shape when missing (and required) or mis-shaped, and
     // unsupported when its type cannot be computed with.
     MatrixView matrix(const std::string &name, int64_t cols, int64_t rows, bool required = true);
+    // A 3-D tensor with ne = [cols, rows, count] (count matrices one after
+    // another, e.g. one per attention head) as one matrix of count * rows
+    // rows; MatrixView::rows_from takes out one of them.
+    MatrixView stacked_matrices(const std::string &name, int64_t cols, int64_t rows, int64_t count);
     // A 1-D tensor of n elements converted to f32 (accepts [n] or [n,1]);
     // empty when optional and absent, or when the binder skips values.
     VectorF32 vector(const std::string &name, int64_t n, bool required = true);

@@ -63,34 +63,49 @@ void ForwardPass::attention_block(int32_t layer, int32_t n_tokens, int32_t n_pas
         kv_.store(layer, n_past + t, k, &v_[size_t(t) * size_t(v_dim_)]);
     }
 
-    // One task per (token, KV head): the query heads sharing a KV head widen
-    // its keys and values once; each task reads positions up to its own token only.
+    attend(layer, n_tokens, n_past);
+    experts_.progress();
+    linear_.run(lw.wo, attn_.data(), size_t(o_dim_), n_tokens, tmp_.data(), E, bias_or_null(lw.bo));
+    for (size_t i = 0, n = size_t(n_tokens) * E; i < n; ++i) x_[i] = tmp_[i] + x_[i];
+}
+
+namespace {
+constexpr int32_t kHeadsPerTask = 8;
+}  // namespace
+
+void ForwardPass::attend(int32_t layer, int32_t n_tokens, int32_t n_past) {
+    // One task per (token, KV head, chunk of up to kHeadsPerTask of its query
+    // heads): the heads of a task widen the keys and values once, and a wide
+    // group (latent attention: every head shares one KV head) still spreads
+    // over the threads. Each head's result does not depend on the chunking.
+    const int32_t group = hp_.n_head / hp_.n_head_kv;
+    const int32_t chunks = (group + kHeadsPerTask - 1) / kHeadsPerTask;
     struct Job {
         ForwardPass *self;
-        int32_t layer, n_past;
+        int32_t layer, n_past, group, chunks;
         bool swa;
         const float *sinks;
-    } job{this, layer, n_past, hp_.is_swa(layer), bias_or_null(lw.attn_sinks)};
-    pool_.parallel_for(int64_t(n_tokens) * hp_.n_head_kv, [&job](int64_t task, int32_t worker) {
+    } job{this, layer, n_past, group, chunks, hp_.is_swa(layer), bias_or_null(model_.layer(layer).attn_sinks)};
+    pool_.parallel_for(int64_t(n_tokens) * hp_.n_head_kv * chunks, [&job](int64_t task, int32_t worker) {
         ForwardPass &fp = *job.self;
-        const int32_t t = int32_t(task / fp.hp_.n_head_kv);
-        const int32_t kvh = int32_t(task % fp.hp_.n_head_kv);
-        const int32_t group = fp.hp_.n_head / fp.hp_.n_head_kv;
-        const size_t h0 = size_t(kvh) * size_t(group);
+        const int64_t per_token = int64_t(fp.hp_.n_head_kv) * job.chunks;
+        const int32_t t = int32_t(task / per_token);
+        const int32_t kvh = int32_t(task % per_token / job.chunks);
+        const int32_t first = int32_t(task % job.chunks) * kHeadsPerTask;
+        AttentionShape s = fp.attn_shape_;
+        s.n_head = std::min(kHeadsPerTask, job.group - first);
+        s.n_head_kv = 1;  // the task's heads all read KV head kvh
+        const size_t h0 = size_t(kvh) * size_t(job.group) + size_t(first);
         const float *q = &fp.q_[size_t(t) * size_t(fp.q_dim_) + h0 * size_t(fp.hp_.head_dim_k)];
         float *out = &fp.attn_[size_t(t) * size_t(fp.o_dim_) + h0 * size_t(fp.hp_.head_dim_v)];
-        float *scores = &fp.scores_[size_t(worker) * size_t(group) * size_t(fp.opt_.n_ctx)];
+        float *scores = &fp.scores_[size_t(worker) * size_t(job.group) * size_t(fp.opt_.n_ctx)];
         const int32_t pos = job.n_past + t;
         AttentionSpan span;
         // A sliding-window layer sees the last n_swa positions: key p is masked when pos - p >= n_swa.
         if (job.swa) span.first = std::max(0, pos - fp.hp_.n_swa + 1);
         if (job.sinks) span.sinks = job.sinks + h0;
-        attend_kv_group(fp.kv_, job.layer, fp.attn_shape_, kvh, q, pos, scores, out, span);
+        attend_kv_group(fp.kv_, job.layer, s, kvh, q, pos, scores, out, span);
     });
-
-    experts_.progress();
-    linear_.run(lw.wo, attn_.data(), size_t(o_dim_), n_tokens, tmp_.data(), E, bias_or_null(lw.bo));
-    for (size_t i = 0, n = size_t(n_tokens) * E; i < n; ++i) x_[i] = tmp_[i] + x_[i];
 }
 
 }  // namespace moe

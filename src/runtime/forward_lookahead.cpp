@@ -7,8 +7,8 @@
 // that tend to be right. The residual stream changes little from one layer to
 // the next, so the first ranks stay reliable a few layers ahead, and those
 // reads keep the device busy across layers whose own misses are few.
-// Softmax is monotonic, so top-k of the raw router logits picks the same
-// experts.
+// The prediction is the routing the layer itself would do from that state
+// (gating, selection bias and group limit included).
 #include <algorithm>
 
 #include "model/rms_norm.hpp"
@@ -29,8 +29,10 @@ void ForwardPass::predict_and_prefetch(int32_t layer, int32_t n_tokens) {
         linear_.run(next.router, la_xn_.data(), E, n_tokens, la_router_.data(), NE,
                     next.router_bias.empty() ? nullptr : next.router_bias.data());
         std::fill(la_mark_.begin(), la_mark_.end(), uint8_t(0));
+        const float *selection_bias = next.selection_bias.empty() ? nullptr : next.selection_bias.data();
         for (int32_t t = 0; t < n_tokens; ++t)
-            top_k(&la_router_[size_t(t) * NE], n_expert_, n_used_, &la_ids_[size_t(t) * K], &la_w_[size_t(t) * K]);
+            route_experts(model_.traits().gating, &la_router_[size_t(t) * NE], selection_bias, n_expert_, n_used_,
+                          &la_ids_[size_t(t) * K], &la_w_[size_t(t) * K], router_scratch_);
         int32_t n = 0;
         for (size_t s = 0; s < K; ++s)
             for (int32_t t = 0; t < n_tokens; ++t) {

@@ -1,8 +1,9 @@
-// MoE half of a layer: RMSNorm, router (softmax and top-k in the
-// architecture's order, optional renormalisation), routed experts computed in the order the ExpertSource
+// MoE half of a layer: RMSNorm, router (gating, top-k, weight
+// post-processing: model/router.hpp), routed experts computed in the order the ExpertSource
 // delivers them, each writing its weighted output into a per-(token, slot)
 // buffer, then a sum in top-k slot order so arrival order never changes the
-// result; optional shared expert; residual.
+// result; optional shared expert (sigmoid-gated or not); residual. Layers
+// without experts run a dense SwiGLU FFN instead.
 #include "common/error.hpp"
 #include "common/monotonic_clock.hpp"
 #include "model/rms_norm.hpp"
@@ -44,10 +45,10 @@ void ForwardPass::route(const LayerWeights &lw, int32_t n_tokens) {
     const size_t NE = size_t(n_expert_), K = size_t(n_used_);
     linear_.run(lw.router, xn_.data(), size_t(n_embd_), n_tokens, router_.data(), NE,
                 lw.router_bias.empty() ? nullptr : lw.router_bias.data());
-    const ArchTraits &tr = model_.traits();
+    const float *selection_bias = lw.selection_bias.empty() ? nullptr : lw.selection_bias.data();
     for (int32_t t = 0; t < n_tokens; ++t)
-        select_experts(tr.gating, tr.norm_topk, &router_[size_t(t) * NE], n_expert_, n_used_,
-                       &topk_ids_[size_t(t) * K], &topk_w_[size_t(t) * K]);
+        route_experts(model_.traits().gating, &router_[size_t(t) * NE], selection_bias, n_expert_, n_used_,
+                      &topk_ids_[size_t(t) * K], &topk_w_[size_t(t) * K], router_scratch_);
 }
 
 void ForwardPass::group_by_expert(int32_t n_tokens) {
@@ -73,18 +74,25 @@ void ForwardPass::group_by_expert(int32_t n_tokens) {
     fill_[0] = n_unique;  // reused as the unique count (fill_ is rebuilt every layer)
 }
 
+void ForwardPass::swiglu_ffn(const MatrixView &gate, const MatrixView &up, const MatrixView &down, int32_t n_tokens) {
+    const size_t E = size_t(n_embd_);
+    const int64_t n_ff = up.rows;
+    linear_.prepare(gate.type, gate.cols, xn_.data(), E, n_tokens);
+    linear_.multiply(gate, sh_gate_.data(), size_t(n_ff));
+    if (!linear_.prepared_for(up)) linear_.prepare(up.type, up.cols, xn_.data(), E, n_tokens);
+    linear_.multiply(up, sh_up_.data(), size_t(n_ff));
+    swiglu(sh_gate_.data(), sh_up_.data(), sh_hidden_.data(), int64_t(n_tokens) * n_ff);
+    linear_.run(down, sh_hidden_.data(), size_t(n_ff), n_tokens, sh_out_.data(), E);
+}
+
 void ForwardPass::shared_expert(const LayerWeights &lw, int32_t n_tokens) {
     const size_t E = size_t(n_embd_);
-    const int64_t n_ff = lw.shexp_up.rows;
-    linear_.prepare(lw.shexp_gate.type, lw.shexp_gate.cols, xn_.data(), E, n_tokens);
-    linear_.multiply(lw.shexp_gate, sh_gate_.data(), size_t(n_ff));
-    if (!linear_.prepared_for(lw.shexp_up)) linear_.prepare(lw.shexp_up.type, lw.shexp_up.cols, xn_.data(), E, n_tokens);
-    linear_.multiply(lw.shexp_up, sh_up_.data(), size_t(n_ff));
-    if (!linear_.prepared_for(lw.shexp_gate_inp))
-        linear_.prepare(lw.shexp_gate_inp.type, lw.shexp_gate_inp.cols, xn_.data(), E, n_tokens);
-    linear_.multiply(lw.shexp_gate_inp, sh_g_.data(), 1);
-    swiglu(sh_gate_.data(), sh_up_.data(), sh_hidden_.data(), int64_t(n_tokens) * n_ff);
-    linear_.run(lw.shexp_down, sh_hidden_.data(), size_t(n_ff), n_tokens, sh_out_.data(), E);
+    swiglu_ffn(lw.shexp_gate, lw.shexp_up, lw.shexp_down, n_tokens);
+    if (!lw.shexp_gate_inp) {  // ungated (deepseek2): added as it is
+        for (size_t i = 0, n = size_t(n_tokens) * E; i < n; ++i) moe_out_[i] = moe_out_[i] + sh_out_[i];
+        return;
+    }
+    linear_.run(lw.shexp_gate_inp, xn_.data(), E, n_tokens, sh_g_.data(), 1);
     for (int32_t t = 0; t < n_tokens; ++t) {
         const float g = sigmoid(sh_g_[size_t(t)]);
         float *out = &moe_out_[size_t(t) * E];
@@ -98,6 +106,14 @@ void ForwardPass::moe_block(int32_t layer, int32_t n_tokens) {
     const size_t E = size_t(n_embd_), K = size_t(n_used_);
     for (int32_t t = 0; t < n_tokens; ++t)
         rms_norm(&x_[size_t(t) * E], lw.ffn_norm.data(), &xn_[size_t(t) * E], n_embd_, hp_.rms_eps);
+    if (!lw.router) {
+        // A dense layer (no experts): the next MoE layers' experts can still
+        // be read ahead while its FFN computes.
+        if (opt_.lookahead_layers > 0) predict_and_prefetch(layer, n_tokens);
+        swiglu_ffn(lw.ffn_gate, lw.ffn_up, lw.ffn_down, n_tokens);
+        for (size_t i = 0, n = size_t(n_tokens) * E; i < n; ++i) x_[i] = sh_out_[i] + x_[i];
+        return;
+    }
     route(lw, n_tokens);
     if (routing_trace_)
         for (int32_t t = 0; t < n_tokens; ++t)

@@ -21,9 +21,7 @@ void for_each_matrix_shape(const Model &m, See see) {
     see_m(w.token_embd);
     see_m(w.output);
     for (const LayerWeights &l : w.layers) {
-        for (const MatrixView *mv : {&l.wq, &l.wk, &l.wv, &l.wo, &l.router, &l.shexp_gate, &l.shexp_up,
-                                     &l.shexp_down, &l.shexp_gate_inp})
-            see_m(*mv);
+        LayerWeights::for_each_matrix(l, see_m);
         for (const ExpertMatrixLayout *e : {&l.experts.gate, &l.experts.up, &l.experts.down})
             if (e->cols > 0) see(e->type, e->cols);
     }
@@ -55,10 +53,13 @@ ForwardPass::ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &
       experts_(experts),
       pool_(pool),
       opt_(opt),
+      // Latent attention caches keys only: the value is the key's latent part.
       kv_(model.hparams().n_layer, opt.n_ctx, model.hparams().n_head_kv * model.hparams().head_dim_k,
-          model.hparams().n_head_kv * model.hparams().head_dim_v, opt.exact),
+          model.hparams().latent_attention() ? 0 : model.hparams().n_head_kv * model.hparams().head_dim_v,
+          opt.exact),
       act_(max_act_row_bytes(model, opt.exact) * size_t(std::max(1, opt.max_batch)) + 64),
-      linear_(pool, opt.exact, act_.data(), act_.size()) {
+      linear_(pool, opt.exact, act_.data(), act_.size()),
+      router_scratch_(model.hparams().n_expert, model.traits().gating.n_group) {
     if (opt.max_batch <= 0 || opt.n_ctx <= 0) fail(Status::invalid_argument, "forward pass: bad n_ctx/max_batch");
     const size_t B = size_t(opt.max_batch);
     n_embd_ = hp_.n_embd;
@@ -72,14 +73,14 @@ ForwardPass::ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &
     n_ff_shared_max_ = 0;
     for (const LayerWeights &l : model.weights().layers) {
         n_ff_max_ = std::max({n_ff_max_, l.experts.gate.rows, l.experts.up.rows});
-        n_ff_shared_max_ = std::max(n_ff_shared_max_, l.shexp_up.rows);
+        n_ff_shared_max_ = std::max({n_ff_shared_max_, l.shexp_up.rows, l.ffn_up.rows});
     }
 
     attn_shape_.n_head = hp_.n_head;
     attn_shape_.n_head_kv = hp_.n_head_kv;
     attn_shape_.head_dim_k = hp_.head_dim_k;
     attn_shape_.head_dim_v = hp_.head_dim_v;
-    attn_shape_.scale = 1.0f / std::sqrt(float(hp_.head_dim_k));
+    attn_shape_.scale = hp_.attention_scale();
     rope_ = model.rope_params();
 
     const size_t E = size_t(n_embd_), K = size_t(n_used_);
@@ -139,6 +140,11 @@ ForwardPass::ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &
         la_unique_.assign(size_t(n_expert_), 0);
         la_mark_.assign(size_t(n_expert_), 0);
     }
+    if (hp_.latent_attention()) {
+        q_full_.assign(B * size_t(hp_.n_head) * size_t(hp_.head_dim_k_mla), 0.0f);
+        q_latent_.assign(B * size_t(hp_.q_lora_rank), 0.0f);
+        mla_out_.assign(B * size_t(hp_.n_head) * size_t(hp_.head_dim_v_mla), 0.0f);
+    }
     final_xn_.assign(E, 0.0f);
     // Each compute thread sizes its kernel scratch now, so that no step
     // allocates (a thread's first matrix call would otherwise).
@@ -151,7 +157,7 @@ size_t ForwardPass::scratch_bytes() const {
     for (const std::vector<float> *v :
          {&x_, &xn_, &q_, &k_, &v_, &attn_, &tmp_, &rope_cs_, &scores_, &router_, &topk_w_, &slot_out_, &moe_out_,
           &gate_, &up_, &hidden_, &down_, &sh_gate_, &sh_up_, &sh_hidden_, &sh_out_, &sh_g_, &la_xn_,
-          &la_router_, &la_w_, &final_xn_})
+          &la_router_, &la_w_, &final_xn_, &q_full_, &q_latent_, &mla_out_})
         f += v->size();
     size_t i = 0;
     for (const std::vector<int32_t> *v :
@@ -178,7 +184,8 @@ void ForwardPass::run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, f
 
     for (int32_t l = 0; l < hp_.n_layer; ++l) {
         const uint64_t t0 = monotonic_ns();
-        attention_block(l, n_tokens, n_past);
+        if (hp_.latent_attention()) latent_attention_block(l, n_tokens, n_past);
+        else attention_block(l, n_tokens, n_past);
         const uint64_t t1 = monotonic_ns(), wait0 = expert_wait_ns_;
         moe_block(l, n_tokens);
         const uint64_t t2 = monotonic_ns(), waited = expert_wait_ns_ - wait0;

@@ -16,6 +16,7 @@
 #include "model/kv_cache.hpp"
 #include "model/model.hpp"
 #include "model/rope.hpp"
+#include "model/router.hpp"
 #include "runtime/linear.hpp"
 #include "runtime/thread_pool.hpp"
 
@@ -66,6 +67,10 @@ public:
 
 private:
     void attention_block(int32_t layer, int32_t n_tokens, int32_t n_past);
+    // Latent attention (MLA, absorbed form; forward_latent_attention.cpp).
+    void latent_attention_block(int32_t layer, int32_t n_tokens, int32_t n_past);
+    // Causal attention of q_ against the cache into attn_, every head of every token.
+    void attend(int32_t layer, int32_t n_tokens, int32_t n_past);
     void moe_block(int32_t layer, int32_t n_tokens);
     void route(const LayerWeights &lw, int32_t n_tokens);
     void group_by_expert(int32_t n_tokens);
@@ -74,6 +79,8 @@ private:
     // Gate/up/SwiGLU/down of a group of delivered experts, into slot_out_.
     void compute_experts(const LayerWeights &lw, const ReadyExpert *group, int32_t n_group, int32_t n_tokens);
     void shared_expert(const LayerWeights &lw, int32_t n_tokens);
+    // down . (silu(gate . xn) * (up . xn)) of the normalised tokens into sh_out_.
+    void swiglu_ffn(const MatrixView &gate, const MatrixView &up, const MatrixView &down, int32_t n_tokens);
     void predict_and_prefetch(int32_t layer, int32_t n_tokens);
     void output_head(int32_t last_token, float *logits);
 
@@ -96,6 +103,7 @@ private:
     std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, rope_cs_, scores_;
     std::vector<float> router_, topk_w_, slot_out_, moe_out_;
     std::vector<int32_t> topk_ids_;
+    RouterScratch router_scratch_;
     RoutingTraceWriter *routing_trace_ = nullptr;
     uint64_t traced_tokens_ = 0;
     // Routed experts: unique experts in request order and their (token, slot) entries.
@@ -108,8 +116,11 @@ private:
     bool up_shares_gate_input_ = true;
     std::vector<ReadyExpert> ready_;
     std::unique_ptr<std::atomic<int32_t>[]> chunks_left_;  // phase-1 chunks not yet done, per group member
-    // Shared expert.
+    // Shared expert and dense FFN layers.
     std::vector<float> sh_gate_, sh_up_, sh_hidden_, sh_out_, sh_g_;
+    // Latent attention: per-head queries before absorption (nope + rope),
+    // the q_lora latent, and the decompressed per-head values.
+    std::vector<float> q_full_, q_latent_, mla_out_;
     // Lookahead.
     std::vector<float> la_xn_, la_router_, la_w_;
     std::vector<int32_t> la_ids_, la_unique_;

@@ -252,15 +252,18 @@ TEST(Router, RenormalizeDividesBySumClampedAtTinyValue) {
 }
 
 // Softmax gating: softmax over all logits, top k of it, optionally
-// renormalised; softmax_topk: top k of the raw logits, softmax over those k.
-TEST(Router, SelectExpertsFollowsTheGatingRule) {
+// renormalised; softmax_weight: top k of the raw logits, softmax over those k.
+TEST(Router, RouteExpertsFollowsTheGatingRule) {
     const std::vector<float> logits = {0.3f, -1.0f, 2.5f, 0.9f, 2.5f, -0.2f, 1.7f, 0.0f};
     const int32_t n = int32_t(logits.size()), k = 3;
     for (bool norm : {false, true}) {
         auto p = logits;
         std::vector<int32_t> ids(k);
         std::vector<float> w(k);
-        moe::select_experts(moe::Gating::softmax, norm, p.data(), n, k, ids.data(), w.data());
+        moe::GatingSpec spec;
+        spec.norm_weights = norm;
+        moe::RouterScratch scratch(n, 1);
+        moe::route_experts(spec, p.data(), nullptr, n, k, ids.data(), w.data(), scratch);
         EXPECT_EQ(ids, (std::vector<int32_t>{2, 4, 6}));
         double z = 0;
         for (float l : logits) z += std::exp(double(l) - 2.5);
@@ -274,7 +277,10 @@ TEST(Router, SelectExpertsFollowsTheGatingRule) {
     auto p = logits;
     std::vector<int32_t> ids(k);
     std::vector<float> w(k);
-    moe::select_experts(moe::Gating::softmax_topk, false, p.data(), n, k, ids.data(), w.data());
+    moe::GatingSpec spec;
+    spec.func = moe::GatingFunc::softmax_weight;
+    moe::RouterScratch scratch(n, 1);
+    moe::route_experts(spec, p.data(), nullptr, n, k, ids.data(), w.data(), scratch);
     EXPECT_EQ(ids, (std::vector<int32_t>{2, 4, 6}));
     const double z = 2 * std::exp(0.0) + std::exp(1.7 - 2.5);
     EXPECT_NEAR(w[0], 1 / z, 1e-6);

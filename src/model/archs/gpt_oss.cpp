@@ -16,8 +16,8 @@ public:
         ArchTraits t;
         t.rope_type = RopeType::neox;
         t.qk_norm = QkNorm::none;
-        t.gating = Gating::softmax_topk;
-        t.norm_topk = false;
+        t.gating.func = GatingFunc::softmax_weight;
+        t.gating.norm_weights = false;
         t.expert_act = ExpertAct::swiglu_oai;
         t.tied_output_allowed = false;
         return t;

@@ -13,7 +13,7 @@ public:
         ArchTraits t;
         t.rope_type = RopeType::normal;
         t.qk_norm = QkNorm::none;
-        t.norm_topk = true;
+        t.gating.norm_weights = true;
         t.tied_output_allowed = true;
         return t;
     }

@@ -12,7 +12,7 @@ public:
         ArchTraits t;
         t.rope_type = RopeType::neox;
         t.qk_norm = QkNorm::full;
-        t.norm_topk = false;
+        t.gating.norm_weights = false;
         t.tied_output_allowed = false;
         return t;
     }

@@ -13,14 +13,14 @@ public:
         ArchTraits t;
         t.rope_type = RopeType::neox;
         t.qk_norm = QkNorm::none;
-        t.norm_topk = false;
+        t.gating.norm_weights = false;
         t.tied_output_allowed = false;
         return t;
     }
     void bind_layer(TensorBinder &b, const HParams &hp, int32_t layer, LayerWeights &out) const override {
         bind_attention(b, hp, layer, AttnBias::required, QkNorm::none, out);
         bind_routed_experts(b, hp, layer, hp.n_ff_expert, out);
-        bind_shared_expert(b, hp, layer, hp.n_ff_shared > 0 ? hp.n_ff_shared : hp.n_ff, out);
+        bind_shared_expert(b, hp, layer, hp.n_ff_shared > 0 ? hp.n_ff_shared : hp.n_ff, SharedGate::sigmoid, out);
     }
 };
 

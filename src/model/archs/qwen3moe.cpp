@@ -12,7 +12,7 @@ public:
         ArchTraits t;
         t.rope_type = RopeType::neox;
         t.qk_norm = QkNorm::per_head;
-        t.norm_topk = true;
+        t.gating.norm_weights = true;
         t.tied_output_allowed = true;
         return t;
     }
