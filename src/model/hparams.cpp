@@ -30,6 +30,7 @@ constexpr ArchRules kArchs[] = {
     {"olmoe", RopeType::neox, false, false, ArchRules::ExpertFf::ff_key, false},
     {"qwen2moe", RopeType::neox, false, false, ArchRules::ExpertFf::expert_key, true},
     {"gpt-oss", RopeType::neox, false, false, ArchRules::ExpertFf::expert_key, false, 2},
+    {"deepseek2", RopeType::normal, false, true, ArchRules::ExpertFf::expert_key, false},
 };
 
 const ArchRules *find_arch(const std::string &arch) {
@@ -110,6 +111,94 @@ RopeScaling rope_scaling(const gguf::GgufFile &file, const KeyReader &keys) {
     return {factor, type == "yarn"};
 }
 
+// A non-negative u32 key (absent: fallback) that must also fit an int32.
+int32_t count_or(const gguf::GgufFile &file, const KeyReader &keys, const char *suffix, int32_t fallback) {
+    const std::string k = keys.key(suffix);
+    if (!file.has(k)) return fallback;
+    const uint32_t v = file.get_u32(k, 0);
+    if (v > uint32_t(std::numeric_limits<int32_t>::max()))
+        fail(Status::bad_format, "%s: %s is %u", keys.path().c_str(), k.c_str(), v);
+    return int32_t(v);
+}
+
+// deepseek2's own keys: leading dense layers, routing variants, ungated
+// shared experts and latent attention in the absorbed form, whose cached row
+// is kv_lora_rank latent values then the rotary part (key_length =
+// kv_lora_rank + rope.dimension_count, value_length = kv_lora_rank, one KV head).
+void read_deepseek2(const gguf::GgufFile &file, const KeyReader &keys, HParams &hp) {
+    const char *path = keys.path().c_str();
+    hp.n_layer_dense_lead = count_or(file, keys, "leading_dense_block_count", 0);
+    if (hp.n_layer_dense_lead > hp.n_layer)
+        fail(Status::bad_format, "%s: %s %d exceeds block_count %d", path, keys.key("leading_dense_block_count").c_str(),
+             hp.n_layer_dense_lead, hp.n_layer);
+    if (hp.n_layer_dense_lead > 0 && hp.n_ff == 0)
+        fail(Status::bad_format, "%s: required key %s (dense layers) is missing", path,
+             keys.key("feed_forward_length").c_str());
+    hp.n_expert_shared = count_or(file, keys, "expert_shared_count", 0);
+    if (int64_t(hp.n_ff_expert) * hp.n_expert_shared > INT32_MAX)
+        fail(Status::bad_format, "%s: %d shared experts of %d rows exceed 32 bits", path, hp.n_expert_shared,
+             hp.n_ff_expert);
+    hp.n_ff_shared = hp.n_ff_expert * hp.n_expert_shared;
+
+    switch (count_or(file, keys, "expert_gating_func", 0)) {
+    case 0:  // absent or "none": softmax, as llama.cpp
+    case 1: hp.gating_func = GatingFunc::softmax; break;
+    case 2: hp.gating_func = GatingFunc::sigmoid; break;
+    default:
+        fail(Status::unsupported, "%s: %s %u is not supported (1 softmax, 2 sigmoid)", path,
+             keys.key("expert_gating_func").c_str(), file.get_u32(keys.key("expert_gating_func"), 0));
+    }
+    hp.expert_weights_norm = file.get_bool(keys.key("expert_weights_norm"), false);
+    hp.expert_weights_scale = file.get_f32(keys.key("expert_weights_scale"), 0.0f);
+    if (!std::isfinite(hp.expert_weights_scale) || hp.expert_weights_scale < 0.0f)
+        fail(Status::bad_format, "%s: %s is %g", path, keys.key("expert_weights_scale").c_str(),
+             static_cast<double>(hp.expert_weights_scale));
+    hp.n_expert_group = count_or(file, keys, "expert_group_count", 0);
+    hp.n_expert_group_used = count_or(file, keys, "expert_group_used_count", 0);
+    if (hp.n_expert_group > 1) {
+        const int32_t per = hp.n_expert / hp.n_expert_group;
+        if (hp.n_expert % hp.n_expert_group != 0 || hp.n_expert_group_used < 1 ||
+            hp.n_expert_group_used > hp.n_expert_group || hp.n_expert_used > per * hp.n_expert_group_used)
+            fail(Status::bad_format,
+                 "%s: %d experts in %d groups of which %d are used cannot give %d experts per token", path,
+                 hp.n_expert, hp.n_expert_group, hp.n_expert_group_used, hp.n_expert_used);
+    }
+
+    // YaRN's attention scale (llama.cpp deepseek2.cpp): the file keeps
+    // 0.1 mscale_all_dim, and without scaling (factor 1) mscale is 1.
+    const std::string log_mul = keys.key("rope.scaling.yarn_log_multiplier");
+    if (file.has(log_mul)) {
+        const float stored = file.get_f32(log_mul, 0.0f);
+        if (!std::isfinite(stored) || stored < 0.0f)
+            fail(Status::bad_format, "%s: %s is %g", path, log_mul.c_str(), static_cast<double>(stored));
+        hp.yarn_log_multiplier_given = true;
+        hp.yarn_mscale_all_dim = stored / 0.1f;
+    }
+    if (hp.rope_yarn && hp.rope_freq_scale < 1.0f) {
+        const float mscale = 1.0f + 0.1f * hp.yarn_mscale_all_dim * std::log(1.0f / hp.rope_freq_scale);
+        hp.kq_scale_factor = mscale * mscale;
+    }
+
+    hp.kv_lora_rank = keys.required("attention.kv_lora_rank");
+    hp.q_lora_rank = keys.positive("attention.q_lora_rank").value_or(0);
+    const auto k_mla = keys.positive("attention.key_length_mla");
+    if (!k_mla)
+        fail(Status::unsupported,
+             "%s: %s is missing: files with the attn_kv_b projection (converted before absorbed latent attention) "
+             "are not supported; convert the model again",
+             path, keys.key("attention.key_length_mla").c_str());
+    hp.head_dim_k_mla = *k_mla;
+    hp.head_dim_v_mla = keys.required("attention.value_length_mla");
+    if (hp.n_head_kv != 1 || hp.head_dim_k != hp.kv_lora_rank + hp.n_rot || hp.head_dim_v != hp.kv_lora_rank ||
+        hp.n_rot >= hp.head_dim_k_mla)
+        fail(Status::bad_format,
+             "%s: latent attention needs head_count_kv 1 (is %d), key_length = kv_lora_rank + rope.dimension_count "
+             "(%d vs %d + %d), value_length = kv_lora_rank (%d vs %d) and key_length_mla > rope.dimension_count "
+             "(%d vs %d)",
+             path, hp.n_head_kv, hp.head_dim_k, hp.kv_lora_rank, hp.n_rot, hp.head_dim_v, hp.kv_lora_rank,
+             hp.head_dim_k_mla, hp.n_rot);
+}
+
 }  // namespace
 
 float HParams::attention_scale() const {
@@ -128,7 +217,8 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
         std::string safe;
         for (char c : hp.arch.substr(0, 64)) safe += (c >= 0x20 && c < 0x7f) ? c : '?';
         fail(Status::unsupported,
-             "%s: architecture '%s' is not supported (supported: qwen3moe, llama with experts, olmoe, qwen2moe, gpt-oss)",
+             "%s: architecture '%s' is not supported (supported: qwen3moe, llama with experts, olmoe, qwen2moe, "
+             "gpt-oss, deepseek2)",
              path.c_str(), safe.c_str());
     }
 
@@ -226,6 +316,7 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
              keys.key("rope.freq_base").c_str(), static_cast<double>(hp.rope_freq_base),
              keys.key("rope.scaling.factor").c_str(), static_cast<double>(scaling_factor));
     hp.rope_type = rules->rope_type;
+    if (hp.arch == "deepseek2") read_deepseek2(file, keys, hp);
 
     const auto eps = keys.positive_float("attention.layer_norm_rms_epsilon");
     if (!eps)

@@ -60,8 +60,12 @@ struct HParams {
     int32_t kv_lora_rank = 0;        // attention.kv_lora_rank (0: not latent attention)
     int32_t head_dim_k_mla = 0;      // attention.key_length_mla: qk_nope + qk_rope per query head
     int32_t head_dim_v_mla = 0;      // attention.value_length_mla: value head after decompression
+    // rope.scaling.yarn_log_multiplier / 0.1 (files store 0.1 mscale_all_dim);
+    // given, YaRN's cos/sin keep magnitude 1 (docs/architecture.md, deepseek2).
+    float yarn_mscale_all_dim = 0.0f;
+    bool yarn_log_multiplier_given = false;
     // Multiplies the softmax scale 1/sqrt(key size): mscale^2 under YaRN for
-    // deepseek2, 1 until YaRN scaling is supported.
+    // deepseek2, mscale = 1 + 0.1 mscale_all_dim ln(factor); 1 elsewhere.
     float kq_scale_factor = 1.0f;
 
     bool latent_attention() const { return kv_lora_rank > 0; }

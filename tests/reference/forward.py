@@ -1,4 +1,5 @@
-"""Float64 reference forward pass for qwen3moe, llama (Mixtral-style MoE), olmoe, qwen2moe and gpt-oss.
+"""Float64 reference forward pass for qwen3moe, llama (Mixtral-style MoE), olmoe, qwen2moe, gpt-oss and
+deepseek2.
 
     ref = Reference("model.gguf")
     logits = ref.logits([1, 2, 3])              # [n_tokens, n_vocab], every position
@@ -33,7 +34,17 @@ dequantised float32 values of the file, everything else is float64; KV cache in 
               qwen2moe: moe += sigmoid(w_shexp . m) * Wdown_sh (silu(Wgate_sh m) * Wup_sh m)
               x = x + moe
   logits = Wout RMSNorm(x, output_norm); Wout = output.weight, or token_embd where the arch
-  allows a tied output (qwen3moe, llama).
+  allows a tied output (qwen3moe, llama, deepseek2).
+deepseek2 (latent attention in the absorbed form, one cached row per token):
+  q = Wq_b RMSNorm(Wq_a a, q_a_norm) (or Wq a), per head q_nope | q_pe
+  c = Wkv_a a;  row = RMSNorm(c[:kv_lora], kv_a_norm) | RoPE(c[kv_lora:])   (NORMAL pairs)
+  Q_h = (Wk_b[h] q_nope_h) | RoPE(q_pe_h);  scores = Q_h . row * mscale^2 / sqrt(nope + rope) (YaRN)
+  o_h = Wv_b[h] (softmax(scores) . row[:kv_lora]);  x = x + Wo concat(o_h)
+  leading_dense_block_count layers: x = x + Wdown (silu(Wgate m) * Wup m)
+  other layers: p = softmax(r) or sigmoid(r); chosen by p + exp_probs_b within the
+  expert_group_used_count groups of best top-2 sums; w = p[top-k], renormalised if
+  expert_weights_norm, times expert_weights_scale; moe += ungated shared SwiGLU of m.
+  Routing arrays hold expert -1, weight 0 and margin +inf for dense layers.
 RMSNorm(x, w) = x / sqrt(mean(x^2) + eps) * w.
 
 Routing margin of a (token, layer) = r_(k) - r_(k+1): gap between the k-th and (k+1)-th
@@ -55,10 +66,10 @@ if __package__ in (None, ""):  # run as a script
 from reference import actquant, dequant  # noqa: E402
 from reference.gguf_reader import GGUFReader  # noqa: E402
 
-ARCHS = ("qwen3moe", "llama", "olmoe", "qwen2moe", "gpt-oss")
+ARCHS = ("qwen3moe", "llama", "olmoe", "qwen2moe", "gpt-oss", "deepseek2")
 NEOX_ARCHS = ("qwen3moe", "olmoe", "qwen2moe", "gpt-oss")
 NORM_TOPK_ARCHS = ("qwen3moe", "llama")
-TIED_OUTPUT_ARCHS = ("qwen3moe", "llama")
+TIED_OUTPUT_ARCHS = ("qwen3moe", "llama", "deepseek2")
 WEIGHT_SUM_FLOOR = 6.103515625e-5
 CACHE_LIMIT_BYTES = 512 << 20   # expert tensors larger than this (as float64) are read per expert
 
@@ -83,8 +94,21 @@ class HParams:
     rms_eps: float
     yarn_factor: float = 0.0     # 0: no YaRN
     yarn_orig_ctx: int = 0
+    yarn_mscale_all_dim: float | None = None   # deepseek2: rope.scaling.yarn_log_multiplier / 0.1, None if absent
     n_swa: int = 0               # sliding window (gpt-oss), 0: none
     swa_pattern: int = 0
+    # deepseek2
+    n_dense_lead: int = 0
+    q_lora: int = 0
+    kv_lora: int = 0
+    qk_mla: int = 0            # nope + rope per query head
+    v_mla: int = 0
+    n_shared: int = 0
+    sigmoid_gating: bool = False
+    weights_norm: bool = False
+    weights_scale: float = 0.0
+    n_group: int = 0
+    n_group_used: int = 0
 
     def is_swa(self, il: int) -> bool:
         return self.n_swa > 0 and il % self.swa_pattern < self.swa_pattern - 1
@@ -130,7 +154,21 @@ class HParams:
         if arch == "qwen2moe":
             n_ff_shared = int(md.get(f"{arch}.expert_shared_feed_forward_length", md.get(f"{arch}.feed_forward_length", 0)))
         emb = r.tensors["token_embd.weight"]
-        return HParams(arch=arch, n_layer=int(key("block_count")), n_embd=n_embd, n_head=n_head,
+        ds = {}
+        if arch == "deepseek2":
+            ff = key("expert_feed_forward_length")
+            ds = dict(n_dense_lead=int(key("leading_dense_block_count", 0)),
+                      q_lora=int(key("attention.q_lora_rank", 0)), kv_lora=int(key("attention.kv_lora_rank")),
+                      qk_mla=int(key("attention.key_length_mla")), v_mla=int(key("attention.value_length_mla")),
+                      n_shared=int(key("expert_shared_count", 0)),
+                      sigmoid_gating=int(key("expert_gating_func", 1)) == 2,
+                      weights_norm=bool(key("expert_weights_norm", False)),
+                      weights_scale=float(key("expert_weights_scale", 0.0)),
+                      n_group=int(key("expert_group_count", 0)), n_group_used=int(key("expert_group_used_count", 0)))
+            log_mul = md.get(f"{arch}.rope.scaling.yarn_log_multiplier")
+            if log_mul is not None:
+                ds["yarn_mscale_all_dim"] = float(log_mul) / 0.1
+        return HParams(**ds, arch=arch, n_layer=int(key("block_count")), n_embd=n_embd, n_head=n_head,
                        n_head_kv=n_head_kv, head_dim_k=hdk, head_dim_v=hdv,
                        n_rot=int(key("rope.dimension_count", hdk)), n_expert=n_expert, n_expert_used=n_used,
                        n_ff_expert=int(ff), n_ff_shared=n_ff_shared, n_vocab=int(emb.ne[1]),
@@ -192,8 +230,11 @@ def yarn_ramp(n_rot: int, base: float, orig_ctx: int) -> np.ndarray:
 
 
 def rope(x: np.ndarray, positions: np.ndarray, n_rot: int, base: float, neox: bool,
-         freq_factors: np.ndarray | None = None, yarn_factor: float = 0.0, yarn_orig_ctx: int = 0) -> np.ndarray:
-    """x [n_tokens, n_heads, head_dim]; rotates the first n_rot dims of every head."""
+         freq_factors: np.ndarray | None = None, yarn_factor: float = 0.0, yarn_orig_ctx: int = 0,
+         yarn_unit_magnitude: bool = False) -> np.ndarray:
+    """x [n_tokens, n_heads, head_dim]; rotates the first n_rot dims of every head. YaRN scales
+    cos/sin by 1 + 0.1 ln(factor) unless yarn_unit_magnitude (deepseek2 with a yarn_log_multiplier:
+    llama.cpp's attn_factor cancels it)."""
     half = n_rot // 2
     inv_freq = base ** (-2.0 * np.arange(half, dtype=np.float64) / n_rot)
     if freq_factors is not None:
@@ -203,7 +244,7 @@ def rope(x: np.ndarray, positions: np.ndarray, n_rot: int, base: float, neox: bo
     if yarn_factor:
         ramp = yarn_ramp(n_rot, base, yarn_orig_ctx)
         theta = theta / yarn_factor * (1.0 - ramp) + theta * ramp
-        mscale = 1.0 + 0.1 * np.log(yarn_factor) if yarn_factor > 1.0 else 1.0   # llama.cpp's get_mscale
+        mscale = 1.0 if yarn_unit_magnitude or yarn_factor <= 1.0 else 1.0 + 0.1 * np.log(yarn_factor)   # llama.cpp's get_mscale
     cos, sin = np.cos(theta)[:, None, :] * mscale, np.sin(theta)[:, None, :] * mscale
     out = x.copy()
     if neox:
@@ -263,7 +304,7 @@ class Reference:
 
         nq, nk, nv = hp.n_head * hp.head_dim_k, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v
         expect("token_embd.weight", (hp.n_embd, hp.n_vocab))
-        for il in range(hp.n_layer):
+        for il in range(hp.n_layer if hp.arch != "deepseek2" else 0):
             p = f"blk.{il}."
             expect(p + "attn_q.weight", (hp.n_embd, nq))
             expect(p + "attn_k.weight", (hp.n_embd, nk))
@@ -294,6 +335,14 @@ class Reference:
                 expect(p + "ffn_gate_shexp.weight", (hp.n_embd, hp.n_ff_shared))
                 expect(p + "ffn_up_shexp.weight", (hp.n_embd, hp.n_ff_shared))
                 expect(p + "ffn_down_shexp.weight", (hp.n_ff_shared, hp.n_embd))
+        if hp.arch == "deepseek2":
+            nope = hp.qk_mla - hp.n_rot
+            for il in range(hp.n_layer):
+                p = f"blk.{il}."
+                expect(p + "attn_kv_a_mqa.weight", (hp.n_embd, hp.kv_lora + hp.n_rot))
+                expect(p + "attn_k_b.weight", (nope, hp.kv_lora, hp.n_head))
+                expect(p + "attn_v_b.weight", (hp.kv_lora, hp.v_mla, hp.n_head))
+                expect(p + "attn_output.weight", (hp.n_head * hp.v_mla, hp.n_embd))
         if "output.weight" in t:
             expect("output.weight", (hp.n_embd, hp.n_vocab))
         elif hp.arch not in TIED_OUTPUT_ARCHS:
@@ -382,6 +431,74 @@ class Reference:
         o = np.einsum("hqk,khd->qhd", probs, Vh).reshape(n, hp.n_head * hp.head_dim_v)
         return self._linear(p + "attn_output.weight", o, p + "attn_output.bias")
 
+    def _latent_attention(self, il, x, state, positions):
+        """deepseek2: absorbed MLA; the state keeps one row (latent | rotated k_pe) per token."""
+        hp = self.hp
+        p = f"blk.{il}."
+        n, nope, H = x.shape[0], hp.qk_mla - hp.n_rot, hp.n_head
+        a = rms_norm(x, self.w(p + "attn_norm.weight"), hp.rms_eps)
+        if hp.q_lora:
+            qa = rms_norm(self._linear(p + "attn_q_a.weight", a), self.w(p + "attn_q_a_norm.weight"), hp.rms_eps)
+            q = self._linear(p + "attn_q_b.weight", qa)
+        else:
+            q = self._linear(p + "attn_q.weight", a)
+        q = q.reshape(n, H, hp.qk_mla)
+        c = self._linear(p + "attn_kv_a_mqa.weight", a)
+        kv = rms_norm(c[:, :hp.kv_lora], self.w(p + "attn_kv_a_norm.weight"), hp.rms_eps)
+        yarn = dict(yarn_factor=hp.yarn_factor, yarn_orig_ctx=hp.yarn_orig_ctx,
+                    yarn_unit_magnitude=hp.yarn_mscale_all_dim is not None)
+        k_pe = rope(c[:, None, hp.kv_lora:], positions, hp.n_rot, hp.rope_base, False, **yarn)[:, 0, :]
+        q_pe = rope(q[:, :, nope:], positions, hp.n_rot, hp.rope_base, False, **yarn)
+        q_abs = np.stack([self._matmul(q[:, h, :nope], p + "attn_k_b.weight", h) for h in range(H)], axis=1)
+        Q = np.concatenate([q_abs, q_pe], axis=-1)                      # [n, H, kv_lora + rope]
+        row = np.concatenate([kv, k_pe], axis=-1)[:, None, :]          # [n, 1, kv_lora + rope]
+        if self.kv_f16:
+            row = actquant.f16_round(row)
+        state.k[il] = np.concatenate([state.k[il], row], axis=0)
+        K = state.k[il][:, 0, :]                                         # [T, kv_lora + rope]
+        mscale = 1.0   # YaRN's attention scale (llama.cpp deepseek2.cpp)
+        if hp.yarn_factor:
+            mscale = 1.0 + 0.1 * (hp.yarn_mscale_all_dim or 0.0) * np.log(hp.yarn_factor)
+        scores = np.einsum("qhd,kd->hqk", Q, K) * (mscale * mscale / np.sqrt(hp.qk_mla))
+        key_pos = np.arange(K.shape[0])
+        scores = np.where(key_pos[None, None, :] > positions[None, :, None], -np.inf, scores)
+        lat = np.einsum("hqk,kd->qhd", softmax(scores, axis=-1), K[:, :hp.kv_lora])   # [n, H, kv_lora]
+        o = np.stack([self._matmul(lat[:, h, :], p + "attn_v_b.weight", h) for h in range(H)], axis=1)
+        return self._linear(p + "attn_output.weight", o.reshape(n, H * hp.v_mla))
+
+    def _swiglu(self, m, gate, up, down):
+        return self._linear(down, silu(self._linear(gate, m)) * self._linear(up, m))
+
+    def _select(self, r, bias):
+        """(probabilities, top-k experts, margins) of router logits r [n, n_expert]."""
+        hp = self.hp
+        probs = 1.0 / (1.0 + np.exp(-r)) if hp.sigmoid_gating else softmax(r, axis=-1)
+        if hp.arch != "deepseek2":   # by logit (softmax is monotonic)
+            order = np.argsort(-probs, axis=-1, kind="stable")
+            rs = np.take_along_axis(r, order, axis=-1)
+            margin = (rs[:, hp.n_expert_used - 1] - rs[:, hp.n_expert_used]) \
+                if hp.n_expert_used < hp.n_expert else np.full(r.shape[0], np.inf)
+            return probs, order[:, :hp.n_expert_used], margin
+        sel = probs + bias if bias is not None else probs.copy()
+        margin = np.full(r.shape[0], np.inf)
+        if hp.n_group > 1:
+            g = np.sort(sel.reshape(r.shape[0], hp.n_group, -1), axis=-1)
+            score = g[:, :, -1] + (g[:, :, -2] if g.shape[-1] > 1 else 0.0)
+            gorder = np.argsort(-score, axis=-1, kind="stable")
+            gs = np.take_along_axis(score, gorder, axis=-1)
+            if hp.n_group_used < hp.n_group:
+                margin = gs[:, hp.n_group_used - 1] - gs[:, hp.n_group_used]
+            drop = np.ones_like(score, dtype=bool)
+            np.put_along_axis(drop, gorder[:, :hp.n_group_used], False, axis=-1)
+            sel = np.where(np.repeat(drop, hp.n_expert // hp.n_group, axis=-1), -np.inf, sel)
+        order = np.argsort(-sel, axis=-1, kind="stable")
+        ss = np.take_along_axis(sel, order, axis=-1)
+        if hp.n_expert_used < hp.n_expert:
+            with np.errstate(invalid="ignore"):
+                m = ss[:, hp.n_expert_used - 1] - ss[:, hp.n_expert_used]
+            margin = np.minimum(margin, np.where(np.isnan(m), np.inf, m))
+        return probs, order[:, :hp.n_expert_used], margin
+
     def _moe(self, il, m, routing):
         hp = self.hp
         p = f"blk.{il}."
@@ -393,16 +510,17 @@ class Reference:
             order = np.argsort(-r, axis=-1, kind="stable")
             top = order[:, :hp.n_expert_used]
             w = softmax(np.take_along_axis(r, top, axis=-1), axis=-1)
+            rs = np.take_along_axis(r, order, axis=-1)
+            margin = (rs[:, hp.n_expert_used - 1] - rs[:, hp.n_expert_used]) if hp.n_expert_used < hp.n_expert \
+                else np.full(n, np.inf)
         else:
-            probs = softmax(r, axis=-1)
-            order = np.argsort(-probs, axis=-1, kind="stable")
-            top = order[:, :hp.n_expert_used]
+            bias = self.w(p + "exp_probs_b.bias") if self.has(p + "exp_probs_b.bias") else None
+            probs, top, margin = self._select(r, bias)
             w = np.take_along_axis(probs, top, axis=-1)
-        if hp.arch in NORM_TOPK_ARCHS:
+        if hp.arch in NORM_TOPK_ARCHS or hp.weights_norm:
             w = w / np.maximum(w.sum(axis=-1, keepdims=True), WEIGHT_SUM_FLOOR)
-        rs = np.take_along_axis(r, order, axis=-1)
-        margin = (rs[:, hp.n_expert_used - 1] - rs[:, hp.n_expert_used]) if hp.n_expert_used < hp.n_expert \
-            else np.full(n, np.inf)
+        if hp.weights_scale not in (0.0, 1.0):
+            w = w * hp.weights_scale
         routing.append((top, w, margin, r))
         out = np.zeros_like(m)
         for e in np.unique(top):
@@ -422,6 +540,9 @@ class Reference:
             hs = silu(self._linear(p + "ffn_gate_shexp.weight", m)) * self._linear(p + "ffn_up_shexp.weight", m)
             sh = self._linear(p + "ffn_down_shexp.weight", hs)
             out = out + sh * (1.0 / (1.0 + np.exp(-gate)))[:, None]
+        if hp.arch == "deepseek2" and hp.n_shared:
+            out = out + self._swiglu(m, p + "ffn_gate_shexp.weight", p + "ffn_up_shexp.weight",
+                                     p + "ffn_down_shexp.weight")
         return out
 
     def eval(self, state: State, tokens, keep_hidden: bool = False) -> RunResult:
@@ -436,10 +557,20 @@ class Reference:
         x = self.w("token_embd.weight")[tokens]
         routing, hidden = [], []
         for il in range(hp.n_layer):
-            x = x + self._attention(il, x, state, positions)
+            p = f"blk.{il}."
+            if hp.arch == "deepseek2":
+                x = x + self._latent_attention(il, x, state, positions)
+            else:
+                x = x + self._attention(il, x, state, positions)
             norm = "post_attention_norm" if hp.arch == "gpt-oss" else "ffn_norm"
-            m = rms_norm(x, self.w(f"blk.{il}.{norm}.weight"), hp.rms_eps)
-            x = x + self._moe(il, m, routing)
+            m = rms_norm(x, self.w(p + norm + ".weight"), hp.rms_eps)
+            if il < hp.n_dense_lead:
+                x = x + self._swiglu(m, p + "ffn_gate.weight", p + "ffn_up.weight", p + "ffn_down.weight")
+                k = hp.n_expert_used
+                routing.append((np.full((len(tokens), k), -1), np.zeros((len(tokens), k)),
+                                np.full(len(tokens), np.inf), np.zeros((len(tokens), hp.n_expert))))
+            else:
+                x = x + self._moe(il, m, routing)
             if keep_hidden:
                 hidden.append(x.copy())
         state.n_past += tokens.size

@@ -1,4 +1,5 @@
-"""Random-weight GGUF MoE models for tests (qwen3moe, llama/Mixtral, olmoe, qwen2moe, gpt-oss).
+"""Random-weight GGUF MoE models for tests (qwen3moe, llama/Mixtral, olmoe, qwen2moe, gpt-oss,
+deepseek2).
 
     python3 -m tools.make_model --arch qwen3moe --out m.gguf --n-embd 128 --n-layer 2 \
         --n-expert 8 --n-expert-used 2 --quant-mix q4_k_m --seed 1
@@ -60,11 +61,11 @@ if __package__ in (None, ""):  # run as a script: make `tools` importable
 from tools.gguf_writer import BLOCK_GEOMETRY, GGUFWriter, GgmlType, ValueType
 from tools.quants import quantize
 
-ARCHS = ("qwen3moe", "llama", "olmoe", "qwen2moe", "gpt-oss")
+ARCHS = ("qwen3moe", "llama", "olmoe", "qwen2moe", "gpt-oss", "deepseek2")
 CODE_CHANNELS = 32        # width of the routing-code subspace (one 32-element quant block)
 CODE_VALUE = 1.0          # as large as the other embedding channels: the code does not set a block's scale
 RESIDUAL_SCALE = 0.25     # std factor of the matrices that write the residual stream
-RESIDUAL_KINDS = ("attn_output", "ffn_down_exps", "ffn_down_shexp")
+RESIDUAL_KINDS = ("attn_output", "ffn_down_exps", "ffn_down_shexp", "ffn_down")
 RESIDUAL_BIASES = ("attn_output_bias", "ffn_down_exps_bias")   # biases of those, zero on the code
 OUTPUT_SCALE = 2.0        # logits ~ N(0, OUTPUT_SCALE^2): a clearer top-1 than N(0,1)
 POOL_ELEMENTS = 1 << 22   # expert tensors bigger than this reuse rows of a random pool
@@ -80,8 +81,9 @@ MIXED_CYCLE = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q
 FALLBACK = {T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0,
             T.Q2_K: T.IQ4_NL, T.Q3_K: T.IQ4_NL, T.IQ4_XS: T.IQ4_NL, T.IQ4_NL: T.F16, T.MXFP4: T.F16,
             T.Q4_0: T.F16, T.Q4_1: T.F16, T.Q5_0: T.F16, T.Q5_1: T.F16, T.Q8_0: T.F16}
-DEFAULT_EPS = {"qwen3moe": 1e-6, "qwen2moe": 1e-6, "llama": 1e-5, "olmoe": 1e-5, "gpt-oss": 1e-5}
-TIED_OUTPUT_ALLOWED = ("qwen3moe", "llama")
+DEFAULT_EPS = {"qwen3moe": 1e-6, "qwen2moe": 1e-6, "llama": 1e-5, "olmoe": 1e-5, "gpt-oss": 1e-5,
+               "deepseek2": 1e-6}
+TIED_OUTPUT_ALLOWED = ("qwen3moe", "llama", "deepseek2")
 
 
 @dataclass
@@ -109,11 +111,27 @@ class ModelSpec:
     tie_output: bool = False          # omit output.weight (qwen3moe / llama only)
     qkv_bias: bool | None = None      # default: True for qwen2moe and gpt-oss; llama may opt in
     n_swa: int = 8                    # gpt-oss: sliding window of the even layers
-    yarn_factor: float = 32.0         # gpt-oss: YaRN rope.scaling.factor
-    yarn_orig_ctx: int = 4096         # gpt-oss: rope.scaling.original_context_length
+    yarn_factor: float = 32.0         # gpt-oss, deepseek2 (0: none): YaRN rope.scaling.factor
+    yarn_orig_ctx: int = 4096         # gpt-oss, deepseek2: rope.scaling.original_context_length
+    yarn_mscale_all_dim: float = 0.707  # deepseek2 (V2-Lite's): written as yarn_log_multiplier = 0.1 * it
     alignment: int = 32
     write_alignment_key: bool = False
     name: str | None = None
+    # deepseek2 only: latent attention (MLA) sizes, leading dense layers, routing variant
+    q_lora_rank: int = 64             # 0: one attn_q projection (V2-Lite)
+    kv_lora_rank: int = 64
+    mla_nope: int = 32                # qk_nope_head_dim
+    mla_rope: int = 16                # qk_rope_head_dim (rope.dimension_count)
+    mla_v: int = 32                   # v_head_dim
+    n_dense_lead: int = 1
+    n_ff_dense: int | None = None     # default 2 * n_ff_expert
+    n_expert_shared: int = 1
+    gating: str = "sigmoid"           # softmax | sigmoid
+    selection_bias: bool = True       # exp_probs_b (sigmoid gating)
+    n_group: int | None = None        # default 2 when the experts split evenly, else 0
+    n_group_used: int = 1
+    weights_norm: bool = True
+    weights_scale: float = 2.5
 
     def resolved(self) -> "ModelSpec":
         s = dataclasses.replace(self)
@@ -121,6 +139,15 @@ class ModelSpec:
             raise ValueError(f"unknown arch {s.arch!r} (expected one of {ARCHS})")
         if s.quant_mix not in MIX_FTYPE:
             raise ValueError(f"unknown quant mix {s.quant_mix!r} (expected one of {QUANT_MIXES})")
+        if s.arch == "deepseek2":   # one latent KV head of kv_lora + rope values
+            s.n_head_kv = 1
+            s.head_dim = s.kv_lora_rank + s.mla_rope
+            if s.n_ff_dense is None:
+                s.n_ff_dense = 2 * s.n_ff_expert
+            if s.n_group is None:
+                s.n_group = 2 if s.n_expert % 2 == 0 and s.n_expert_used <= s.n_expert // 2 else 0
+            if not 0 <= s.n_dense_lead <= s.n_layer or s.gating not in ("softmax", "sigmoid"):
+                raise ValueError("deepseek2: bad n_dense_lead or gating")
         if s.n_head_kv is None:
             s.n_head_kv = s.n_head
         if s.head_dim is None:
@@ -204,8 +231,43 @@ def _mix_type(mix, kind):
     raise ValueError(mix)
 
 
-FLOAT_KINDS = ("norm", "router", "bias", "shexp_gate_inp", "sinks", "router_bias") + RESIDUAL_BIASES  # always F32
+FLOAT_KINDS = ("norm", "router", "bias", "shexp_gate_inp", "sinks", "router_bias",
+               "selection_bias") + RESIDUAL_BIASES  # always F32
 EXPERT_KINDS = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
+
+
+def _deepseek2_layer(s, il) -> list:
+    p = f"blk.{il}."
+    E, H, qk = s.n_embd, s.n_head, s.mla_nope + s.mla_rope
+    L = [TensorPlan(p + "attn_norm.weight", [E], T.F32, "norm", il)]
+    if s.q_lora_rank:
+        L += [TensorPlan(p + "attn_q_a.weight", [E, s.q_lora_rank], T.F32, "attn_q", il),
+              TensorPlan(p + "attn_q_a_norm.weight", [s.q_lora_rank], T.F32, "norm", il),
+              TensorPlan(p + "attn_q_b.weight", [s.q_lora_rank, H * qk], T.F32, "attn_q", il)]
+    else:
+        L.append(TensorPlan(p + "attn_q.weight", [E, H * qk], T.F32, "attn_q", il))
+    L += [TensorPlan(p + "attn_kv_a_mqa.weight", [E, s.kv_lora_rank + s.mla_rope], T.F32, "attn_k", il),
+          TensorPlan(p + "attn_kv_a_norm.weight", [s.kv_lora_rank], T.F32, "norm", il),
+          TensorPlan(p + "attn_k_b.weight", [s.mla_nope, s.kv_lora_rank, H], T.F32, "attn_k", il),
+          TensorPlan(p + "attn_v_b.weight", [s.kv_lora_rank, s.mla_v, H], T.F32, "attn_v", il),
+          TensorPlan(p + "attn_output.weight", [H * s.mla_v, E], T.F32, "attn_output", il),
+          TensorPlan(p + "ffn_norm.weight", [E], T.F32, "norm", il)]
+    if il < s.n_dense_lead:
+        return L + [TensorPlan(p + "ffn_gate.weight", [E, s.n_ff_dense], T.F32, "ffn_gate", il),
+                    TensorPlan(p + "ffn_up.weight", [E, s.n_ff_dense], T.F32, "ffn_up", il),
+                    TensorPlan(p + "ffn_down.weight", [s.n_ff_dense, E], T.F32, "ffn_down", il)]
+    F, X, FS = s.n_ff_expert, s.n_expert, s.n_ff_expert * s.n_expert_shared
+    L.append(TensorPlan(p + "ffn_gate_inp.weight", [E, X], T.F32, "router", il))
+    if s.selection_bias:
+        L.append(TensorPlan(p + "exp_probs_b.bias", [X], T.F32, "selection_bias", il))
+    L += [TensorPlan(p + "ffn_gate_exps.weight", [E, F, X], T.F32, "ffn_gate_exps", il),
+          TensorPlan(p + "ffn_up_exps.weight", [E, F, X], T.F32, "ffn_up_exps", il),
+          TensorPlan(p + "ffn_down_exps.weight", [F, E, X], T.F32, "ffn_down_exps", il)]
+    if s.n_expert_shared:
+        L += [TensorPlan(p + "ffn_gate_shexp.weight", [E, FS], T.F32, "ffn_gate_shexp", il),
+              TensorPlan(p + "ffn_up_shexp.weight", [E, FS], T.F32, "ffn_up_shexp", il),
+              TensorPlan(p + "ffn_down_shexp.weight", [FS, E], T.F32, "ffn_down_shexp", il)]
+    return L
 
 
 def plan_tensors(spec: ModelSpec) -> list:
@@ -213,6 +275,9 @@ def plan_tensors(spec: ModelSpec) -> list:
     hd, nq, nkv = s.head_dim, s.n_head * s.head_dim, s.n_head_kv * s.head_dim
     plans = [TensorPlan("token_embd.weight", [s.n_embd, s.n_vocab], T.F32, "token_embd")]
     for il in range(s.n_layer):
+        if s.arch == "deepseek2":
+            plans += _deepseek2_layer(s, il)
+            continue
         p = f"blk.{il}."
         L = [TensorPlan(p + "attn_norm.weight", [s.n_embd], T.F32, "norm", il),
              TensorPlan(p + "attn_q.weight", [s.n_embd, nq], T.F32, "attn_q", il),
@@ -315,7 +380,7 @@ def _gen_rows(spec, plan, rng, row_start, row_end):
     if plan.kind == "output":
         return rng.standard_normal((n, ne0), dtype=np.float32) * np.float32(OUTPUT_SCALE / np.sqrt(ne0))
     x = rng.standard_normal((n, ne0), dtype=np.float32) * _weight_std(plan)
-    if code is not None and plan.kind in ("attn_output", "ffn_down_shexp"):
+    if code is not None and plan.kind in ("attn_output", "ffn_down_shexp", "ffn_down"):
         rows = np.arange(row_start, row_end)
         x[(rows >= code.start) & (rows < code.stop)] = 0.0
     return x
@@ -338,6 +403,11 @@ def _gen_small(spec, plan, rng):
         if code is not None:
             x[..., code] = 0.0
         return x
+    if plan.kind == "selection_bias":
+        # Distinct and within an eighth of the coded probability spacing: read
+        # by the choice and kept out of the weights, yet no clear choice flips.
+        step = _DS_PROB_SPAN / max(ne0 - 1, 1) / 8.0
+        return (step * (2.0 * rng.permutation(ne0) / max(ne0 - 1, 1) - 1.0)).astype(np.float32)
     if plan.kind == "shexp_gate_inp":
         return (2.0 * rng.standard_normal(ne0) / np.sqrt(ne0)).astype(np.float32)
     if plan.kind == "router":
@@ -347,11 +417,36 @@ def _gen_small(spec, plan, rng):
         code = _code_slice(spec)
         w = (spec.router_context * rng.standard_normal((n_expert, ne0)) / np.sqrt(ne0)).astype(np.float32)
         w[:, code] = 0.0
-        levels = (np.arange(n_expert) - (n_expert - 1) / 2.0) * spec.router_scale / CODE_VALUE
+        levels = _router_levels(spec, n_expert)
         for c in range(CODE_CHANNELS):
-            w[:, code.start + c] = levels[rng.permutation(n_expert)]
+            w[:, code.start + c] = levels[_router_ranks(spec, n_expert, rng)]
         return w
     raise ValueError(plan.kind)
+
+
+_DS_PROB_SPAN = 0.8   # deepseek2 sigmoid routing: coded probabilities evenly spaced in [0.1, 0.9]
+
+
+def _router_levels(spec, n_expert):
+    """Coded router logits, one per rank, ascending."""
+    if spec.arch == "deepseek2" and spec.gating == "sigmoid":
+        # Sigmoid squeezes evenly spaced logits together at both ends, where the
+        # top-k boundary lies; the logits of evenly spaced probabilities keep
+        # the selection margins of order their spacing.
+        p = 0.5 + _DS_PROB_SPAN * (np.arange(n_expert) / max(n_expert - 1, 1) - 0.5)
+        return np.log(p / (1.0 - p)) * spec.router_scale / CODE_VALUE
+    return (np.arange(n_expert) - (n_expert - 1) / 2.0) * spec.router_scale / CODE_VALUE
+
+
+def _router_ranks(spec, n_expert, rng):
+    """Each expert's rank in one code class. Under a group limit the ranks come
+    in blocks, one group's experts above every expert of the next, so that the
+    groups' top-2 scores are as far apart as the experts' scores."""
+    if spec.arch != "deepseek2" or spec.n_group <= 1:
+        return rng.permutation(n_expert)
+    per = n_expert // spec.n_group
+    order = rng.permutation(spec.n_group)
+    return np.concatenate([order[g] * per + rng.permutation(per) for g in range(spec.n_group)])
 
 
 def _expert_chunks(spec, plan, rng):
@@ -422,7 +517,7 @@ def _pooled_2d_chunks(spec, plan, rng):
             t[:, tail - CODE_CHANNELS:] = 0.0
             t[np.arange(rows.size), tail - CODE_CHANNELS + _token_class(rows)] = CODE_VALUE
             q[:, q.shape[1] - tail // bs * bb:] = quantize(t, plan.type)
-        if code is not None and plan.kind in ("attn_output", "ffn_down_shexp"):
+        if code is not None and plan.kind in ("attn_output", "ffn_down_shexp", "ffn_down"):
             q[(rows >= code.start) & (rows < code.stop)] = zero_row
         yield q
 
@@ -555,6 +650,8 @@ def _arch_kv(s: ModelSpec):
         kv.append((f"{a}.feed_forward_length", ValueType.UINT32, s.n_ff_expert))
     elif a == "gpt-oss":    # no dense feed-forward size in its files
         pass
+    elif a == "deepseek2":
+        kv.append((f"{a}.feed_forward_length", ValueType.UINT32, s.n_ff_dense))
     elif a == "qwen3moe":   # dense size of the HF config: present in real files, not the expert size
         kv.append((f"{a}.feed_forward_length", ValueType.UINT32, 3 * s.n_ff_expert))
     else:                   # qwen2moe: real files carry the shared-expert size here
@@ -565,7 +662,7 @@ def _arch_kv(s: ModelSpec):
            (f"{a}.attention.layer_norm_rms_epsilon", ValueType.FLOAT32, s.rms_eps),
            (f"{a}.expert_count", ValueType.UINT32, s.n_expert),
            (f"{a}.expert_used_count", ValueType.UINT32, s.n_expert_used)]
-    if s.head_dim != s.n_embd // s.n_head or s.n_embd % s.n_head or a == "gpt-oss":
+    if a != "deepseek2" and (s.head_dim != s.n_embd // s.n_head or s.n_embd % s.n_head or a == "gpt-oss"):
         kv += [(f"{a}.attention.key_length", ValueType.UINT32, s.head_dim),
                (f"{a}.attention.value_length", ValueType.UINT32, s.head_dim)]
     if a in ("qwen3moe", "qwen2moe", "gpt-oss"):
@@ -577,6 +674,28 @@ def _arch_kv(s: ModelSpec):
                (f"{a}.rope.scaling.original_context_length", ValueType.UINT32, s.yarn_orig_ctx)]
     if a == "qwen2moe":
         kv.append((f"{a}.expert_shared_feed_forward_length", ValueType.UINT32, s.n_ff_shared))
+    if a == "deepseek2":
+        kv += [(f"{a}.expert_feed_forward_length", ValueType.UINT32, s.n_ff_expert),
+               (f"{a}.leading_dense_block_count", ValueType.UINT32, s.n_dense_lead),
+               (f"{a}.attention.kv_lora_rank", ValueType.UINT32, s.kv_lora_rank),
+               (f"{a}.attention.key_length", ValueType.UINT32, s.kv_lora_rank + s.mla_rope),
+               (f"{a}.attention.value_length", ValueType.UINT32, s.kv_lora_rank),
+               (f"{a}.attention.key_length_mla", ValueType.UINT32, s.mla_nope + s.mla_rope),
+               (f"{a}.attention.value_length_mla", ValueType.UINT32, s.mla_v),
+               (f"{a}.rope.dimension_count", ValueType.UINT32, s.mla_rope),
+               (f"{a}.expert_shared_count", ValueType.UINT32, s.n_expert_shared),
+               (f"{a}.expert_gating_func", ValueType.UINT32, 2 if s.gating == "sigmoid" else 1),
+               (f"{a}.expert_weights_norm", ValueType.BOOL, s.weights_norm),
+               (f"{a}.expert_weights_scale", ValueType.FLOAT32, s.weights_scale),
+               (f"{a}.expert_group_count", ValueType.UINT32, s.n_group),
+               (f"{a}.expert_group_used_count", ValueType.UINT32, s.n_group_used)]
+        if s.q_lora_rank:
+            kv.append((f"{a}.attention.q_lora_rank", ValueType.UINT32, s.q_lora_rank))
+        if s.yarn_factor > 0:   # YaRN as DeepSeek's files carry it (0: none)
+            kv += [(f"{a}.rope.scaling.type", ValueType.STRING, "yarn"),
+                   (f"{a}.rope.scaling.factor", ValueType.FLOAT32, s.yarn_factor),
+                   (f"{a}.rope.scaling.original_context_length", ValueType.UINT32, s.yarn_orig_ctx),
+                   (f"{a}.rope.scaling.yarn_log_multiplier", ValueType.FLOAT32, 0.1 * s.yarn_mscale_all_dim)]
     if a == "llama":
         kv += [(f"{a}.rope.dimension_count", ValueType.UINT32, s.head_dim),
                (f"{a}.vocab_size", ValueType.UINT32, s.n_vocab)]

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -102,6 +103,36 @@ TEST(HParams, GptOssSlidingWindowAndYarn) {
     EXPECT_EQ(load(q).n_swa, 0);
 }
 
+// deepseek2's YaRN: the stored yarn_log_multiplier is 0.1 mscale_all_dim,
+// the softmax scale gains mscale^2 with mscale = 1 + 0.1 mscale_all_dim
+// ln(factor), over sqrt(qk_nope + qk_rope).
+TEST(HParams, Deepseek2LatentAttentionAndYarnScale) {
+    TinyMoe m = arch("deepseek2");
+    m.n_head_kv = 1;
+    GgufBuilder b = moe::test::tiny_moe(m);
+    b.kv_u32("deepseek2.attention.kv_lora_rank", 16)
+        .kv_u32("deepseek2.rope.dimension_count", 8)
+        .kv_u32("deepseek2.attention.key_length", 24)
+        .kv_u32("deepseek2.attention.value_length", 16)
+        .kv_u32("deepseek2.attention.key_length_mla", 20)
+        .kv_u32("deepseek2.attention.value_length_mla", 12)
+        .kv_u32("deepseek2.expert_feed_forward_length", 32);
+    HParams hp = load(b);
+    EXPECT_TRUE(hp.latent_attention());
+    EXPECT_FLOAT_EQ(hp.attention_scale(), 1.0f / std::sqrt(20.0f));
+    b.kv_string("deepseek2.rope.scaling.type", "yarn")
+        .kv_f32("deepseek2.rope.scaling.factor", 40.0f)
+        .kv_u32("deepseek2.rope.scaling.original_context_length", 64)
+        .kv_f32("deepseek2.rope.scaling.yarn_log_multiplier", 0.0707f);
+    hp = load(b);
+    EXPECT_TRUE(hp.rope_yarn && hp.yarn_log_multiplier_given);
+    EXPECT_FLOAT_EQ(hp.yarn_mscale_all_dim, 0.707f);
+    const double mscale = 1.0 + 0.1 * 0.707 * std::log(40.0);
+    EXPECT_NEAR(hp.attention_scale(), mscale * mscale / std::sqrt(20.0), 1e-6);
+    b.kv_f32("deepseek2.rope.scaling.yarn_log_multiplier", -1.0f);
+    expect_error(b, Status::bad_format, {"deepseek2.rope.scaling.yarn_log_multiplier"});
+}
+
 TEST(HParams, AVocabSizeThatMatchesTheEmbeddingIsAccepted) {
     GgufBuilder b = moe::test::tiny_moe(arch("qwen3moe"));
     b.kv_u32("qwen3moe.vocab_size", 64);
@@ -195,8 +226,8 @@ TEST(HParams, PerLayerArrays) {
 
 TEST(HParams, UnknownArchitecture) {
     GgufBuilder b = moe::test::tiny_moe(arch("qwen3moe"));
-    b.kv_string("general.architecture", "deepseek2");
-    expect_error(b, Status::unsupported, {"'deepseek2'", "not supported"});
+    b.kv_string("general.architecture", "grok");
+    expect_error(b, Status::unsupported, {"'grok'", "not supported"});
     b.remove_kv("general.architecture");
     expect_error(b, Status::bad_format, {"general.architecture"});
     b.kv_u32("general.architecture", 3);

@@ -288,6 +288,27 @@ TEST(Router, RouteExpertsFollowsTheGatingRule) {
     EXPECT_NEAR(w[2], std::exp(1.7 - 2.5) / z, 1e-6);
 }
 
+// With a yarn_log_multiplier (deepseek2) YaRN keeps its angles but cos/sin
+// keep magnitude 1: llama.cpp's attn_factor cancels 1 + 0.1 ln(factor).
+TEST(Rope, YarnWithUnitMagnitudeKeepsTheAngles) {
+    moe::RopeParams scaled;
+    scaled.n_rot = 16;
+    scaled.freq_scale = 1.0f / 40.0f;
+    moe::RopeParams unit = scaled;
+    moe::rope_enable_yarn(scaled, 64);
+    moe::rope_enable_yarn(unit, 64, true);
+    EXPECT_EQ(unit.mscale, 1.0f);
+    EXPECT_EQ(unit.ext_factor, 1.0f);
+    EXPECT_EQ(unit.yarn_low, scaled.yarn_low);
+    EXPECT_EQ(unit.yarn_high, scaled.yarn_high);
+    std::vector<float> a(16), b(16);
+    for (int32_t pos : {1, 7, 500}) {
+        moe::rope_angles(scaled, pos, a.data());
+        moe::rope_angles(unit, pos, b.data());
+        for (size_t j = 0; j < a.size(); ++j) EXPECT_NEAR(b[j] * scaled.mscale, a[j], 1e-6f) << pos << " " << j;
+    }
+}
+
 // gpt-oss's clamped SwiGLU against its formula in double: x = min(gate, 7),
 // y = clamp(up, -7, 7), h = x sigmoid(1.702 x) (y + 1).
 TEST(SwiGluOai, WithinFewUlpOfTheFormula) {

@@ -51,7 +51,8 @@ TEST_P(EveryArch, BatchedStepsEqualOneTokenSteps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, EveryArch,
-                         ::testing::Combine(::testing::Values("qwen3moe", "llama", "olmoe", "qwen2moe", "gpt-oss"),
+                         ::testing::Combine(::testing::Values("qwen3moe", "llama", "olmoe", "qwen2moe", "gpt-oss",
+                                                               "deepseek2"),
                                             ::testing::Bool()));
 
 TEST(Context, InvalidStepsLeaveContextUnchanged) {

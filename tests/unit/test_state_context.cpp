@@ -84,7 +84,8 @@ TEST_P(StateEveryArch, ContinuingAfterLoadIsBitIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, StateEveryArch,
-                         ::testing::Combine(::testing::Values("qwen3moe", "llama", "olmoe", "qwen2moe", "gpt-oss"),
+                         ::testing::Combine(::testing::Values("qwen3moe", "llama", "olmoe", "qwen2moe", "gpt-oss",
+                                                               "deepseek2"),
                                             ::testing::Bool()));
 
 TEST(StateContext, EmptyContextSavesAndLoads) {

@@ -9,6 +9,7 @@ const Architecture &llama_moe_architecture();
 const Architecture &olmoe_architecture();
 const Architecture &qwen2moe_architecture();
 const Architecture &gpt_oss_architecture();
+const Architecture &deepseek2_architecture();
 
 namespace {
 const Architecture *const kArchitectures[] = {
@@ -17,6 +18,7 @@ const Architecture *const kArchitectures[] = {
     &olmoe_architecture(),
     &qwen2moe_architecture(),
     &gpt_oss_architecture(),
+    &deepseek2_architecture(),
 };
 }  // namespace
 
