@@ -300,6 +300,7 @@ TEST(StreamingSource, AProfileSavedThroughALinkWaitsForTheLockOfItsFilesDirector
     ASSERT_GE(pid, 0);
     if (pid == 0) {
         alarm(10);
+        ::close(held);  // the lock stays with the parent's descriptor; this copy would hold it too
         add_to_usage_profile(link, 7, UsageProfile{1, 2, {1, 0}}, nullptr);
         _exit(0);
     }
