@@ -180,9 +180,39 @@ std::string format_bytes(uint64_t bytes) {
     return buf;
 }
 
+namespace {
+
+// Length of the well-formed UTF-8 sequence at text[i] (RFC 3629: no overlong
+// forms, surrogates or code points past U+10FFFF), or 0 if it is not one.
+size_t utf8_sequence(const std::string &text, size_t i) {
+    const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+    const unsigned char c = byte(i);
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (i + n > text.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+    for (size_t k = 2; k < n; ++k)
+        if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+    return n;
+}
+
+}  // namespace
+
 std::string json_string(const std::string &text) {
     std::string out = "\"";
-    for (unsigned char c : text) {
+    for (size_t i = 0; i < text.size(); ++i) {
+        const unsigned char c = static_cast<unsigned char>(text[i]);
         switch (c) {
         case '"': out += "\\\""; break;
         case '\\': out += "\\\\"; break;
@@ -194,8 +224,16 @@ std::string json_string(const std::string &text) {
                 char buf[8];
                 std::snprintf(buf, sizeof buf, "\\u%04x", c);
                 out += buf;
-            } else {
+            } else if (c < 0x80) {
                 out += static_cast<char>(c);
+            } else if (const size_t n = utf8_sequence(text, i)) {
+                out.append(text, i, n);
+                i += n - 1;
+            } else {
+                // A path or message need not be UTF-8 (file names are bytes);
+                // JSON must be, so each byte that is not part of a valid
+                // sequence becomes U+FFFD, as a lenient UTF-8 decoder shows it.
+                out += "\\ufffd";
             }
         }
     }
