@@ -149,9 +149,16 @@ void measure(const BenchConfig &c, BenchResult &r) {
     moestream_stats s0, s1;
     moestream_stats_init(&s0);
     moestream_stats_init(&s1);
+    // The steps the context has room for, whatever -n asked.
+    const int32_t limit = std::min(c.n_tokens, moestream_n_ctx(ctx) - r.prompt_tokens);
     bool logging = false;
-    if (c.read_log_capacity > 0) {
-        st = moestream_read_log_start(ctx, c.read_log_capacity);
+    if (c.read_log_per_step > 0) {
+        // Sized by the steps that can run, not by -n: the log is reserved up
+        // front. 2^28 entries is the library's bound; reads past it count as dropped.
+        const uint64_t capacity =
+            std::min<uint64_t>(std::max<uint64_t>(uint64_t(std::max(limit, 0) + 1) * c.read_log_per_step, 1u << 16),
+                               uint64_t(1) << 28);
+        st = moestream_read_log_start(ctx, capacity);
         logging = st == MOESTREAM_OK;
         if (!logging)
             std::snprintf(r.replay_note, sizeof r.replay_note, "no read log (%s)", moestream_last_error());
@@ -163,7 +170,6 @@ void measure(const BenchConfig &c, BenchResult &r) {
     const double cpu0 = process_cpu_seconds();
     const bool tty = ::isatty(2);
     const auto t_decode = Clock::now();
-    const int32_t limit = std::min(c.n_tokens, moestream_n_ctx(ctx) - r.prompt_tokens);
     const uint64_t feed_vocab = static_cast<uint64_t>(std::min(n_vocab, 256 + 676));
     for (int32_t i = 0; i < limit; ++i) {
         const int32_t next = c.random_feed ? static_cast<int32_t>(rng() % feed_vocab) : greedy_token(logits);

@@ -46,9 +46,9 @@ struct BenchConfig {
     // (from the GGUF tensor table; empty = not counted).
     uint64_t touched_dense = 0;
     std::vector<uint64_t> touched_expert_bytes;
-    // > 0: log up to this many expert reads of the timed decode and replay
-    // them against the device afterwards (--disk).
-    uint64_t read_log_capacity = 0;
+    // > 0: log the expert reads of the timed decode, room for this many per
+    // decode step, and replay them against the device afterwards (--disk).
+    uint64_t read_log_per_step = 0;
 };
 
 struct BenchResult {
@@ -90,7 +90,7 @@ struct BenchResult {
     bool device_counted = false;
     uint64_t kernel_busy_ms = 0, kernel_bytes_read = 0;
     // The decode's own reads replayed with O_DIRECT after the run, at the
-    // engine's queue depth and at a deep queue (read_log_capacity > 0).
+    // engine's queue depth and at a deep queue (read_log_per_step > 0).
     bool replay_ok = false;
     char replay_note[256] = {};      // why there is no replay, or what to know about it
     char replay_backend[16] = {};

@@ -366,11 +366,9 @@ int cmd_bench(const Args &args) {
             else
                 std::printf("disk, random probe: not measured: %s\n", disk_note.c_str());
         }
-        // Room for every part (gate, up, down) of every routed expert of every
-        // decode step read twice over (demand and prefetch).
-        base.read_log_capacity = std::max<uint64_t>(uint64_t(base.n_tokens + 1) * uint64_t(std::max(info.n_layer, 1)) *
-                                                        uint64_t(std::max(info.n_expert_used, 1)) * 3 * 2,
-                                                    1u << 16);
+        // Every part (gate, up, down) of every routed expert of a decode step
+        // read twice over (demand and prefetch).
+        base.read_log_per_step = uint64_t(std::max(info.n_layer, 1)) * uint64_t(std::max(info.n_expert_used, 1)) * 3 * 2;
     }
     if (!json) {
         std::printf("model: %s (%s, %s, %d layers, %d experts, top-%d; experts %s)\n", model->c_str(), info.architecture,

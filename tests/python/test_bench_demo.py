@@ -150,6 +150,20 @@ def test_bench_disk_replays_the_decode_reads(cli_path, small_model):
         assert mmap["ceiling_source"] == "random probe"
 
 
+def test_bench_disk_log_is_sized_by_the_context(cli_path, small_model):
+    # -n far past the context: the read log is reserved for the steps the
+    # context allows, not for -n (which would exceed the library's bound and leave no log).
+    out = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "-n", "1000000000", "--prompt", "4",
+                          "--io-mode", "direct", "--disk", "--max-seconds", "2", "--json"],
+                         capture_output=True, text=True)
+    data = json.loads(out.stdout)
+    run = data["runs"][0]
+    if not run["ok"]:
+        pytest.skip("direct streaming unavailable here: " + run["error"])
+    assert run["replay"]["ok"], run["replay"]["note"]
+    assert run["replay"]["dropped"] == 0 and run["decode_tokens"] > 0
+
+
 def test_bench_greedy_feed_is_reported(cli_path, small_model):
     out = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "-n", "3", "--prompt", "2",
                           "--io-mode", "mmap", "--feed", "greedy", "--json"], capture_output=True, text=True)
