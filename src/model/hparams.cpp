@@ -111,6 +111,26 @@ RopeScaling rope_scaling(const gguf::GgufFile &file, const KeyReader &keys) {
     return {factor, type == "yarn"};
 }
 
+// Keys that would change the rotation but that this engine does not apply:
+// a value other than the one it uses is refused, never silently ignored.
+// rope.scaling.attn_factor multiplies llama.cpp's cos/sin magnitude;
+// rope.scaling.yarn_ext_factor (llama.cpp: -1 = derived from the scaling
+// type) sets the YaRN mix. rope.scaling.yarn_beta_fast / _slow are left to
+// their defaults 32 / 1: llama.cpp reads them only for other architectures.
+void refuse_unapplied_rope_keys(const gguf::GgufFile &file, const KeyReader &keys, bool yarn) {
+    const auto check = [&](const char *suffix, float used, float also_accepted, const char *what) {
+        const std::string k = keys.key(suffix);
+        if (!file.has(k)) return;
+        const float v = file.get_f32(k, used);
+        if (v != used && v != also_accepted)
+            fail(Status::unsupported, "%s: %s is %g; only %g is supported (%s)", keys.path().c_str(), k.c_str(),
+                 static_cast<double>(v), static_cast<double>(used), what);
+    };
+    check("rope.scaling.attn_factor", 1.0f, 1.0f, "a RoPE magnitude factor is not applied");
+    check("rope.scaling.yarn_ext_factor", yarn ? 1.0f : 0.0f, -1.0f,
+          yarn ? "YaRN is applied fully, as for rope.scaling.type yarn" : "YaRN needs rope.scaling.type yarn");
+}
+
 // A non-negative u32 key (absent: fallback) that must also fit an int32.
 int32_t count_or(const gguf::GgufFile &file, const KeyReader &keys, const char *suffix, int32_t fallback) {
     const std::string k = keys.key(suffix);
@@ -119,6 +139,34 @@ int32_t count_or(const gguf::GgufFile &file, const KeyReader &keys, const char *
     if (v > uint32_t(std::numeric_limits<int32_t>::max()))
         fail(Status::bad_format, "%s: %s is %u", keys.path().c_str(), k.c_str(), v);
     return int32_t(v);
+}
+
+// attention.sliding_window_pattern as llama.cpp reads it: a scalar period n
+// (set_swa_pattern: layer il slides when n == 0 or il % n < n - 1, so 0 makes
+// every layer slide), or an array of n_layer per-layer flags (integer or BOOL,
+// nonzero = the layer slides).
+void read_swa_pattern(const gguf::GgufFile &file, const KeyReader &keys, HParams &hp, int32_t fallback) {
+    const std::string k = keys.key("attention.sliding_window_pattern");
+    const gguf::Value *v = file.find(k);
+    hp.swa_pattern = fallback;
+    if (!v) return;
+    if (v->type != gguf::ValueType::ARRAY) {
+        const uint32_t n = file.get_u32(k, 0);
+        if (n > uint32_t(std::numeric_limits<int32_t>::max()))
+            fail(Status::bad_format, "%s: %s is %u", keys.path().c_str(), k.c_str(), n);
+        hp.swa_pattern = int32_t(n);
+        return;
+    }
+    if (v->count != uint64_t(hp.n_layer))
+        fail(Status::bad_format, "%s: %s has %llu entries for %d layers", keys.path().c_str(), k.c_str(),
+             static_cast<unsigned long long>(v->count), hp.n_layer);
+    hp.swa_layers.assign(size_t(hp.n_layer), 0);
+    if (v->elem_type == gguf::ValueType::BOOL) {
+        for (int32_t il = 0; il < hp.n_layer; ++il) hp.swa_layers[size_t(il)] = v->array_data[il] != 0;
+    } else {
+        const std::vector<uint32_t> flags = file.get_u32_or_array(k);  // bad_format unless integers
+        for (int32_t il = 0; il < hp.n_layer; ++il) hp.swa_layers[size_t(il)] = flags[size_t(il)] != 0;
+    }
 }
 
 // deepseek2's own keys: leading dense layers, routing variants, ungated
@@ -306,6 +354,7 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
     hp.rope_freq_scale = 1.0f / scaling_factor;
     hp.rope_yarn = scaling.yarn;
     hp.rope_n_ctx_orig = keys.positive("rope.scaling.original_context_length").value_or(hp.n_ctx_train);
+    refuse_unapplied_rope_keys(file, keys, hp.rope_yarn);
     // One set of rotation angles serves every layer.
     if (const auto swa_base = keys.positive_float("rope.freq_base_swa"); swa_base && *swa_base != hp.rope_freq_base)
         fail(Status::unsupported, "%s: %s %g differs from %s %g; a separate sliding-window RoPE base is not supported",
@@ -326,7 +375,7 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
     hp.norm_topk_weights = rules->norm_topk_weights;
     if (rules->swa_pattern > 0) {
         hp.n_swa = keys.required("attention.sliding_window");
-        hp.swa_pattern = keys.positive("attention.sliding_window_pattern").value_or(rules->swa_pattern);
+        read_swa_pattern(file, keys, hp, rules->swa_pattern);
     }
 
     // Vocabulary size comes from the embedding table.

@@ -150,21 +150,39 @@ def test_multi_token_steps_equal_single_steps(engine, cases, arch, mix, shape):
         assert err < ec.BATCH_TOL_EXACT, f"{c.path.name}: --exact --batch {b} vs --batch 1 differ by {err:.3g}"
 
 
+def gpt_oss_matches_reference(engine, path, skip_unsupported=True, **spec_kw):
+    """Writes a gpt-oss model of the k1-e6-gqa8 shape with spec_kw and compares the engine's exact
+    logits at every one of 12 positions with the reference's."""
+    spec = mm.ModelSpec(arch="gpt-oss", quant_mix="q8_0", seed=11, yarn_orig_ctx=64, **spec_kw,
+                        **SHAPES["k1-e6-gqa8"])
+    mm.make_model(path, spec)
+    tokens = [int(t) for t in np.random.default_rng(3).integers(0, spec.n_vocab, 12)]
+    ref = Reference(path).run(tokens)
+    ec.require_clear_routing(ref.margins, len(tokens), path.name)
+    run = engine.try_positions if skip_unsupported else engine.positions
+    first, rows = run(path, tokens, spec.n_vocab, exact=True, batch=1, extra=("--all",))
+    for i, row in enumerate(rows):
+        ec.compare_exact(ref.logits[first + i], row, f"{path.name} --exact: position {first + i + 1}")
+
+
 @pytest.mark.parametrize("yarn_factor", [0.5, 1.0])
 def test_yarn_factor_of_at_most_one(engine, tmp_path, yarn_factor):
     """rope.scaling.type yarn with a factor of at most 1: the angles are still mixed over the
     correction dims (freq_scale 1/factor), cos/sin are not scaled (llama.cpp's get_mscale is 1
     there), in the engine and the reference alike."""
-    spec = mm.ModelSpec(arch="gpt-oss", quant_mix="q8_0", seed=11, yarn_factor=yarn_factor, yarn_orig_ctx=64,
-                        **SHAPES["k1-e6-gqa8"])
-    path = tmp_path / "yarn.gguf"
-    mm.make_model(path, spec)
-    tokens = [int(t) for t in np.random.default_rng(3).integers(0, spec.n_vocab, 12)]
-    ref = Reference(path).run(tokens)
-    ec.require_clear_routing(ref.margins, len(tokens), path.name)
-    first, rows = engine.try_positions(path, tokens, spec.n_vocab, exact=True, batch=1, extra=("--all",))
-    for i, row in enumerate(rows):
-        ec.compare_exact(ref.logits[first + i], row, f"{path.name} --exact: position {first + i + 1}")
+    gpt_oss_matches_reference(engine, tmp_path / "yarn.gguf", yarn_factor=yarn_factor)
+
+
+@pytest.mark.parametrize("pattern", [0, "all", "flags"])
+def test_sliding_window_pattern_as_llama_cpp_reads_it(engine, tmp_path, pattern):
+    """gpt-oss's attention.sliding_window_pattern: 0 slides every layer, an array is one flag per
+    layer (equal entries included: all 1s slide every layer, not a period of 1). A window of 3
+    over 12 positions changes what each sliding layer sees."""
+    n_layer = SHAPES["k1-e6-gqa8"]["n_layer"]
+    # "flags": odd layers slide, the opposite of gpt-oss's default period 2.
+    value = {0: 0, "all": [1] * n_layer, "flags": [i % 2 for i in range(n_layer)]}[pattern]
+    # Every pattern here is supported: a refusal fails rather than skips.
+    gpt_oss_matches_reference(engine, tmp_path / "swa.gguf", skip_unsupported=False, n_swa=3, swa_pattern=value)
 
 
 def test_engine_check_criteria_can_fail():

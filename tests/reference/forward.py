@@ -74,6 +74,12 @@ WEIGHT_SUM_FLOOR = 6.103515625e-5
 CACHE_LIMIT_BYTES = 512 << 20   # expert tensors larger than this (as float64) are read per expert
 
 
+def swa_pattern_of(value):
+    """attention.sliding_window_pattern: a per-layer array stays a list of flags
+    (even with equal entries), a scalar is a period."""
+    return [bool(v) for v in value] if isinstance(value, list) else int(value)
+
+
 @dataclass
 class HParams:
     arch: str
@@ -96,7 +102,7 @@ class HParams:
     yarn_orig_ctx: int = 0
     yarn_mscale_all_dim: float | None = None   # deepseek2: rope.scaling.yarn_log_multiplier / 0.1, None if absent
     n_swa: int = 0               # sliding window (gpt-oss), 0: none
-    swa_pattern: int = 0
+    swa_pattern: int | list = 0  # a period (0: every layer slides) or per-layer flags
     # deepseek2
     n_dense_lead: int = 0
     q_lora: int = 0
@@ -111,7 +117,13 @@ class HParams:
     n_group_used: int = 0
 
     def is_swa(self, il: int) -> bool:
-        return self.n_swa > 0 and il % self.swa_pattern < self.swa_pattern - 1
+        # llama.cpp: an array is one flag per layer; a period n slides layers with
+        # il % n < n - 1, and n == 0 slides every layer.
+        if self.n_swa <= 0:
+            return False
+        if isinstance(self.swa_pattern, (list, tuple)):
+            return bool(self.swa_pattern[il])
+        return self.swa_pattern == 0 or il % self.swa_pattern < self.swa_pattern - 1
 
     @staticmethod
     def from_reader(r: GGUFReader) -> "HParams":
@@ -177,7 +189,8 @@ class HParams:
                        yarn_factor=yarn_factor if yarn_factor > 0.0 else 0.0,   # 0: none, as the engine
                        yarn_orig_ctx=int(key("rope.scaling.original_context_length", key("context_length"))),
                        n_swa=int(key("attention.sliding_window")) if arch == "gpt-oss" else 0,
-                       swa_pattern=int(key("attention.sliding_window_pattern", 2)) if arch == "gpt-oss" else 0)
+                       swa_pattern=swa_pattern_of(md.get(f"{arch}.attention.sliding_window_pattern", 2))
+                       if arch == "gpt-oss" else 0)
 
 
 @dataclass

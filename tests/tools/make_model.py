@@ -111,6 +111,7 @@ class ModelSpec:
     tie_output: bool = False          # omit output.weight (qwen3moe / llama only)
     qkv_bias: bool | None = None      # default: True for qwen2moe and gpt-oss; llama may opt in
     n_swa: int = 8                    # gpt-oss: sliding window of the even layers
+    swa_pattern: int | list | None = None  # gpt-oss: sliding_window_pattern (period or per-layer flags), None: absent
     yarn_factor: float = 32.0         # gpt-oss, deepseek2 (0: none): YaRN rope.scaling.factor
     yarn_orig_ctx: int = 4096         # gpt-oss, deepseek2: rope.scaling.original_context_length
     yarn_mscale_all_dim: float = 0.707  # deepseek2 (V2-Lite's): written as yarn_log_multiplier = 0.1 * it
@@ -672,6 +673,10 @@ def _arch_kv(s: ModelSpec):
                (f"{a}.rope.scaling.type", ValueType.STRING, "yarn"),
                (f"{a}.rope.scaling.factor", ValueType.FLOAT32, s.yarn_factor),
                (f"{a}.rope.scaling.original_context_length", ValueType.UINT32, s.yarn_orig_ctx)]
+        if isinstance(s.swa_pattern, list):
+            kv.append((f"{a}.attention.sliding_window_pattern", ValueType.ARRAY, s.swa_pattern, ValueType.UINT32))
+        elif s.swa_pattern is not None:
+            kv.append((f"{a}.attention.sliding_window_pattern", ValueType.UINT32, s.swa_pattern))
     if a == "qwen2moe":
         kv.append((f"{a}.expert_shared_feed_forward_length", ValueType.UINT32, s.n_ff_shared))
     if a == "deepseek2":
@@ -715,8 +720,8 @@ def make_model(path, spec: ModelSpec | None = None, **overrides) -> dict:
     w.add_string("general.name", s.name)
     w.add_uint32("general.file_type", MIX_FTYPE[s.quant_mix])
     w.add_uint32("general.quantization_version", 2)
-    for key, vtype, value in _arch_kv(s):
-        w.add_kv(key, vtype, value)
+    for key, vtype, value, *etype in _arch_kv(s):   # an ARRAY carries its element type last
+        w.add_kv(key, vtype, value, *etype)
     for key, vtype, value, etype in tok_kv:
         w.add_kv(key, vtype, value, elem_type=etype)
     for p in plans:

@@ -103,6 +103,38 @@ TEST(HParams, GptOssSlidingWindowAndYarn) {
     EXPECT_EQ(load(q).n_swa, 0);
 }
 
+// attention.sliding_window_pattern as llama.cpp reads it: 0 makes every
+// layer slide, an array gives each layer's own flag (not one period).
+TEST(HParams, SlidingWindowPatternZeroAndPerLayerFlags) {
+    TinyMoe m = arch("gpt-oss");
+    m.n_layer = 4;
+    GgufBuilder b = moe::test::tiny_moe(m);
+    b.kv_u32("gpt-oss.attention.sliding_window", 16).kv_u32("gpt-oss.attention.sliding_window_pattern", 0);
+    HParams hp = load(b);
+    for (int32_t il = 0; il < 4; ++il) EXPECT_TRUE(hp.is_swa(il)) << il;
+    // Equal entries are flags too: all 2 means every layer slides, not a period of 2.
+    b.kv_array_u32("gpt-oss.attention.sliding_window_pattern", {2, 2, 2, 2});
+    hp = load(b);
+    for (int32_t il = 0; il < 4; ++il) EXPECT_TRUE(hp.is_swa(il)) << il;
+    b.kv_array_u32("gpt-oss.attention.sliding_window_pattern", {0, 1, 1, 0});
+    hp = load(b);
+    EXPECT_FALSE(hp.is_swa(0));
+    EXPECT_TRUE(hp.is_swa(1));
+    EXPECT_TRUE(hp.is_swa(2));
+    EXPECT_FALSE(hp.is_swa(3));
+    b.kv_array_bool("gpt-oss.attention.sliding_window_pattern", {true, false, false, true});
+    hp = load(b);
+    EXPECT_TRUE(hp.is_swa(0));
+    EXPECT_FALSE(hp.is_swa(1));
+    EXPECT_TRUE(hp.is_swa(3));
+    b.kv_array_u32("gpt-oss.attention.sliding_window_pattern", {1, 0, 1});
+    expect_error(b, Status::bad_format, {"gpt-oss.attention.sliding_window_pattern", "3 entries", "4 layers"});
+    // A period of 1 leaves every layer full.
+    b.kv_u32("gpt-oss.attention.sliding_window_pattern", 1);
+    hp = load(b);
+    for (int32_t il = 0; il < 4; ++il) EXPECT_FALSE(hp.is_swa(il)) << il;
+}
+
 // deepseek2's YaRN: the stored yarn_log_multiplier is 0.1 mscale_all_dim,
 // the softmax scale gains mscale^2 with mscale = 1 + 0.1 mscale_all_dim
 // ln(factor), over sqrt(qk_nope + qk_rope).
@@ -302,4 +334,30 @@ TEST(HParams, ValidationErrors) {
         c.edit(b);
         expect_error(b, c.status, {c.fragment});
     }
+}
+
+// RoPE keys the engine does not apply are refused unless they hold the value
+// it uses: a silently ignored attn_factor would change every logit.
+TEST(HParams, UnappliedRopeKeysAreRefusedUnlessNeutral) {
+    GgufBuilder b = moe::test::tiny_moe(arch("gpt-oss"));
+    b.kv_u32("gpt-oss.attention.sliding_window", 16)
+        .kv_string("gpt-oss.rope.scaling.type", "yarn")
+        .kv_f32("gpt-oss.rope.scaling.factor", 32.0f);
+    b.kv_f32("gpt-oss.rope.scaling.attn_factor", 1.0f).kv_f32("gpt-oss.rope.scaling.yarn_ext_factor", 1.0f);
+    EXPECT_TRUE(load(b).rope_yarn);
+    b.kv_f32("gpt-oss.rope.scaling.yarn_ext_factor", -1.0f);  // llama.cpp's "from the scaling type"
+    EXPECT_TRUE(load(b).rope_yarn);
+    b.kv_f32("gpt-oss.rope.scaling.attn_factor", 0.5f);
+    expect_error(b, Status::unsupported, {"gpt-oss.rope.scaling.attn_factor", "0.5", "only 1"});
+    b.kv_f32("gpt-oss.rope.scaling.attn_factor", 1.0f).kv_f32("gpt-oss.rope.scaling.yarn_ext_factor", 0.5f);
+    expect_error(b, Status::unsupported, {"gpt-oss.rope.scaling.yarn_ext_factor", "0.5"});
+    // Without YaRN the mix is 0.
+    GgufBuilder q = moe::test::tiny_moe(arch("qwen3moe"));
+    q.kv_f32("qwen3moe.rope.scaling.yarn_ext_factor", 0.0f);
+    EXPECT_FALSE(load(q).rope_yarn);
+    q.kv_f32("qwen3moe.rope.scaling.yarn_ext_factor", 1.0f);
+    expect_error(q, Status::unsupported, {"qwen3moe.rope.scaling.yarn_ext_factor", "rope.scaling.type yarn"});
+    // llama.cpp reads the beta keys only for other architectures: left at their defaults.
+    q.kv_f32("qwen3moe.rope.scaling.yarn_ext_factor", 0.0f).kv_f32("qwen3moe.rope.scaling.yarn_beta_fast", 8.0f);
+    EXPECT_FALSE(load(q).rope_yarn);
 }

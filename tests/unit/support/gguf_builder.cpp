@@ -117,6 +117,13 @@ GgufBuilder &GgufBuilder::kv_array_u32(const std::string &k, const std::vector<u
     for (uint32_t x : v) put_le(b, x);
     return put(k, T_ARRAY, std::move(b));
 }
+GgufBuilder &GgufBuilder::kv_array_bool(const std::string &k, const std::vector<bool> &v) {
+    Bytes b;
+    put_le<uint32_t>(b, T_BOOL);
+    put_le<uint64_t>(b, v.size());
+    for (bool x : v) put_le<uint8_t>(b, x ? 1 : 0);
+    return put(k, T_ARRAY, std::move(b));
+}
 GgufBuilder &GgufBuilder::kv_array_i32(const std::string &k, const std::vector<int32_t> &v) {
     Bytes b;
     put_le<uint32_t>(b, T_INT32);

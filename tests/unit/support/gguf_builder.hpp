@@ -34,6 +34,7 @@ public:
     GgufBuilder &kv_bool(const std::string &key, bool v);
     GgufBuilder &kv_string(const std::string &key, const std::string &v);
     GgufBuilder &kv_array_u32(const std::string &key, const std::vector<uint32_t> &v);
+    GgufBuilder &kv_array_bool(const std::string &key, const std::vector<bool> &v);
     GgufBuilder &kv_array_i32(const std::string &key, const std::vector<int32_t> &v);
     GgufBuilder &kv_array_f32(const std::string &key, const std::vector<float> &v);
     GgufBuilder &kv_array_string(const std::string &key, const std::vector<std::string> &v);
