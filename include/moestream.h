@@ -486,10 +486,14 @@ typedef void (*moestream_progress_fn)(uint64_t done, uint64_t total, void *user_
 #define MOESTREAM_GENERATE_MAX_VOCAB 1048576
 typedef struct moestream_generate_params {
     size_t struct_size;          /* = sizeof(moestream_generate_params) */
-    const char *architecture;    /* "qwen3moe" or "gpt-oss" (NULL = the preset's: "gpt-oss" for the
-                                    gpt-oss-* presets, else "qwen3moe") */
-    const char *preset;          /* "qwen3-30b-a3b", "gpt-oss-20b", "gpt-oss-tiny", "demo", "small",
-                                    "tiny" (NULL = "small") */
+    const char *architecture;    /* "qwen3moe", "gpt-oss" or "deepseek2" (NULL = the preset's:
+                                    "gpt-oss" for the gpt-oss-* presets, "deepseek2" for
+                                    deepseek-v2-lite and deepseek2-tiny, else "qwen3moe"); deepseek2
+                                    only with its own presets, whose latent attention sizes, dense
+                                    lead, shared experts and routing are fixed (n_head_kv is 1,
+                                    head_dim is qk_nope + qk_rope) */
+    const char *preset;          /* "qwen3-30b-a3b", "gpt-oss-20b", "gpt-oss-tiny", "deepseek-v2-lite",
+                                    "deepseek2-tiny", "demo", "small", "tiny" (NULL = "small") */
     const char *quant;           /* "q4_k_m", "q3_k_m", "q2_k", "iq4_xs", "q8_0", "f32" (NULL = "q4_k_m") */
     int32_t n_layer;
     int32_t n_embd;

@@ -38,9 +38,12 @@ def _params(architecture, preset, quant, seed, progress, shape):
 def generate_model(path, *, architecture=None, preset=None, quant=None, seed=0, progress=None, **shape):
     """Writes a random-weight GGUF model to path.
 
-    architecture: "qwen3moe" or "gpt-oss" (default: the preset's, gpt-oss for
-    the gpt-oss-* presets, else qwen3moe); preset: "qwen3-30b-a3b",
-    "gpt-oss-20b", "gpt-oss-tiny", "demo", "small" (default) or "tiny"; quant:
+    architecture: "qwen3moe", "gpt-oss" or "deepseek2" (default: the preset's,
+    gpt-oss for the gpt-oss-* presets, deepseek2 for deepseek-v2-lite and
+    deepseek2-tiny, else qwen3moe; deepseek2 only with those two presets, with
+    n_head_kv 1 and head_dim = qk_nope + qk_rope); preset: "qwen3-30b-a3b",
+    "gpt-oss-20b", "gpt-oss-tiny", "deepseek-v2-lite", "deepseek2-tiny", "demo",
+    "small" (default) or "tiny"; quant:
     "q4_k_m" (default), "q3_k_m", "q2_k", "iq4_xs", "q8_0" or "f32"; shape fields (n_layer, n_embd, n_head,
     n_head_kv, head_dim, n_expert, n_expert_used, n_ff_expert, n_vocab)
     override the preset. progress(done_bytes, total_bytes) is called while

@@ -18,8 +18,9 @@ namespace {
 #define LIMIT(name) LIMIT_VALUE(MOESTREAM_GENERATE_MAX_##name)
 
 const char *kUsage =
-    "usage: moestream generate [--arch qwen3moe|gpt-oss]\n"
-    "                          [--preset qwen3-30b-a3b|gpt-oss-20b|gpt-oss-tiny|demo|small|tiny]\n"
+    "usage: moestream generate [--arch qwen3moe|gpt-oss|deepseek2]\n"
+    "                          [--preset qwen3-30b-a3b|gpt-oss-20b|gpt-oss-tiny|deepseek-v2-lite|\n"
+    "                                    deepseek2-tiny|demo|small|tiny]\n"
     "                          [--quant q4_k_m|q3_k_m|q2_k|iq4_xs|q8_0|f32] [--layers N] [--embd N] [--heads N]\n"
     "                          [--kv-heads N] [--head-dim N] [--experts N] [--top-k N]\n"
     "                          [--ff-expert N] [--vocab N] [--seed N] [--size-only] -o PATH\n"
@@ -62,7 +63,7 @@ int cmd_generate(const Args &args) {
     }
     moestream_generate_params p;
     moestream_generate_params_init(&p);
-    // No --arch: the preset's architecture (gpt-oss for the gpt-oss-* presets, else qwen3moe).
+    // No --arch: the preset's architecture (gpt-oss and deepseek2 for their presets, else qwen3moe).
     const std::string arch = a.get_or("--arch", ""), preset = a.get_or("--preset", "small"),
                       quant = a.get_or("--quant", "q4_k_m");
     p.architecture = arch.empty() ? nullptr : arch.c_str();

@@ -13,9 +13,17 @@
 #include "common/splitmix64.hpp"
 #include "gguf/gguf_writer.hpp"
 #include "kernels/kernels.hpp"
+#include "model/generator_parts.hpp"
 
 namespace moe {
 namespace {
+
+using gen::fit;
+using gen::Init;
+using gen::quant_mix;
+using gen::QuantMix;
+using gen::kAttnOutputScale;
+using gen::TensorSpec;
 
 // ---- random numbers: fast and reproducible per tensor ----------------------
 
@@ -56,16 +64,6 @@ void put_half(uint8_t *p, float f) {
 }
 
 // ---- tensors ----------------------------------------------------------------
-
-enum class Init { normal, ones, router };
-
-struct TensorSpec {
-    std::string name;
-    GgmlType type;
-    std::vector<int64_t> ne;
-    Init init;
-    float sigma;  // standard deviation of the weights
-};
 
 // Blocks of `type` whose dequantised values have mean ~0 and std ~sigma.
 // Scales are drawn per block (as real quantisation produces) and quants uniformly.
@@ -201,8 +199,6 @@ void fill_blocks(GgmlType type, uint8_t *out, uint64_t n_blocks, float sigma, Rn
     }
 }
 
-// Routers are F32 with a larger spread (logit std ~3 on normalised input) so
-// top-k choices have margins far above quantisation noise.
 void fill_tensor_chunk(const TensorSpec &t, uint8_t *out, uint64_t first_elem, uint64_t n_elems, Rng &rng) {
     const TypeTraits &tr = type_traits(t.type);
     if (t.init == Init::ones) {
@@ -228,64 +224,18 @@ constexpr Preset kPresets[] = {
     {"qwen3-30b-a3b", "qwen3moe", 48, 2048, 32, 4, 128, 128, 8, 768, 151936},
     {"gpt-oss-20b", "gpt-oss", 24, 2880, 64, 8, 64, 32, 4, 2880, 201088},
     {"gpt-oss-tiny", "gpt-oss", 4, 128, 4, 2, 32, 8, 2, 128, 512},
+    // head_dim = qk_nope + qk_rope, one latent KV head; the rest in generator_deepseek2.cpp
+    {"deepseek-v2-lite", "deepseek2", 27, 2048, 16, 1, 192, 64, 6, 1408, 102400},
+    {"deepseek2-tiny", "deepseek2", 4, 256, 4, 1, 64, 16, 4, 256, 512},
     {"demo", nullptr, 10, 2048, 32, 4, 128, 128, 8, 768, 32768},
     {"small", nullptr, 4, 256, 8, 2, 32, 16, 4, 256, 1024},
     {"tiny", nullptr, 2, 64, 4, 2, 16, 8, 2, 64, 320},
 };
-constexpr const char *kPresetNames = "qwen3-30b-a3b, gpt-oss-20b, gpt-oss-tiny, demo, small, tiny";
-
-// K-quants need rows that are multiples of 256; like llama-quantize, fall back
-// to a 32-block type otherwise (the low-bit types to IQ4_NL).
-GgmlType fit(GgmlType want, int64_t row) {
-    if (row % type_traits(want).block_elems == 0) return want;
-    if (want == GgmlType::Q4_K) return GgmlType::Q5_0;
-    if (want == GgmlType::Q2_K || want == GgmlType::Q3_K || want == GgmlType::IQ4_XS) return GgmlType::IQ4_NL;
-    return GgmlType::Q8_0;
-}
-
-struct QuantMix {
-    GgmlType attn_qko, attn_v, exp_gate_up, exp_down, embd, output;
-    uint32_t file_type;
-};
-
-// The mixes follow llama-quantize's idea, simplified to one type per tensor
-// role: the bulk (expert gate/up, attention) at the named type, the tensors
-// most sensitive to error (attn_v, expert down, output) one or more steps up.
-//   q4_k_m  Q4_K; attn_v, down, embd, output Q6_K
-//   q3_k_m  Q3_K; attn_v, down Q4_K; output Q6_K
-//   q2_k    Q2_K; attn_v, down Q3_K; output Q6_K
-//   iq4_xs  IQ4_XS; output Q6_K
-QuantMix quant_mix(const std::string &quant) {
-    if (quant == "q4_k_m")
-        return {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q6_K, GgmlType::Q6_K, 15};
-    if (quant == "q3_k_m")
-        return {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q3_K, GgmlType::Q6_K, 12};
-    if (quant == "q2_k")
-        return {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q2_K, GgmlType::Q6_K, 10};
-    if (quant == "iq4_xs")
-        return {GgmlType::IQ4_XS, GgmlType::IQ4_XS, GgmlType::IQ4_XS, GgmlType::IQ4_XS, GgmlType::IQ4_XS,
-                GgmlType::Q6_K, 30};
-    if (quant == "q8_0")
-        return {GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, 7};
-    if (quant == "f32")
-        return {GgmlType::F32, GgmlType::F32, GgmlType::F32, GgmlType::F32, GgmlType::F32, GgmlType::F32, 0};
-    fail(Status::invalid_argument, "unknown quant '%s' (q4_k_m, q3_k_m, q2_k, iq4_xs, q8_0, f32)", quant.c_str());
-}
-
-// Attention output projections are drawn 10x smaller than fan-in scaling.
-// Over a short context, random attention is close to an average of the
-// values of all positions: a component every token shares. At full scale it
-// piles up over the layers until it dominates the residual stream, and
-// consecutive tokens fed random ids then route to mostly the same experts
-// (overlap of top-8 of 128 rising from 7% at layer 0 to ~60% at layer 47).
-// At 0.1 the token-specific parts (embedding, expert outputs) dominate:
-// consecutive tokens overlap as independent uniform draws do (k/n_expert),
-// while each layer still changes the residual only a little, so layer L+1's
-// router on layer L's state predicts most of layer L+1's experts, as in
-// trained models. docs/performance.md has the measurements.
-constexpr float kAttnOutputScale = 0.1f;
+constexpr const char *kPresetNames =
+    "qwen3-30b-a3b, gpt-oss-20b, gpt-oss-tiny, deepseek-v2-lite, deepseek2-tiny, demo, small, tiny";
 
 bool is_gpt_oss(const GeneratorConfig &c) { return c.arch == "gpt-oss"; }
+bool is_deepseek2(const GeneratorConfig &c) { return c.arch == "deepseek2"; }
 
 // gpt-oss: Q/K/V/output biases, per-head sinks, post_attention_norm in place
 // of ffn_norm, a router bias, and MXFP4 experts (whatever the quant mix, as
@@ -303,6 +253,10 @@ std::vector<TensorSpec> tensor_specs(const GeneratorConfig &c) {
     std::vector<TensorSpec> t;
     t.push_back({"token_embd.weight", fit(q.embd, E), {E, c.n_vocab}, Init::normal, 1.0f});
     for (int32_t l = 0; l < c.n_layer; ++l) {
+        if (is_deepseek2(c)) {
+            gen::deepseek2_layer_specs(c, l, t);
+            continue;
+        }
         const std::string p = "blk." + std::to_string(l) + ".";
         t.push_back({p + "attn_norm.weight", GgmlType::F32, {E}, Init::ones, 0});
         t.push_back({p + "attn_q.weight", fit(q.attn_qko, E), {E, HQ}, Init::normal, inv_sqrt(E)});
@@ -321,7 +275,7 @@ std::vector<TensorSpec> tensor_specs(const GeneratorConfig &c) {
             t.push_back({p + "attn_k_norm.weight", GgmlType::F32, {c.head_dim}, Init::ones, 0});
             t.push_back({p + "ffn_norm.weight", GgmlType::F32, {E}, Init::ones, 0});
         }
-        t.push_back({p + "ffn_gate_inp.weight", GgmlType::F32, {E, X}, Init::router, 3.0f * inv_sqrt(E)});
+        t.push_back({p + "ffn_gate_inp.weight", GgmlType::F32, {E, X}, Init::router, gen::kRouterGain * inv_sqrt(E)});
         t.push_back({p + "ffn_gate_exps.weight", expert_type(q.exp_gate_up, E), {E, F, X}, Init::normal, inv_sqrt(E)});
         t.push_back({p + "ffn_up_exps.weight", expert_type(q.exp_gate_up, E), {E, F, X}, Init::normal, inv_sqrt(E)});
         t.push_back({p + "ffn_down_exps.weight", expert_type(q.exp_down, F), {F, E, X}, Init::normal, inv_sqrt(F)});
@@ -405,14 +359,19 @@ void build_header(gguf::GgufWriter &w, const GeneratorConfig &c, const std::vect
     w.add_u32("general.file_type", quant_mix(c.quant).file_type);
     w.add_u32("general.quantization_version", 2);
     w.add_u32(a + "block_count", static_cast<uint32_t>(c.n_layer));
-    w.add_u32(a + "context_length", is_gpt_oss(c) ? 131072 : 32768);
+    w.add_u32(a + "context_length", is_gpt_oss(c) ? 131072 : is_deepseek2(c) ? 163840 : 32768);
     w.add_u32(a + "embedding_length", static_cast<uint32_t>(c.n_embd));
-    if (!is_gpt_oss(c)) w.add_u32(a + "feed_forward_length", static_cast<uint32_t>(c.n_ff_expert * 8));
+    if (!is_gpt_oss(c) && !is_deepseek2(c))
+        w.add_u32(a + "feed_forward_length", static_cast<uint32_t>(c.n_ff_expert * 8));
     w.add_u32(a + "attention.head_count", static_cast<uint32_t>(c.n_head));
     w.add_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.n_head_kv));
-    w.add_u32(a + "attention.key_length", static_cast<uint32_t>(c.head_dim));
-    w.add_u32(a + "attention.value_length", static_cast<uint32_t>(c.head_dim));
-    if (is_gpt_oss(c)) {
+    if (!is_deepseek2(c)) {
+        w.add_u32(a + "attention.key_length", static_cast<uint32_t>(c.head_dim));
+        w.add_u32(a + "attention.value_length", static_cast<uint32_t>(c.head_dim));
+    }
+    if (is_deepseek2(c)) {
+        gen::deepseek2_header(w, c);
+    } else if (is_gpt_oss(c)) {
         w.add_f32(a + "rope.freq_base", 150000.0f);
         w.add_string(a + "rope.scaling.type", "yarn");
         w.add_f32(a + "rope.scaling.factor", 32.0f);
@@ -427,7 +386,7 @@ void build_header(gguf::GgufWriter &w, const GeneratorConfig &c, const std::vect
     w.add_u32(a + "expert_used_count", static_cast<uint32_t>(c.n_expert_used));
     w.add_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(c.n_ff_expert));
     w.add_u32(a + "vocab_size", static_cast<uint32_t>(c.n_vocab));  // = token_embd rows = tokens
-    add_tokenizer(w, c.n_vocab, is_gpt_oss(c) ? "gpt-4o" : "qwen2");
+    add_tokenizer(w, c.n_vocab, is_gpt_oss(c) ? "gpt-4o" : is_deepseek2(c) ? "deepseek-v3" : "qwen2");
     for (const TensorSpec &t : specs) w.add_tensor(t.name, t.type, t.ne);
 }
 
@@ -440,10 +399,15 @@ GeneratorConfig resolve_generator_config(const GeneratorConfig &r) {
     if (!p) fail(Status::invalid_argument, "generator: unknown preset '%s' (%s)", r.preset.c_str(), kPresetNames);
     GeneratorConfig c = r;
     if (c.arch.empty()) c.arch = p->arch ? p->arch : "qwen3moe";
-    if (c.arch != "qwen3moe" && c.arch != "gpt-oss")
-        fail(Status::unsupported, "generator: architecture '%s' not supported (qwen3moe, gpt-oss)", c.arch.c_str());
+    if (c.arch != "qwen3moe" && c.arch != "gpt-oss" && c.arch != "deepseek2")
+        fail(Status::unsupported, "generator: architecture '%s' not supported (qwen3moe, gpt-oss, deepseek2)",
+             c.arch.c_str());
     if (p->arch && c.arch != p->arch)
         fail(Status::invalid_argument, "generator: preset '%s' is a %s shape, not %s", p->name, p->arch, c.arch.c_str());
+    // Latent attention has sizes no generic preset gives.
+    if (is_deepseek2(c) && !p->arch)
+        fail(Status::invalid_argument, "generator: deepseek2 needs a deepseek2 preset (deepseek-v2-lite, deepseek2-tiny)");
+    if (is_deepseek2(c)) c.deepseek2 = *gen::deepseek2_preset(p->name);
     auto take = [](int32_t v, int32_t d) { return v ? v : d; };
     c.n_layer = take(r.n_layer, p->n_layer);
     c.n_embd = take(r.n_embd, p->n_embd);
@@ -475,6 +439,7 @@ GeneratorConfig resolve_generator_config(const GeneratorConfig &r) {
     for (int32_t v : {c.n_embd, c.n_ff_expert, c.n_head * c.head_dim})
         if (v % 32) fail(Status::invalid_argument, "generator: dimension %d is not a multiple of 32", v);
     if (c.n_vocab < 320) fail(Status::invalid_argument, "generator: n_vocab %d < 320 (byte tokens + specials)", c.n_vocab);
+    if (is_deepseek2(c)) gen::deepseek2_resolve(c);
     return c;
 }
 

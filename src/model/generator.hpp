@@ -11,13 +11,29 @@
 
 namespace moe {
 
+// deepseek2's sizes beyond the common shape fields, taken from its preset:
+// latent attention (query heads of head_dim = qk_nope + qk_rope), leading
+// dense layers, shared experts and the routing variant.
+struct Deepseek2Shape {
+    int32_t n_dense_lead = 0, n_ff_dense = 0, n_expert_shared = 0;
+    int32_t q_lora_rank = 0;  // 0: one attn_q projection (V2-Lite)
+    int32_t kv_lora_rank = 0, qk_rope = 0, v_head = 0;
+    int32_t n_group = 0, n_group_used = 0;  // group-limited choice when n_group > 1
+    bool sigmoid = false;                   // sigmoid gating with an exp_probs_b selection bias; else softmax
+    bool weights_norm = false;
+    float weights_scale = 1.0f;
+    float yarn_factor = 0.0f, yarn_mscale_all_dim = 0.0f;
+    int32_t yarn_orig_ctx = 0;
+};
+
 struct GeneratorConfig {
-    std::string arch;  // "qwen3moe" or "gpt-oss"; empty: the preset's (qwen3moe for generic presets)
+    std::string arch;  // "qwen3moe", "gpt-oss" or "deepseek2"; empty: the preset's (qwen3moe for generic presets)
     std::string preset = "small";
     std::string quant = "q4_k_m";
     int32_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
     int32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0, n_vocab = 0;
     uint64_t seed = 0;
+    Deepseek2Shape deepseek2;  // filled from the preset by resolve_generator_config
 };
 
 // The largest value of each shape field (moestream.h documents them).

@@ -232,3 +232,64 @@ def test_gpt_oss_preset_has_its_tensors_and_mxfp4_experts(cli_path, tmp_path):
     out = subprocess.run([str(cli_path), "generate", "--arch", "gpt-oss", "--preset", "qwen3-30b-a3b", "--size-only"],
                          capture_output=True, text=True)
     assert out.returncode != 0 and "qwen3moe" in out.stderr
+
+
+def test_deepseek2_preset_has_latent_attention_a_dense_lead_and_q4_k_m_experts(cli_path, tmp_path):
+    path = tmp_path / "ds.gguf"
+    generate(cli_path, path, "--preset", "deepseek2-tiny")
+    _, kv, tensors, _ = read_gguf(path)
+    assert kv["general.architecture"] == "deepseek2"
+    a = "deepseek2."
+    assert kv[a + "leading_dense_block_count"] == 1 and kv[a + "attention.head_count_kv"] == 1
+    assert kv[a + "expert_gating_func"] == 2 and kv[a + "expert_group_count"] > 1
+    assert kv[a + "attention.key_length"] == kv[a + "attention.kv_lora_rank"] + kv[a + "rope.dimension_count"]
+    assert kv[a + "rope.scaling.type"] == "yarn"
+    names = {t[0]: t for t in tensors}
+    last = kv[a + "block_count"] - 1
+    assert "blk.0.ffn_gate.weight" in names and "blk.0.ffn_gate_inp.weight" not in names
+    for n in ("attn_q_a.weight", "attn_q_b.weight", "attn_kv_a_mqa.weight", "attn_k_b.weight", "attn_v_b.weight",
+              "exp_probs_b.bias", "ffn_gate_shexp.weight", "ffn_down_shexp.weight"):
+        assert f"blk.{last}.{n}" in names, n
+    # as in Q4_K_M files: expert gate/up Q4_K, down Q6_K, router and selection bias F32
+    assert [names[f"blk.1.ffn_{g}_exps.weight"][2] for g in ("gate", "up", "down")] == [12, 12, 14]
+    assert names["blk.1.ffn_gate_inp.weight"][2] == 0 and names["blk.1.exp_probs_b.bias"][2] == 0
+    # one layer keeps its routed experts (no dense lead left)
+    one = tmp_path / "one.gguf"
+    generate(cli_path, one, "--preset", "deepseek2-tiny", "--layers", "1")
+    _, kv1, tensors1, _ = read_gguf(one)
+    assert kv1[a + "leading_dense_block_count"] == 0
+    assert "blk.0.ffn_gate_exps.weight" in {t[0] for t in tensors1}
+    # deepseek2 only with its own shapes
+    for args in (["--arch", "deepseek2", "--preset", "small"], ["--preset", "deepseek2-tiny", "--kv-heads", "2"],
+                 ["--preset", "deepseek2-tiny", "--experts", "6"]):
+        out = subprocess.run([str(cli_path), "generate", *args, "--size-only"], capture_output=True, text=True)
+        assert out.returncode != 0 and "deepseek2" in out.stderr, (args, out.stderr)
+
+
+def test_deepseek_v2_lite_size_is_that_of_a_q4_k_m_file(cli_path):
+    # DeepSeek-V2-Lite in Q4_K_M is ~10 GB (rows of 1408 fall back to 32-element types).
+    size = int(subprocess.run([str(cli_path), "generate", "--preset", "deepseek-v2-lite", "--size-only"],
+                              check=True, capture_output=True, text=True).stdout)
+    assert 8e9 < size < 13e9, size
+
+
+def test_generated_deepseek2_runs_and_matches_the_reference(cli_path, tmp_path):
+    import engine_check as ec
+    from reference.forward import Reference
+    path = tmp_path / "ds.gguf"
+    generate(cli_path, path, "--preset", "deepseek2-tiny", "--layers", "3", "--seed", "3")
+    r = subprocess.run([str(cli_path), "inspect", str(path)], capture_output=True, text=True)
+    assert r.returncode == 0 and "deepseek2" in r.stdout, r.stderr
+    r = subprocess.run([str(cli_path), "run", "-m", str(path), "--tokens", "1,2,3", "-n", "4"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr
+    tokens = [5, 77, 300, 12, 450, 9]
+    ref = Reference(path).run(tokens)
+    # Exact mode is within 1e-4 of the reference; a routing margin far above
+    # that keeps both on the same experts (random routers, so checked here).
+    margins = ref.margins[np.isfinite(ref.margins)]
+    assert margins.min() > 1e-3, margins.min()
+    first, eng = ec.Engine(str(cli_path)).positions(path, tokens, ref.logits.shape[1], exact=True, extra=("--all",),
+                                                    batch=1)
+    for i, row in enumerate(eng):
+        ec.compare_exact(ref.logits[first + i], row, f"deepseek2-tiny position {first + i}")

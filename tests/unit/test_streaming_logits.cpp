@@ -74,6 +74,7 @@ protected:
         return p;
     }
     std::vector<int32_t> tokens() const { return {1, 5, 9, 2, 7, 3, 3, 8, 11, 4, 6, 10, 12, 1, 2, 14}; }
+    void expect_same_logits_across_modes(const std::string &name, const std::string &generate_args);
 
     std::string dir_store_, model_store_;
     const std::string *dir_ = &dir_store_;
@@ -123,14 +124,12 @@ TEST_F(StreamingLogits, BitIdenticalAcrossModesBudgetsPoliciesAndPrefetch) {
     EXPECT_GT(runs, 50);
 }
 
-// gpt-oss's MXFP4 experts and resident bias tables stream like any other:
-// the same logits from the mapping, direct and pread reads, packed or not,
-// with a cache smaller than a layer's experts and with prefetching.
-TEST_F(StreamingLogits, GptOssBitIdenticalAcrossModesAndBudgets) {
-    const std::string model = *dir_ + "/gpt-oss.gguf";
-    ASSERT_EQ(test::run(cli() + " generate --preset gpt-oss-tiny --layers 3 --experts 8 --top-k 2 --seed 9 -o " +
-                        model + " > /dev/null 2>&1"),
-              0);
+// Generates a model with `generate_args` and checks that the mapping, direct
+// and pread reads, packed or not, with a cache smaller than a layer's experts
+// and with prefetching all give the same logits.
+void StreamingLogits::expect_same_logits_across_modes(const std::string &name, const std::string &generate_args) {
+    const std::string model = *dir_ + "/" + name + ".gguf";
+    ASSERT_EQ(test::run(cli() + " generate " + generate_args + " -o " + model + " > /dev/null 2>&1"), 0);
     ContextParams base = params();
     base.model_path = model;
     base.io_mode = MOESTREAM_IO_MMAP;
@@ -146,12 +145,24 @@ TEST_F(StreamingLogits, GptOssBitIdenticalAcrossModesAndBudgets) {
                     p.io_mode = mode;
                     p.prefetch = prefetch;
                     const LogitsRun r = run_model(p, tokens());
-                    ASSERT_TRUE(same_logits(r, ref)) << (use_packed ? "packed" : "gguf") << " mode " << mode
-                                                     << " slots " << slots << " prefetch " << prefetch;
+                    ASSERT_TRUE(same_logits(r, ref)) << name << (use_packed ? " packed" : " gguf") << " mode "
+                                                     << mode << " slots " << slots << " prefetch " << prefetch;
                     EXPECT_GT(r.stats.cache_misses, 0u);
                 }
         std::filesystem::remove(model + ".moepack");
     }
+}
+
+// gpt-oss's MXFP4 experts and resident bias tables stream like any other.
+TEST_F(StreamingLogits, GptOssBitIdenticalAcrossModesAndBudgets) {
+    expect_same_logits_across_modes("gpt-oss", "--preset gpt-oss-tiny --layers 3 --experts 8 --top-k 2 --seed 9");
+}
+
+// deepseek2's routed experts stream behind a dense lead layer while its
+// shared experts and latent attention stay resident; the sigmoid,
+// group-limited choice picks the same experts whatever the source.
+TEST_F(StreamingLogits, Deepseek2BitIdenticalAcrossModesAndBudgets) {
+    expect_same_logits_across_modes("deepseek2", "--preset deepseek2-tiny --seed 9");
 }
 
 TEST_F(StreamingLogits, MmapSourceReleasingExpertsMatchesDirectReads) {

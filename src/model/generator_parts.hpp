@@ -1,0 +1,61 @@
+// The generator's pieces shared by its per-architecture files: tensor specs,
+// quant mixes and the scales that keep random models numerically sane.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/ggml_types.hpp"
+#include "gguf/gguf_writer.hpp"
+#include "model/generator.hpp"
+
+namespace moe::gen {
+
+enum class Init { normal, ones, router };
+
+struct TensorSpec {
+    std::string name;
+    GgmlType type;
+    std::vector<int64_t> ne;
+    Init init;
+    float sigma;  // standard deviation of the weights
+};
+
+struct QuantMix {
+    GgmlType attn_qko, attn_v, exp_gate_up, exp_down, embd, output;
+    uint32_t file_type;
+};
+
+// K-quant `want` for rows of `row` elements, or llama-quantize's fallback.
+GgmlType fit(GgmlType want, int64_t row);
+
+// The tensor types of a --quant name; throws invalid_argument for others.
+QuantMix quant_mix(const std::string &quant);
+
+// Attention output projections are drawn 10x smaller than fan-in scaling.
+// Over a short context, random attention is close to an average of the
+// values of all positions: a component every token shares. At full scale it
+// piles up over the layers until it dominates the residual stream, and
+// consecutive tokens fed random ids then route to mostly the same experts
+// (overlap of top-8 of 128 rising from 7% at layer 0 to ~60% at layer 47).
+// At 0.1 the token-specific parts (embedding, expert outputs) dominate:
+// consecutive tokens overlap as independent uniform draws do (k/n_expert),
+// while each layer still changes the residual only a little, so layer L+1's
+// router on layer L's state predicts most of layer L+1's experts, as in
+// trained models. docs/performance.md has the measurements.
+constexpr float kAttnOutputScale = 0.1f;
+
+// Routers are F32 with logit std ~3 on normalised input, so top-k choices
+// have margins far above quantisation noise.
+constexpr float kRouterGain = 3.0f;
+
+// deepseek2 (generator_deepseek2.cpp): the shape extras of a deepseek2
+// preset (null for other presets), one layer's tensors and the header keys
+// that differ from the common ones.
+const Deepseek2Shape *deepseek2_preset(const std::string &preset);
+void deepseek2_resolve(GeneratorConfig &c);  // fits the extras to overridden shapes, validates
+void deepseek2_layer_specs(const GeneratorConfig &c, int32_t layer, std::vector<TensorSpec> &out);
+void deepseek2_header(gguf::GgufWriter &w, const GeneratorConfig &c);
+
+}  // namespace moe::gen
