@@ -6,12 +6,13 @@
 // mapped back through its slice of attn_v_b before the output projection.
 // The queries come from attn_q, or from attn_q_b over the RMS-normalised
 // q_lora latent attn_q_a produces. RoPE (NORMAL pairs) touches only the
-// rotary parts.
+// rotary parts. Both per-head maps run all heads in one pass (head_linear.hpp).
 #include <algorithm>
 
 #include "model/rms_norm.hpp"
 #include "model/rope.hpp"
 #include "runtime/forward_pass.hpp"
+#include "runtime/head_linear.hpp"
 
 namespace moe {
 
@@ -59,18 +60,20 @@ void ForwardPass::latent_attention_block(int32_t layer, int32_t n_tokens, int32_
         }
     }
     // Absorption: head h's latent query = its attn_k_b slice (kv_lora rows of nope) . q_nope.
-    for (int32_t h = 0; h < n_head; ++h)
-        linear_.run(lw.wk_b.rows_from(int64_t(h) * kv_lora, kv_lora), &q_full_[size_t(h) * size_t(q_head)], q_row,
-                    n_tokens, &q_[size_t(h) * size_t(dk)], size_t(q_dim_));
+    const HeadSlices absorb{.w = &lw.wk_b, .n_head = n_head, .rows = kv_lora, .x = q_full_.data(),
+                            .x_head = size_t(q_head), .x_token = q_row, .y = q_.data(), .y_head = size_t(dk),
+                            .y_token = size_t(q_dim_)};
+    multiply_heads(pool_, opt_.exact, absorb, n_tokens, mla_act_.data(), mla_act_.size());
     experts_.progress();
 
     attend(layer, n_tokens, n_past);
 
     experts_.progress();
     // Decompression: head h's value = its attn_v_b slice (v_head rows of kv_lora) . latent result.
-    for (int32_t h = 0; h < n_head; ++h)
-        linear_.run(lw.wv_b.rows_from(int64_t(h) * v_head, v_head), &attn_[size_t(h) * size_t(kv_lora)],
-                    size_t(o_dim_), n_tokens, &mla_out_[size_t(h) * size_t(v_head)], out_row);
+    const HeadSlices decompress{.w = &lw.wv_b, .n_head = n_head, .rows = v_head, .x = attn_.data(),
+                                .x_head = size_t(kv_lora), .x_token = size_t(o_dim_), .y = mla_out_.data(),
+                                .y_head = size_t(v_head), .y_token = out_row};
+    multiply_heads(pool_, opt_.exact, decompress, n_tokens, mla_act_.data(), mla_act_.size());
     linear_.run(lw.wo, mla_out_.data(), out_row, n_tokens, tmp_.data(), E);
     for (size_t i = 0, n = size_t(n_tokens) * E; i < n; ++i) x_[i] = tmp_[i] + x_[i];
 }

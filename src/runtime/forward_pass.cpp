@@ -7,6 +7,7 @@
 #include "common/monotonic_clock.hpp"
 #include "kernels/kernels.hpp"
 #include "model/rms_norm.hpp"
+#include "runtime/head_linear.hpp"
 
 namespace moe {
 namespace {
@@ -144,6 +145,11 @@ ForwardPass::ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &
         q_full_.assign(B * size_t(hp_.n_head) * size_t(hp_.head_dim_k_mla), 0.0f);
         q_latent_.assign(B * size_t(hp_.q_lora_rank), 0.0f);
         mla_out_.assign(B * size_t(hp_.n_head) * size_t(hp_.head_dim_v_mla), 0.0f);
+        size_t head_act = 0;
+        for (const LayerWeights &l : model.weights().layers)
+            for (const MatrixView *w : {&l.wk_b, &l.wv_b})
+                if (*w) head_act = std::max(head_act, head_act_bytes(*w, hp_.n_head, opt.max_batch, opt.exact));
+        mla_act_.assign(head_act, 0);
     }
     final_xn_.assign(E, 0.0f);
     // Each compute thread sizes its kernel scratch now, so that no step
@@ -164,7 +170,7 @@ size_t ForwardPass::scratch_bytes() const {
          {&topk_ids_, &unique_, &count_, &offset_, &entry_token_, &entry_slot_, &fill_, &la_ids_, &la_unique_})
         i += v->size();
     size_t b = act_.size() + la_mark_.size();
-    for (const std::vector<uint8_t> *v : {&xq_gate_, &xq_up_, &eq_gate_, &eq_up_, &hq_}) b += v->size();
+    for (const std::vector<uint8_t> *v : {&xq_gate_, &xq_up_, &eq_gate_, &eq_up_, &hq_, &mla_act_}) b += v->size();
     return f * sizeof(float) + i * sizeof(int32_t) + b;
 }
 

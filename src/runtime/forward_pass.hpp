@@ -121,6 +121,7 @@ private:
     // Latent attention: per-head queries before absorption (nope + rope),
     // the q_lora latent, and the decompressed per-head values.
     std::vector<float> q_full_, q_latent_, mla_out_;
+    std::vector<uint8_t> mla_act_;  // every head's converted input to attn_k_b or attn_v_b
     // Lookahead.
     std::vector<float> la_xn_, la_router_, la_w_;
     std::vector<int32_t> la_ids_, la_unique_;
