@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "common/regular_file.hpp"
 
 namespace moe::io {
 
@@ -24,8 +25,14 @@ uint64_t aligned_length_bound(uint64_t length, uint64_t alignment) {
 }
 
 ReadFile::ReadFile(const std::string &path, bool want_direct) : path_(path) {
-    buffered_fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (buffered_fd_ < 0) fail_errno(errno, "cannot open %s", path.c_str());
+    // A packed expert file or model shard: a named pipe is refused at once
+    // rather than opened in blocking mode, which would wait for a writer.
+    int err = 0;
+    buffered_fd_ = open_regular_fd(path, err);
+    if (buffered_fd_ < 0) {
+        if (err != 0) fail_errno(err, "cannot open %s", path.c_str());
+        fail(Status::io, "%s is not a regular file (a pipe, a device or a directory)", path.c_str());
+    }
     struct stat st {};
     if (::fstat(buffered_fd_, &st) != 0) {
         const int err = errno;
@@ -35,7 +42,19 @@ ReadFile::ReadFile(const std::string &path, bool want_direct) : path_(path) {
     size_ = static_cast<uint64_t>(st.st_size);
     if (!want_direct) return;
 #ifdef O_DIRECT
-    direct_fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    // O_NONBLOCK only for the open (the path may have been replaced by a pipe
+    // since); asynchronous reads would honour it, so it is cleared again.
+    direct_fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT | O_NONBLOCK);
+    if (direct_fd_ >= 0) {
+        struct stat dst {};
+        if (::fstat(direct_fd_, &dst) != 0 || !S_ISREG(dst.st_mode)) {
+            ::close(direct_fd_);
+            direct_fd_ = -1;
+            errno = EINVAL;
+        } else {
+            ::fcntl(direct_fd_, F_SETFL, ::fcntl(direct_fd_, F_GETFL) & ~O_NONBLOCK);
+        }
+    }
     if (direct_fd_ < 0)
         direct_refused_ = format("%s: O_DIRECT refused (%s); using buffered reads", path.c_str(), std::strerror(errno));
 #else

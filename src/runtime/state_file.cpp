@@ -12,6 +12,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/regular_file.hpp"
 #include "moestream.h"
 
 static_assert(std::endian::native == std::endian::little,
@@ -476,11 +477,11 @@ LoadedState parse_state(std::vector<uint8_t> image, const StateShape &expected, 
 }
 
 LoadedState read_state_file(const std::string &path, const StateShape &expected) {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) fail_errno(errno, "cannot open state file %s", path.c_str());
+    // Refuses a pipe (or device, or directory) at once: a blocking open of a
+    // named pipe would wait for a writer.
+    Fd fd(open_regular_fd_or_fail(path, "state file"));
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) fail_errno(errno, "cannot stat state file %s", path.c_str());
-    if (!S_ISREG(st.st_mode)) fail(Status::io, "state file %s is not a regular file", path.c_str());
     const uint64_t file_size = static_cast<uint64_t>(st.st_size);
     std::vector<uint8_t> image(static_cast<size_t>(std::min<uint64_t>(file_size, kHeaderSize)));
     image.resize(read_up_to(fd.get(), image.data(), image.size(), path));

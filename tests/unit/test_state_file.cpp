@@ -277,6 +277,25 @@ TEST(StateFile, HugeFilesAreRefusedFromTheirHeaderAlone) {
 
 // The bound on the payload keeps a real state of a longer context what it
 // was: a state mismatch naming n_ctx, not a malformed file.
+// open(2) of a named pipe for reading waits for a writer: loading a state
+// from one must fail at once instead of hanging the caller.
+TEST(StateFile, APipeIsRejectedWithoutWaiting) {
+    const std::string dir = moe::test::scratch_dir();
+    const std::string path = dir + "/pipe.state";
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    const Sample s;
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        alarm(5);
+        std::string msg;
+        const Status st = status_of([&] { read_state_file(path, s.shape); }, &msg);
+        _exit(st == Status::io && msg.find("not a regular file") != std::string::npos ? 0 : 1);
+    }
+    EXPECT_EQ(moe::test::wait_exit_code(pid), 0);
+    fs::remove_all(dir);
+}
+
 TEST(StateFile, StateOfALongerContextIsStillAMismatch) {
     const Sample longer(100, 1, 1024), ours(5, 1, 1024);
     const std::vector<uint8_t> image = longer.encode();

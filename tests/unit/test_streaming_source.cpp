@@ -899,6 +899,30 @@ TEST(PackedFile, FingerprintOrLayoutMismatchRejected) {
     std::filesystem::remove_all(dir);
 }
 
+// open(2) of a named pipe for reading waits for a writer: a packed_path (or
+// any file read through io::ReadFile) naming one must be refused at once.
+TEST(PackedFile, APipeIsRejectedWithoutWaiting) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 3, 5, 8);
+    const std::string path = dir + "/pipe.moepack";
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        alarm(5);
+        try {
+            PackedFile::open(path, f.fingerprint, f.layers);
+        } catch (const Error &e) {
+            _exit(e.status() == Status::io && std::string(e.what()).find("not a regular file") != std::string::npos
+                      ? 0
+                      : 1);
+        }
+        _exit(2);
+    }
+    EXPECT_EQ(moe::test::wait_exit_code(pid), 0);
+    std::filesystem::remove_all(dir);
+}
+
 // The packed file is renamed over its output path at the end: an output that
 // is the model itself (by its name or another link to it) would replace the
 // model with the packed file.
