@@ -37,13 +37,15 @@ uint64_t runtime_bytes_bound(const HParams &hp, int32_t n_ctx, int32_t max_batch
 }
 
 uint32_t plan_cache_slots(const CachePlanInput &in) {
-    if (in.slot_bytes == 0) fail(Status::invalid_argument, "expert slot size is zero");
     const uint64_t fixed = in.dense_bytes + in.runtime_bytes;
     if (fixed > in.budget)
         fail(Status::out_of_memory,
              "memory budget %s is too small: dense weights %s + KV cache and scratch %s = %s already exceed it",
              human_bytes(in.budget).c_str(), human_bytes(in.dense_bytes).c_str(), human_bytes(in.runtime_bytes).c_str(),
              human_bytes(fixed).c_str());
+    // A model without routed experts (every layer dense) needs no slot.
+    if (in.slot_bytes == 0 && in.min_slots == 0) return 0;
+    if (in.slot_bytes == 0) fail(Status::internal, "expert slot size is zero for %u experts a layer", in.min_slots);
     uint64_t slots = (in.budget - fixed) / in.slot_bytes;
     if (in.max_slots) slots = std::min<uint64_t>(slots, in.max_slots);
     if (slots < in.min_slots)

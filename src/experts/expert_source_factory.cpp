@@ -91,7 +91,8 @@ ExpertSourceChoice make_mmap_source(const Model &model, const IoModeRequest &req
     }
     // Give pages back when tasks stall on memory (MOESTREAM_MEMORY_PRESSURE=0: never).
     const char *react = std::getenv("MOESTREAM_MEMORY_PRESSURE");
-    if (!(react && std::strcmp(react, "0") == 0)) cfg.pressure = make_system_memory_pressure();
+    // (Nothing to release when no layer has routed experts.)
+    if (!(react && std::strcmp(react, "0") == 0) && req.expert_bytes > 0) cfg.pressure = make_system_memory_pressure();
     if (cfg.pressure) c.reason += format("; releases experts under memory pressure (%s)", cfg.pressure->name());
     auto src = std::make_unique<MmapExpertSource>(std::move(cfg));
     if (src->expert_share_bytes())
@@ -101,6 +102,20 @@ ExpertSourceChoice make_mmap_source(const Model &model, const IoModeRequest &req
     c.source = std::move(src);
     return c;
 }
+
+// The source of a model whose layers are all dense: no layer routes, so
+// nothing ever asks it for an expert.
+struct NoExpertSource final : ExpertSource {
+    void begin_layer(int32_t layer, std::span<const int32_t> experts) override {
+        if (!experts.empty()) fail(Status::internal, "layer %d asked for experts of a model without any", layer);
+    }
+    ReadyExpert next_ready() override { fail(Status::internal, "an expert was asked of a model without any"); }
+    void end_layer(int32_t) override {}
+    void prefetch(int32_t, std::span<const int32_t>, int32_t) override {}
+    void drain() override {}
+};
+
+constexpr const char *kNoRoutedExperts = "no layer has routed experts: nothing to stream, the whole model is dense weights";
 
 }  // namespace
 
@@ -123,7 +138,33 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     if (faults && choice.mode == MOESTREAM_IO_MMAP)
         fail(Status::invalid_argument, "%s='%s' injects faults into expert reads, but this context maps the model (%s); "
              "open with io_mode pread or direct", io::kFaultInjectEnv, faults->spec.c_str(), choice.reason.c_str());
-    if (choice.mode == MOESTREAM_IO_MMAP) return make_mmap_source(model, req, choice, stats);
+    const std::vector<ExpertLayerLayout> layouts = model.expert_layouts();
+    const bool no_experts =
+        std::none_of(layouts.begin(), layouts.end(), [](const ExpertLayerLayout &l) { return l.n_expert > 0; });
+    if (choice.mode == MOESTREAM_IO_MMAP) {
+        ExpertSourceChoice c = make_mmap_source(model, req, choice, stats);
+        if (no_experts) c.reason = std::string(kNoRoutedExperts) + "; " + c.reason;
+        return c;
+    }
+    if (no_experts) {
+        // direct or pread: the dense weights are copied in with reads of that
+        // kind (the context does it for a non-resident source), within the budget.
+        CachePlanInput plan;
+        plan.budget = choice.budget;
+        plan.dense_bytes = req.dense_bytes;
+        plan.runtime_bytes = req.overhead_bytes;
+        plan.slot_bytes = 0;
+        plan.min_slots = 0;
+        (void)plan_cache_slots(plan);  // fails when the dense weights and runtime exceed the budget
+        ExpertSourceChoice c;
+        c.io_mode = choice.mode;
+        c.reason = std::string(kNoRoutedExperts) + "; " + choice.reason;
+        if (faults) c.reason += format("; fault injection %s has no expert reads to hit", faults->spec.c_str());
+        c.cache_bytes = 0;
+        c.resident = false;
+        c.source = std::make_unique<NoExpertSource>();
+        return c;
+    }
 
     ExpertSourceChoice c;
     c.io_mode = choice.mode;

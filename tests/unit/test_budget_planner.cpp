@@ -48,4 +48,15 @@ TEST(BudgetPlanner, DenseAndRuntimeOverTheBudgetAreNamed) {
     }
 }
 
+// A model whose layers are all dense has no expert slot: no slot is planned,
+// but the dense weights and runtime must still fit.
+TEST(BudgetPlanner, NoRoutedExpertsPlansNoSlotWithinTheBudget) {
+    moe::CachePlanInput in = plan(1ull << 30);
+    in.slot_bytes = 0;
+    in.min_slots = 0;
+    EXPECT_EQ(moe::plan_cache_slots(in), 0u);
+    in.budget = 600ull << 20;
+    EXPECT_THROW(moe::plan_cache_slots(in), moe::Error);
+}
+
 }  // namespace
