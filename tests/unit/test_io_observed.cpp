@@ -2,8 +2,10 @@
 // read log), its use by StreamingExpertSource, and the replay of a log.
 #include <gtest/gtest.h>
 
-#include <filesystem>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <vector>
@@ -164,9 +166,17 @@ TEST(ReadReplay, FailedReadIsReportedAfterTheOthersLand) {
     const std::string path = write_file(dir + "/data.bin", 1 << 20, 10);
     const std::string not_a_file = dir + "/a-directory";
     std::filesystem::create_directory(not_a_file);
-    ReadFile file(path, false), bad(not_a_file, false);
+    // ReadFile refuses a directory at open; its descriptor's reads fail (EISDIR).
+    struct Fd {
+        int fd;
+        ~Fd() {
+            if (fd >= 0) ::close(fd);
+        }
+    } bad{::open(not_a_file.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+    ASSERT_GE(bad.fd, 0);
+    ReadFile file(path, false);
     ObservedBackend names(make_pread_backend(4), &fake_clock);
-    const uint32_t good = names.add_file(file.buffered_fd()), broken = names.add_file(bad.buffered_fd());
+    const uint32_t good = names.add_file(file.buffered_fd()), broken = names.add_file(bad.fd);
     names.name_file(good, path);
     names.name_file(broken, not_a_file);
     std::vector<LoggedRead> log{LoggedRead{0, 4096, broken}};
