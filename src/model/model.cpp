@@ -17,7 +17,7 @@ std::unique_ptr<Model> Model::bind(std::unique_ptr<gguf::GgufFile> file) {
 namespace {
 
 RopeParams rope_params_of(const HParams &hp, const VectorF32 &rope_freqs) {
-    RopeParams p{hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale, rope_freqs.empty() ? nullptr : rope_freqs.data()};
+    RopeParams p{hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale, data_or_null(rope_freqs)};
     if (hp.rope_yarn) rope_enable_yarn(p, hp.rope_n_ctx_orig, hp.yarn_log_multiplier_given);
     return p;
 }

@@ -36,6 +36,10 @@ struct MatrixView {
 // An f32 copy of a 1-D tensor; empty when the tensor is optional and absent.
 using VectorF32 = std::vector<float>;
 
+// The vector's values, or null for an absent optional tensor (kernels and
+// steps take a null bias or table as none).
+inline const float *data_or_null(const VectorF32 &v) { return v.empty() ? nullptr : v.data(); }
+
 // How Q and K are normalised before RoPE.
 enum class QkNorm : int32_t {
     none = 0,

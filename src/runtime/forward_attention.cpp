@@ -12,8 +12,6 @@
 namespace moe {
 namespace {
 
-const float *bias_or_null(const VectorF32 &b) { return b.empty() ? nullptr : b.data(); }
-
 void apply_qk_norm(QkNorm kind, const VectorF32 &w, float *v, int32_t n_heads, int32_t head_dim, float eps) {
     switch (kind) {
     case QkNorm::none: break;
@@ -37,16 +35,16 @@ void ForwardPass::attention_block(int32_t layer, int32_t n_tokens, int32_t n_pas
     // their types take the same activation format.
     linear_.prepare(lw.wq.type, lw.wq.cols, xn_.data(), E, n_tokens);
     if (linear_.prepared_for(lw.wk) && linear_.prepared_for(lw.wv)) {
-        const LinearOutput qkv[3] = {{&lw.wq, q_.data(), size_t(q_dim_), bias_or_null(lw.bq)},
-                                     {&lw.wk, k_.data(), size_t(k_dim_), bias_or_null(lw.bk)},
-                                     {&lw.wv, v_.data(), size_t(v_dim_), bias_or_null(lw.bv)}};
+        const LinearOutput qkv[3] = {{&lw.wq, q_.data(), size_t(q_dim_), data_or_null(lw.bq)},
+                                     {&lw.wk, k_.data(), size_t(k_dim_), data_or_null(lw.bk)},
+                                     {&lw.wv, v_.data(), size_t(v_dim_), data_or_null(lw.bv)}};
         linear_.multiply_group(qkv);
     } else {
-        linear_.multiply(lw.wq, q_.data(), size_t(q_dim_), bias_or_null(lw.bq));
+        linear_.multiply(lw.wq, q_.data(), size_t(q_dim_), data_or_null(lw.bq));
         if (!linear_.prepared_for(lw.wk)) linear_.prepare(lw.wk.type, lw.wk.cols, xn_.data(), E, n_tokens);
-        linear_.multiply(lw.wk, k_.data(), size_t(k_dim_), bias_or_null(lw.bk));
+        linear_.multiply(lw.wk, k_.data(), size_t(k_dim_), data_or_null(lw.bk));
         if (!linear_.prepared_for(lw.wv)) linear_.prepare(lw.wv.type, lw.wv.cols, xn_.data(), E, n_tokens);
-        linear_.multiply(lw.wv, v_.data(), size_t(v_dim_), bias_or_null(lw.bv));
+        linear_.multiply(lw.wv, v_.data(), size_t(v_dim_), data_or_null(lw.bv));
     }
     // Reads that landed during the projections make room for the next ones.
     experts_.progress();
@@ -65,7 +63,7 @@ void ForwardPass::attention_block(int32_t layer, int32_t n_tokens, int32_t n_pas
 
     attend(layer, n_tokens, n_past);
     experts_.progress();
-    linear_.run(lw.wo, attn_.data(), size_t(o_dim_), n_tokens, tmp_.data(), E, bias_or_null(lw.bo));
+    linear_.run(lw.wo, attn_.data(), size_t(o_dim_), n_tokens, tmp_.data(), E, data_or_null(lw.bo));
     for (size_t i = 0, n = size_t(n_tokens) * E; i < n; ++i) x_[i] = tmp_[i] + x_[i];
 }
 
@@ -85,7 +83,7 @@ void ForwardPass::attend(int32_t layer, int32_t n_tokens, int32_t n_past) {
         int32_t layer, n_past, group, chunks;
         bool swa;
         const float *sinks;
-    } job{this, layer, n_past, group, chunks, hp_.is_swa(layer), bias_or_null(model_.layer(layer).attn_sinks)};
+    } job{this, layer, n_past, group, chunks, hp_.is_swa(layer), data_or_null(model_.layer(layer).attn_sinks)};
     pool_.parallel_for(int64_t(n_tokens) * hp_.n_head_kv * chunks, [&job](int64_t task, int32_t worker) {
         ForwardPass &fp = *job.self;
         const int64_t per_token = int64_t(fp.hp_.n_head_kv) * job.chunks;

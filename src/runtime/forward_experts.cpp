@@ -101,7 +101,6 @@ void ForwardPass::compute_experts(const LayerWeights &lw, const ReadyExpert *gro
     const size_t h_row = kernels::act_row_bytes(lay.down.type, lay.down.cols, opt_.exact);
     for (int32_t g = 0; g < n_group; ++g) chunks_left_[size_t(g)].store(int32_t(chunks_a), std::memory_order_relaxed);
 
-    auto bias_or_null = [](const VectorF32 &b) { return b.empty() ? nullptr : b.data(); };
     struct Job {
         ForwardPass *self;
         const ExpertLayerLayout *lay;
@@ -112,8 +111,8 @@ void ForwardPass::compute_experts(const LayerWeights &lw, const ReadyExpert *gro
         int64_t n_ff, per_a, chunks_a, per_b, chunks_b;
         size_t E, K, h_row;
         bool multi, exact;
-    } job{this, &lay, group, xq_up, bias_or_null(lw.exp_gate_bias), bias_or_null(lw.exp_up_bias),
-          bias_or_null(lw.exp_down_bias), model_.traits().expert_act, n_ff, per_a, chunks_a, per_b, chunks_b, E, K,
+    } job{this, &lay, group, xq_up, data_or_null(lw.exp_gate_bias), data_or_null(lw.exp_up_bias),
+          data_or_null(lw.exp_down_bias), model_.traits().expert_act, n_ff, per_a, chunks_a, per_b, chunks_b, E, K,
           h_row, n_tokens > 1, opt_.exact};
 
     pool_.parallel_for(int64_t(n_group) * chunks_a, [&job](int64_t task, int32_t worker) {

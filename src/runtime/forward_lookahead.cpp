@@ -27,9 +27,9 @@ void ForwardPass::predict_and_prefetch(int32_t layer, int32_t n_tokens) {
         for (int32_t t = 0; t < n_tokens; ++t)
             rms_norm(&x_[size_t(t) * E], next.ffn_norm.data(), &la_xn_[size_t(t) * E], n_embd_, hp_.rms_eps);
         linear_.run(next.router, la_xn_.data(), E, n_tokens, la_router_.data(), NE,
-                    next.router_bias.empty() ? nullptr : next.router_bias.data());
+                    data_or_null(next.router_bias));
         std::fill(la_mark_.begin(), la_mark_.end(), uint8_t(0));
-        const float *selection_bias = next.selection_bias.empty() ? nullptr : next.selection_bias.data();
+        const float *selection_bias = data_or_null(next.selection_bias);
         for (int32_t t = 0; t < n_tokens; ++t)
             route_experts(model_.traits().gating, &la_router_[size_t(t) * NE], selection_bias, n_expert_, n_used_,
                           &la_ids_[size_t(t) * K], &la_w_[size_t(t) * K], router_scratch_);

@@ -44,8 +44,8 @@ private:
 void ForwardPass::route(const LayerWeights &lw, int32_t n_tokens) {
     const size_t NE = size_t(n_expert_), K = size_t(n_used_);
     linear_.run(lw.router, xn_.data(), size_t(n_embd_), n_tokens, router_.data(), NE,
-                lw.router_bias.empty() ? nullptr : lw.router_bias.data());
-    const float *selection_bias = lw.selection_bias.empty() ? nullptr : lw.selection_bias.data();
+                data_or_null(lw.router_bias));
+    const float *selection_bias = data_or_null(lw.selection_bias);
     for (int32_t t = 0; t < n_tokens; ++t)
         route_experts(model_.traits().gating, &router_[size_t(t) * NE], selection_bias, n_expert_, n_used_,
                       &topk_ids_[size_t(t) * K], &topk_w_[size_t(t) * K], router_scratch_);
