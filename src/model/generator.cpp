@@ -20,6 +20,7 @@ namespace {
 
 using gen::fit;
 using gen::Init;
+using gen::inv_sqrt;
 using gen::quant_mix;
 using gen::QuantMix;
 using gen::kAttnOutputScale;
@@ -245,7 +246,6 @@ std::vector<TensorSpec> tensor_specs(const GeneratorConfig &c) {
     const bool oss = is_gpt_oss(c);
     const int64_t E = c.n_embd, HQ = int64_t(c.n_head) * c.head_dim, HKV = int64_t(c.n_head_kv) * c.head_dim;
     const int64_t F = c.n_ff_expert, X = c.n_expert;
-    auto inv_sqrt = [](int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
     auto expert_type = [&](GgmlType mix_type, int64_t row) { return oss ? fit(GgmlType::MXFP4, row) : fit(mix_type, row); };
     auto bias = [](const std::string &name, std::vector<int64_t> ne, float sigma) {
         return TensorSpec{name, GgmlType::F32, std::move(ne), Init::normal, sigma};

@@ -32,8 +32,6 @@ constexpr Deepseek2Preset kPresets[] = {
 // hundredths: small against the routers' spread, so routing stays clear.
 constexpr float kSelectionBiasSigma = 0.01f;
 
-float inv_sqrt(int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); }
-
 }  // namespace
 
 const Deepseek2Shape *deepseek2_preset(const std::string &preset) {

@@ -2,6 +2,7 @@
 // quant mixes and the scales that keep random models numerically sane.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -49,6 +50,9 @@ constexpr float kAttnOutputScale = 0.1f;
 // Routers are F32 with logit std ~3 on normalised input, so top-k choices
 // have margins far above quantisation noise.
 constexpr float kRouterGain = 3.0f;
+
+// The normal-init scale of a matrix with n inputs (fan-in).
+inline float inv_sqrt(int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); }
 
 // deepseek2 (generator_deepseek2.cpp): the shape extras of a deepseek2
 // preset (null for other presets), one layer's tensors and the header keys
