@@ -53,11 +53,11 @@ uint32_t slots_override() {
     return uint32_t(n);
 }
 
-ExpertSourceChoice make_mmap_source(const Model &model, const IoModeRequest &req, const IoModeChoice &choice,
-                                    Stats &stats) {
+ExpertSourceChoice make_mmap_source(const Model &model, std::vector<ExpertLayerLayout> layouts,
+                                    const IoModeRequest &req, const IoModeChoice &choice, Stats &stats) {
     const gguf::GgufFile &file = model.file();
     MmapSourceConfig cfg;
-    cfg.layers = model.expert_layouts();
+    cfg.layers = std::move(layouts);
     for (const DenseRun &r : dense_runs(dense_tensors(file))) cfg.dense.push_back(MappedRange{r.mapped, r.length});
     cfg.stats = &stats;
     uint64_t max_expert_bytes = 0, max_layer_bytes = 0;
@@ -138,11 +138,11 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     if (faults && choice.mode == MOESTREAM_IO_MMAP)
         fail(Status::invalid_argument, "%s='%s' injects faults into expert reads, but this context maps the model (%s); "
              "open with io_mode pread or direct", io::kFaultInjectEnv, faults->spec.c_str(), choice.reason.c_str());
-    const std::vector<ExpertLayerLayout> layouts = model.expert_layouts();
+    std::vector<ExpertLayerLayout> layouts = model.expert_layouts();
     const bool no_experts =
         std::none_of(layouts.begin(), layouts.end(), [](const ExpertLayerLayout &l) { return l.n_expert > 0; });
     if (choice.mode == MOESTREAM_IO_MMAP) {
-        ExpertSourceChoice c = make_mmap_source(model, req, choice, stats);
+        ExpertSourceChoice c = make_mmap_source(model, std::move(layouts), req, choice, stats);
         if (no_experts) c.reason = std::string(kNoRoutedExperts) + "; " + c.reason;
         return c;
     }
@@ -171,7 +171,7 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     c.reason = choice.reason;
 
     StreamingSourceConfig cfg;
-    cfg.layers = model.expert_layouts();
+    cfg.layers = std::move(layouts);
     cfg.shard_paths = shard_paths_of(file);
     cfg.model_fingerprint = model_fingerprint_of(file);
     cfg.direct = choice.mode == MOESTREAM_IO_DIRECT;
@@ -184,14 +184,17 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
 
     // A packed file beside the model is used when it matches; a named one must.
     const std::string packed = params.packed_path.empty() ? default_packed_path(file.path()) : params.packed_path;
+    std::unique_ptr<PackedFile> pf;
     if (!params.packed_path.empty() || std::filesystem::exists(packed)) {
         try {
-            const PackedFile pf = PackedFile::open(packed, cfg.model_fingerprint, cfg.layers);
+            auto opened = std::make_unique<PackedFile>(PackedFile::open(packed, cfg.model_fingerprint, cfg.layers));
             // The fingerprint does not cover tensor data: a sample of experts
             // catches a model rewritten with other weights of the same shapes.
-            if (const std::string why = packed_sample_mismatch(pf, ModelExperts{cfg.layers, cfg.shard_paths}); !why.empty())
+            if (const std::string why = packed_sample_mismatch(*opened, ModelExperts{cfg.layers, cfg.shard_paths});
+                !why.empty())
                 fail(Status::bad_format, "%s", why.c_str());
             cfg.packed_path = packed;
+            pf = std::move(opened);
             c.reason += "; packed experts";
         } catch (const Error &e) {
             if (!params.packed_path.empty()) throw;
@@ -205,9 +208,6 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
         max_expert = std::max(max_expert, l.n_expert);
         total_experts += uint64_t(std::max(l.n_expert, 0));
     }
-    std::unique_ptr<PackedFile> pf;
-    if (!cfg.packed_path.empty())
-        pf = std::make_unique<PackedFile>(PackedFile::open(cfg.packed_path, cfg.model_fingerprint, cfg.layers));
     CachePlanInput plan;
     plan.budget = choice.budget;
     plan.dense_bytes = req.dense_bytes;
