@@ -157,13 +157,16 @@ inline void q3_k_scales(const uint8_t *b, int *s) {
         s[i] = (low4 | hi2 << 4) - 32;
     }
 }
-// IQ4 nibbles of 16 bytes -> 32 levels: low nibbles first, then high.
-inline void iq4_levels32(const uint8_t *qs, int8_t *v) {
+// 16 bytes of nibbles -> the 32 table values they index: low nibbles first,
+// then high (the element order of Q4_0, IQ4_NL and MXFP4 blocks).
+inline void nibble_lookup32(const int8_t (&table)[16], const uint8_t *qs, int8_t *v) {
     for (int j = 0; j < 16; ++j) {
-        v[j] = kIq4Levels[qs[j] & 0xF];
-        v[j + 16] = kIq4Levels[qs[j] >> 4];
+        v[j] = table[qs[j] & 0xF];
+        v[j + 16] = table[qs[j] >> 4];
     }
 }
+// IQ4 nibbles of 16 bytes -> 32 levels.
+inline void iq4_levels32(const uint8_t *qs, int8_t *v) { nibble_lookup32(kIq4Levels, qs, v); }
 inline void iq4_nl_ints(const uint8_t *b, int8_t *v) { iq4_levels32(b + iq4_nl::qs, v); }
 inline void iq4_xs_ints(const uint8_t *b, int8_t *v) {
     for (int ib = 0; ib < 8; ++ib) iq4_levels32(b + iq4_xs::qs + 16 * ib, v + 32 * ib);

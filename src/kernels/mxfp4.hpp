@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/blocks.hpp"
 #include "kernels/fp_convert.hpp"
 
 namespace moe::kernels::detail {
@@ -34,13 +35,7 @@ inline float e8m0_half(uint8_t e) { return f32_from_bits(e8m0_half_bits(e)); }
 inline float mxfp4_scale(const uint8_t *block) { return e8m0_half(block[mxfp4::e]); }
 
 // The 32 doubled values of one block, in element order.
-inline void mxfp4_ints(const uint8_t *b, int8_t *v) {
-    const uint8_t *qs = b + mxfp4::qs;
-    for (int j = 0; j < 16; ++j) {
-        v[j] = mxfp4::kValues[qs[j] & 0xF];
-        v[j + 16] = mxfp4::kValues[qs[j] >> 4];
-    }
-}
+inline void mxfp4_ints(const uint8_t *b, int8_t *v) { nibble_lookup32(mxfp4::kValues, b + mxfp4::qs, v); }
 
 }  // namespace
 }  // namespace moe::kernels::detail
