@@ -363,15 +363,7 @@ struct Q6K : KDecoder512<q6_k::bytes, false> {
     }
 
     MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        const uint8_t *q = act + q8_k::qs;
-        const __m512i zero = _mm512_setzero_si512();
-        const __m512i s0 = _mm512_dpbusd_epi32(zero, k.v[0], load512(q));
-        const __m512i s1 = _mm512_dpbusd_epi32(zero, k.v[1], load512(q + 64));
-        const __m512i s2 = _mm512_dpbusd_epi32(zero, k.v[2], load512(q + 128));
-        const __m512i s3 = _mm512_dpbusd_epi32(zero, k.v[3], load512(q + 192));
-        __m512i acc = _mm512_dpwssd_epi32(zero, _mm512_zextsi256_si512(load256(act + q8_k::bsums)), k.corr);
-        acc = _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(s0, s1), k.sc[0]);
-        return _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(s2, s3), k.sc[1]);
+        return corrected_group_sums512(k, act);
     }
 };
 

@@ -37,16 +37,6 @@ MOE_ALWAYS_INLINE void two_bit_fields512(const uint8_t *qs, __m512i *v) {
     }
 }
 
-// sum_g sc_g * <v_g, qa_g> (+ the correction vector acc) over the four registers.
-MOE_ALWAYS_INLINE __m512i group_sums512(const __m512i *v, const __m512i *sc, const uint8_t *act, __m512i acc) {
-    const uint8_t *q = act + q8_k::qs;
-    const __m512i zero = _mm512_setzero_si512();
-    __m512i s[4];
-    for (int r = 0; r < 4; ++r) s[r] = _mm512_dpbusd_epi32(zero, v[r], load512(q + 64 * r));
-    acc = _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(s[0], s[1]), sc[0]);
-    return _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(s[2], s[3]), sc[1]);
-}
-
 struct Q2K512 : KDecoder512<q2_k::bytes, true>, Q2KGroupMins {
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         Block k;
@@ -83,8 +73,7 @@ struct Q3K512 : KDecoder512<q3_k::bytes, false> {
         return k;
     }
     MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        const __m512i corr = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(load256(act + q8_k::bsums)), k.corr);
-        return group_sums512(k.v, k.sc, act, corr);
+        return corrected_group_sums512(k, act);
     }
 };
 
