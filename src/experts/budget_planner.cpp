@@ -36,13 +36,30 @@ uint64_t runtime_bytes_bound(const HParams &hp, int32_t n_ctx, int32_t max_batch
     return estimate_runtime_overhead(hp, n_ctx) + forward_scratch_bound(hp, std::min(max_batch, ctx), ctx, n_threads);
 }
 
-uint32_t plan_cache_slots(const CachePlanInput &in) {
-    const uint64_t fixed = in.dense_bytes + in.runtime_bytes;
-    if (fixed > in.budget)
+namespace {
+
+// Dense weights and runtime come first: a budget they already exceed cannot be
+// kept whatever happens to the experts. Returns what they take.
+uint64_t fixed_within_budget(uint64_t budget, uint64_t dense_bytes, uint64_t runtime_bytes) {
+    const uint64_t fixed = dense_bytes + runtime_bytes;
+    if (fixed > budget)
         fail(Status::out_of_memory,
              "memory budget %s is too small: dense weights %s + KV cache and scratch %s = %s already exceed it",
-             human_bytes(in.budget).c_str(), human_bytes(in.dense_bytes).c_str(), human_bytes(in.runtime_bytes).c_str(),
+             human_bytes(budget).c_str(), human_bytes(dense_bytes).c_str(), human_bytes(runtime_bytes).c_str(),
              human_bytes(fixed).c_str());
+    return fixed;
+}
+
+// The least whole MiB that holds fixed + need, rounded up so that the figure
+// given is enough (a rounded GiB figure can equal the budget).
+unsigned long long least_budget_mib(uint64_t fixed, uint64_t need) {
+    return (unsigned long long)((fixed + need + (1u << 20) - 1) >> 20);
+}
+
+}  // namespace
+
+uint32_t plan_cache_slots(const CachePlanInput &in) {
+    const uint64_t fixed = fixed_within_budget(in.budget, in.dense_bytes, in.runtime_bytes);
     // A model without routed experts (every layer dense) needs no slot.
     if (in.slot_bytes == 0 && in.min_slots == 0) return 0;
     if (in.slot_bytes == 0) fail(Status::internal, "expert slot size is zero for %u experts a layer", in.min_slots);
@@ -54,16 +71,20 @@ uint32_t plan_cache_slots(const CachePlanInput &in) {
              "but one layer may need %u; raise the budget to at least %lluMiB",
              human_bytes(in.budget).c_str(), human_bytes(in.budget - fixed).c_str(), human_bytes(in.dense_bytes).c_str(),
              human_bytes(in.runtime_bytes).c_str(), (unsigned long long)slots, human_bytes(in.slot_bytes).c_str(),
-             in.min_slots,
-             // Rounded up, so that the figure given is enough (a rounded GiB figure can equal the budget).
-             (unsigned long long)((fixed + uint64_t(in.min_slots) * in.slot_bytes + (1u << 20) - 1) >> 20));
+             in.min_slots, least_budget_mib(fixed, uint64_t(in.min_slots) * in.slot_bytes));
     return static_cast<uint32_t>(std::min<uint64_t>(slots, UINT32_MAX));
 }
 
 uint64_t plan_expert_share(const ExpertSharePlanInput &in) {
-    const uint64_t fixed = in.dense_bytes + in.runtime_bytes;
-    uint64_t share = in.budget > fixed ? in.budget - fixed : 0;
-    share = std::max(share, in.min_bytes);
+    const uint64_t fixed = fixed_within_budget(in.budget, in.dense_bytes, in.runtime_bytes);
+    const uint64_t share = in.budget - fixed;
+    const uint64_t need = std::min(in.min_bytes, in.expert_bytes);
+    if (share < need)
+        fail(Status::out_of_memory,
+             "memory budget %s leaves %s for experts after dense %s and runtime %s, but one layer's experts (%s) "
+             "may be mapped at once; raise the budget to at least %lluMiB",
+             human_bytes(in.budget).c_str(), human_bytes(share).c_str(), human_bytes(in.dense_bytes).c_str(),
+             human_bytes(in.runtime_bytes).c_str(), human_bytes(need).c_str(), least_budget_mib(fixed, need));
     return std::min(share, in.expert_bytes);
 }
 

@@ -45,10 +45,11 @@ struct ExpertSharePlanInput {
 };
 
 // Bytes of routed experts the mmap source keeps advised at once: what the
-// budget leaves after dense weights and runtime, at least min_bytes (a layer's
-// experts must be mapped while it computes, so a budget below that is
-// exceeded rather than refused: the mapping still works, only slower) and at
-// most expert_bytes (the whole model fits: nothing is ever released).
+// budget leaves after dense weights and runtime, at most expert_bytes (the
+// whole model fits: nothing is ever released). Throws moe::Error(out_of_memory)
+// as plan_cache_slots does when the dense weights and runtime exceed the
+// budget or what is left is less than min_bytes: a layer's experts must stay
+// mapped while it computes, so a smaller share could not keep the budget.
 uint64_t plan_expert_share(const ExpertSharePlanInput &in);
 
 }  // namespace moe

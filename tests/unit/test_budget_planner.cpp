@@ -59,4 +59,52 @@ TEST(BudgetPlanner, NoRoutedExpertsPlansNoSlotWithinTheBudget) {
     EXPECT_THROW(moe::plan_cache_slots(in), moe::Error);
 }
 
+moe::ExpertSharePlanInput share_plan(uint64_t budget) {
+    const moe::CachePlanInput slots = plan(budget);
+    moe::ExpertSharePlanInput in;
+    in.budget = budget;
+    in.dense_bytes = slots.dense_bytes;
+    in.runtime_bytes = slots.runtime_bytes;
+    in.min_bytes = uint64_t(slots.min_slots) * slots.slot_bytes;
+    in.expert_bytes = 48 * in.min_bytes;
+    return in;
+}
+
+// The mapped mode keeps the same promise: a budget that cannot hold one
+// layer's experts beside the dense weights and runtime is refused, naming the
+// least budget that is enough, instead of being exceeded.
+TEST(BudgetPlanner, MappedShareRefusesWhatTheBudgetCannotHold) {
+    std::string message;
+    try {
+        moe::plan_expert_share(share_plan(1ull << 30));
+        FAIL() << "1 GiB should not hold one layer's 128 experts";
+    } catch (const moe::Error &e) {
+        EXPECT_EQ(e.status(), moe::Status::out_of_memory);
+        message = e.what();
+    }
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(message, m, std::regex("at least ([0-9]+)MiB"))) << message;
+    const uint64_t enough = std::stoull(m[1].str()) << 20;
+    const moe::ExpertSharePlanInput in = share_plan(enough);
+    EXPECT_GE(moe::plan_expert_share(in), in.min_bytes);
+    EXPECT_THROW(moe::plan_expert_share(share_plan(enough - (1ull << 20))), moe::Error);
+    try {
+        moe::plan_expert_share(share_plan(600ull << 20));
+        FAIL() << "dense + runtime exceed 600 MiB";
+    } catch (const moe::Error &e) {
+        EXPECT_NE(std::string(e.what()).find("already exceed it"), std::string::npos) << e.what();
+    }
+}
+
+// What the budget leaves is the share, capped by the experts there are.
+TEST(BudgetPlanner, MappedShareIsWhatIsLeftUpToEveryExpert) {
+    moe::ExpertSharePlanInput in = share_plan(4ull << 30);
+    EXPECT_EQ(moe::plan_expert_share(in), in.budget - in.dense_bytes - in.runtime_bytes);
+    in.budget = 64ull << 30;
+    EXPECT_EQ(moe::plan_expert_share(in), in.expert_bytes);
+    in.expert_bytes = 0;  // no routed experts: nothing to share, nothing needed
+    in.min_bytes = 0;
+    EXPECT_EQ(moe::plan_expert_share(in), 0u);
+}
+
 }  // namespace
