@@ -146,6 +146,18 @@ MOESTREAM_API int moestream_step(moestream_context *ctx, const int32_t *tokens, 
     });
 }
 
+MOESTREAM_API int moestream_step_all_logits(moestream_context *ctx, const int32_t *tokens, int32_t n_tokens,
+                                            float *logits_out) {
+    return guarded("moestream_step_all_logits", [&] {
+        ContextUse use(ctx);
+        if (!logits_out) moe::fail(moe::Status::invalid_argument, "logits_out is NULL");
+        if (ctx->log.enabled(MOESTREAM_LOG_DEBUG))
+            ctx->log.write(MOESTREAM_LOG_DEBUG, "step: %d tokens at position %d, every token's logits", n_tokens,
+                           use->n_past());
+        use->step(tokens, n_tokens, logits_out, true);
+    });
+}
+
 MOESTREAM_API int moestream_reset(moestream_context *ctx) {
     return guarded("moestream_reset", [&] {
         ContextUse use(ctx);

@@ -58,12 +58,12 @@ extern "C" {
 #endif
 
 #define MOESTREAM_VERSION_MAJOR 0
-#define MOESTREAM_VERSION_MINOR 3
+#define MOESTREAM_VERSION_MINOR 4
 #define MOESTREAM_VERSION_PATCH 0
 /* MAJOR*10000 + MINOR*100 + PATCH */
 #define MOESTREAM_VERSION_NUMBER \
     (MOESTREAM_VERSION_MAJOR * 10000 + MOESTREAM_VERSION_MINOR * 100 + MOESTREAM_VERSION_PATCH)
-#define MOESTREAM_VERSION_STRING "0.3.0"
+#define MOESTREAM_VERSION_STRING "0.4.0"
 
 /* Runtime version of the loaded library, as MOESTREAM_VERSION_NUMBER. */
 MOESTREAM_API int moestream_version_number(void);
@@ -285,6 +285,13 @@ MOESTREAM_API const char *moestream_io_mode_reason(const moestream_context *ctx)
  * context is unchanged (no token of the failed call is kept). */
 MOESTREAM_API int moestream_step(moestream_context *ctx, const int32_t *tokens, int32_t n_tokens,
                                  float *logits_out);
+/* moestream_step that writes every token's logits: n_tokens * n_vocab floats,
+ * token i's at logits_out + i * n_vocab (bit for bit what stepping the tokens
+ * one at a time gives). Scoring a text this way (perplexity) reads the output
+ * matrix, and each routed expert, once per chunk of tokens instead of once per
+ * token. logits_out must not be NULL. Since 0.4. */
+MOESTREAM_API int moestream_step_all_logits(moestream_context *ctx, const int32_t *tokens, int32_t n_tokens,
+                                            float *logits_out);
 
 /* Forgets all tokens (the expert cache stays warm). */
 MOESTREAM_API int moestream_reset(moestream_context *ctx);

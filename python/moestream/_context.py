@@ -81,6 +81,23 @@ class Context(OwnedHandle):
         del keep
         return cv.finish_logits(out) if logits else None
 
+    def step_all_logits(self, tokens):
+        """Appends tokens and runs them; returns every token's logits.
+
+        A numpy float32 array of shape (len(tokens), n_vocab) (a list of rows
+        without numpy); row i is what stepping the tokens one at a time gives
+        after token i. Scoring text this way reads the weights once per chunk
+        of tokens instead of once per token. On error nothing of this call is
+        kept.
+        """
+        keep, ptr, n = cv.int32_buffer(tokens)
+        n_vocab = self.n_vocab
+        out, out_ptr = cv.new_logits_rows(n, n_vocab)
+        with self._claim() as handle:
+            self._lib.moestream_step_all_logits(handle, ptr, n, out_ptr)
+        del keep
+        return cv.finish_logits_rows(out, n_vocab)
+
     def reset(self):
         """Forgets all tokens; the expert cache stays warm."""
         with self._claim() as handle:

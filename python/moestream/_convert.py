@@ -131,5 +131,21 @@ def new_logits(n):
     return buf, ctypes.cast(buf, ctypes.POINTER(ctypes.c_float))
 
 
+def new_logits_rows(rows, n):
+    """(result, pointer) for rows output rows of n floats each, one after another."""
+    if np is not None:
+        arr = np.empty((rows, n), dtype=np.float32)
+        return arr, arr.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    buf = (ctypes.c_float * (rows * n))()
+    return buf, ctypes.cast(buf, ctypes.POINTER(ctypes.c_float))
+
+
 def finish_logits(result):
     return result if np is not None else list(result)
+
+
+def finish_logits_rows(result, n):
+    if np is not None:
+        return result
+    flat = list(result)
+    return [flat[i:i + n] for i in range(0, len(flat), n)]

@@ -156,6 +156,7 @@ FUNCTIONS = [
     ("moestream_n_past", _i32, [ContextPtr]),
     ("moestream_io_mode_reason", ctypes.c_char_p, [ContextPtr]),
     ("moestream_step", _STATUS, [ContextPtr, _P(_i32), _i32, _P(ctypes.c_float)]),
+    ("moestream_step_all_logits", _STATUS, [ContextPtr, _P(_i32), _i32, _P(ctypes.c_float)]),
     ("moestream_reset", _STATUS, [ContextPtr]),
     ("moestream_state_save", _STATUS, [ContextPtr, ctypes.c_char_p]),
     ("moestream_state_load", _STATUS, [ContextPtr, ctypes.c_char_p]),

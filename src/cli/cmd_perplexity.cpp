@@ -1,10 +1,13 @@
 // moestream perplexity: a text file tokenized with the model's tokenizer (-f)
 // or token ids from a file (--tokens), split into chunks of --ctx tokens; within
 // each chunk every token after the first is predicted from the ones before it
-// (one token per step) and scored.
+// and scored. The tokens are stepped kPiece at a time with every token's
+// logits (moestream_step_all_logits): the same logits as one token per step,
+// but the output matrix and each routed expert are read once per piece.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -15,6 +18,10 @@
 namespace cli {
 namespace {
 
+// Tokens per step: the library's chunk, so that the logits buffer stays
+// small (kPiece rows of n_vocab floats) and no chunk is split.
+constexpr size_t kPiece = 64;
+
 void print_help() {
     std::printf("usage: moestream perplexity -m MODEL (-f TEXT_FILE | --tokens FILE) [--ctx N] [model options]\n"
                 "  -f, --file FILE          text, tokenized with the model's tokenizer\n"
@@ -24,7 +31,7 @@ void print_help() {
 }
 
 // Natural-log probability the logits give `token`.
-double log_probability(const std::vector<float> &logits, int32_t token) {
+double log_probability(std::span<const float> logits, int32_t token) {
     double max = logits[0];
     for (float v : logits) max = std::max(max, double(v));
     double sum = 0.0;
@@ -88,29 +95,35 @@ int cmd_perplexity(const Args &args) {
         moestream_close(ctx);
         return 1;
     }
-    std::vector<float> logits(size_t(moestream_n_vocab(ctx)));
+    const size_t n_vocab = size_t(moestream_n_vocab(ctx));
+    std::vector<float> logits(kPiece * n_vocab);
     double nll = 0.0;
     size_t scored = 0;
     for (size_t start = 0; start + 1 < tokens.size(); start += n_ctx) {
         const size_t end = std::min(tokens.size(), start + n_ctx);
         moestream_reset(ctx);
-        for (size_t i = start; i + 1 < end; ++i) {
-            const int st = moestream_step(ctx, &tokens[i], 1, logits.data());
+        // The chunk's last token is only predicted, never stepped.
+        for (size_t piece = start; piece + 1 < end; piece += kPiece) {
+            const size_t n = std::min(kPiece, end - 1 - piece);
+            const int st = moestream_step_all_logits(ctx, &tokens[piece], int32_t(n), logits.data());
             if (st != MOESTREAM_OK) {
-                report_error("perplexity", "moestream_step", st);
+                report_error("perplexity", "moestream_step_all_logits", st);
                 moestream_close(ctx);
                 return 1;
             }
-            const double lp = log_probability(logits, tokens[i + 1]);
-            // NaN logits (non-finite weights) would turn the whole result into "nan" with status 0.
-            if (std::isnan(lp)) {
-                std::fprintf(stderr, "moestream perplexity: at token %zu, the logits hold NaN or +inf: the model's "
-                                     "weights hold non-finite values\n", i + 1);
-                moestream_close(ctx);
-                return 1;
+            for (size_t j = 0; j < n; ++j) {
+                const size_t i = piece + j;
+                const double lp = log_probability(std::span<const float>(&logits[j * n_vocab], n_vocab), tokens[i + 1]);
+                // NaN logits (non-finite weights) would turn the whole result into "nan" with status 0.
+                if (std::isnan(lp)) {
+                    std::fprintf(stderr, "moestream perplexity: at token %zu, the logits hold NaN or +inf: the model's "
+                                         "weights hold non-finite values\n", i + 1);
+                    moestream_close(ctx);
+                    return 1;
+                }
+                nll -= lp;
+                ++scored;
             }
-            nll -= lp;
-            ++scored;
         }
         if (scored) std::fprintf(stderr, "[%zu tokens] ppl %.4f\n", scored, std::exp(nll / double(scored)));
     }

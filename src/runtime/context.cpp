@@ -140,7 +140,7 @@ Context::~Context() {
     }
 }
 
-void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out) {
+void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out, bool every_token) {
     if (n_tokens <= 0) fail(Status::invalid_argument, "n_tokens is %d; at least one token is needed", n_tokens);
     if (!tokens) fail(Status::invalid_argument, "tokens is NULL");
     const int32_t n_vocab = model_->hparams().n_vocab;
@@ -163,7 +163,11 @@ void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out) {
         while (done < n_tokens) {
             const int32_t n = std::min(batch, n_tokens - done);
             const bool last = done + n == n_tokens;
-            forward_->run(tokens + done, n, n_past_ + done, last ? logits_out : nullptr);
+            if (every_token && logits_out)
+                forward_->run(tokens + done, n, n_past_ + done, logits_out + size_t(done) * size_t(n_vocab),
+                              ForwardPass::Logits::every);
+            else
+                forward_->run(tokens + done, n, n_past_ + done, last ? logits_out : nullptr);
             done += n;
         }
     } catch (...) {

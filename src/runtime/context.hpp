@@ -67,7 +67,9 @@ public:
 
     // Validates everything before touching state: n_tokens > 0, every token
     // < n_vocab, room for n_tokens in the context (context_full otherwise).
-    void step(const int32_t *tokens, int32_t n_tokens, float *logits_out);
+    // logits_out (may be null) gets the last token's n_vocab logits, or with
+    // every_token each token's, n_tokens * n_vocab floats.
+    void step(const int32_t *tokens, int32_t n_tokens, float *logits_out, bool every_token = false);
     void reset();
 
     // Tokens, positions and KV cache to / from a state file

@@ -151,7 +151,6 @@ ForwardPass::ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &
                 if (*w) head_act = std::max(head_act, head_act_bytes(*w, hp_.n_head, opt.max_batch, opt.exact));
         mla_act_.assign(head_act, 0);
     }
-    final_xn_.assign(E, 0.0f);
     // Each compute thread sizes its kernel scratch now, so that no step
     // allocates (a thread's first matrix call would otherwise).
     const size_t scratch = max_kernel_scratch(model, opt.max_batch, opt.exact);
@@ -163,7 +162,7 @@ size_t ForwardPass::scratch_bytes() const {
     for (const std::vector<float> *v :
          {&x_, &xn_, &q_, &k_, &v_, &attn_, &tmp_, &rope_cs_, &scores_, &router_, &topk_w_, &slot_out_, &moe_out_,
           &gate_, &up_, &hidden_, &down_, &sh_gate_, &sh_up_, &sh_hidden_, &sh_out_, &sh_g_, &la_xn_,
-          &la_router_, &la_w_, &final_xn_, &q_full_, &q_latent_, &mla_out_})
+          &la_router_, &la_w_, &q_full_, &q_latent_, &mla_out_})
         f += v->size();
     size_t i = 0;
     for (const std::vector<int32_t> *v :
@@ -174,7 +173,7 @@ size_t ForwardPass::scratch_bytes() const {
     return f * sizeof(float) + i * sizeof(int32_t) + b;
 }
 
-void ForwardPass::run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, float *logits) {
+void ForwardPass::run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, float *logits, Logits which) {
     if (n_tokens <= 0 || n_tokens > opt_.max_batch || n_past < 0 || n_past + n_tokens > opt_.n_ctx)
         fail(Status::internal, "forward pass: %d tokens at position %d do not fit (batch %d, n_ctx %d)", n_tokens,
              n_past, opt_.max_batch, opt_.n_ctx);
@@ -198,15 +197,18 @@ void ForwardPass::run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, f
         times_.attention_ns += t1 - t0;
         times_.moe_ns += t2 - t1 > waited ? t2 - t1 - waited : 0;
     }
-    if (logits) output_head(n_tokens - 1, logits);
+    if (logits && which == Logits::every) output_head(0, n_tokens, logits);
+    else if (logits) output_head(n_tokens - 1, 1, logits);
     traced_tokens_ += uint64_t(n_tokens);
 }
 
-void ForwardPass::output_head(int32_t last_token, float *logits) {
+void ForwardPass::output_head(int32_t first, int32_t count, float *logits) {
     const size_t E = size_t(n_embd_);
-    rms_norm(&x_[size_t(last_token) * E], model_.weights().output_norm.data(), final_xn_.data(), n_embd_,
-             hp_.rms_eps);
-    linear_.run(model_.weights().output, final_xn_.data(), E, 1, logits, size_t(hp_.n_vocab));
+    // xn_ is free once the last layer has run.
+    for (int32_t i = 0; i < count; ++i)
+        rms_norm(&x_[size_t(first + i) * E], model_.weights().output_norm.data(), &xn_[size_t(i) * E], n_embd_,
+                 hp_.rms_eps);
+    linear_.run(model_.weights().output, xn_.data(), E, count, logits, size_t(hp_.n_vocab));
 }
 
 }  // namespace moe

@@ -43,10 +43,13 @@ class ForwardPass {
 public:
     ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &pool, const ForwardOptions &opt);
 
+    // Which tokens of a chunk get logits.
+    enum class Logits { last, every };
     // Processes n_tokens (1..max_batch) tokens at positions n_past.. and, if
-    // logits is not null, writes the last token's n_vocab logits. Writes the
-    // KV cache at those positions only; the caller owns n_past.
-    void run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, float *logits);
+    // logits is not null, writes n_vocab logits: the last token's, or every
+    // token's one after another. Writes the KV cache at those positions only;
+    // the caller owns n_past.
+    void run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, float *logits, Logits which = Logits::last);
 
     const ForwardOptions &options() const { return opt_; }
     const KvCache &kv() const { return kv_; }
@@ -82,7 +85,9 @@ private:
     // down . (silu(gate . xn) * (up . xn)) of the normalised tokens into sh_out_.
     void swiglu_ffn(const MatrixView &gate, const MatrixView &up, const MatrixView &down, int32_t n_tokens);
     void predict_and_prefetch(int32_t layer, int32_t n_tokens);
-    void output_head(int32_t last_token, float *logits);
+    // Final norm and output matrix for tokens first .. first + count - 1 of the
+    // chunk, logits row after row: the matrix is read once for all of them.
+    void output_head(int32_t first, int32_t count, float *logits);
 
     const Model &model_;
     const HParams &hp_;
@@ -126,7 +131,6 @@ private:
     std::vector<float> la_xn_, la_router_, la_w_;
     std::vector<int32_t> la_ids_, la_unique_;
     std::vector<uint8_t> la_mark_;
-    std::vector<float> final_xn_;
     uint64_t expert_wait_ns_ = 0;
     ForwardTimes times_;
 };
