@@ -22,6 +22,7 @@ const char *kUsage =
     "                             [--warmup 0.5] [--json]\n"
     "       moestream trace record -m MODEL [--tokens N] [--prompt N] [--memory-budget SIZE] [--seed N]\n"
     "                              [--feed greedy|random] -o TRACE\n"
+    "       moestream trace record -m MODEL -f TEXT_FILE [--memory-budget SIZE] -o TRACE   (the text's routing)\n"
     "Trace format: docs/trace-format.md. Budgets in % are shares of all expert bytes.\n";
 
 int fail_api(const char *what) {

@@ -2,6 +2,9 @@
 // every token in every layer (moestream_params.routing_trace_path).
 // Decode steps take the argmax (--feed greedy, the default) or random
 // token ids (--feed random: routing as varied as the model makes it).
+// With -f TEXT_FILE the model reads that text instead (tokenized with its
+// tokenizer, a context's worth at a time): the routing real text gets, which
+// is what cache policies should be judged on.
 // The library writes the trace whole or not at all, but publishes it at
 // moestream_close also after a failed step; so it is given a temporary file
 // of the CLI's, renamed over -o only when the run succeeds (copied into it
@@ -11,9 +14,11 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cli_tokens.hpp"
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "moestream.h"
@@ -22,7 +27,7 @@ namespace cli {
 namespace {
 
 struct RecordOptions {
-    std::string model, out, feed = "greedy";
+    std::string model, out, feed = "greedy", text_file;
     int64_t n_tokens = 64, n_prompt = 16, seed = 1, threads = 0;
     uint64_t budget = 0;
 };
@@ -45,6 +50,29 @@ bool read_options(const ParsedArgs &a, RecordOptions &o) {
         return usage_error("trace record", "bad --memory-budget '" + *s + "'"), false;
     o.feed = a.get_or("--feed", "greedy");
     if (o.feed != "greedy" && o.feed != "random") return usage_error("trace record", "--feed takes greedy or random"), false;
+    if (auto f = a.get("-f")) {
+        for (const char *generated : {"--tokens", "--prompt", "--feed", "--seed"})
+            if (a.get(generated))
+                return usage_error("trace record", std::string("-f records the text's tokens: ") + generated +
+                                                       " is for generated tokens"),
+                       false;
+        o.text_file = *f;
+    }
+    return true;
+}
+
+// Steps the text's tokens, a context's worth per step (the context is reset
+// between them: the trace lists tokens, whatever context they ran in).
+bool record_text(moestream_context *ctx, const std::vector<int32_t> &tokens) {
+    const size_t n_ctx = size_t(moestream_n_ctx(ctx));
+    for (size_t start = 0; start < tokens.size(); start += n_ctx) {
+        const size_t n = std::min(n_ctx, tokens.size() - start);
+        moestream_reset(ctx);
+        if (moestream_step(ctx, &tokens[start], int32_t(n), nullptr) != MOESTREAM_OK) {
+            std::fprintf(stderr, "moestream trace record: %s\n", moestream_last_error());
+            return false;
+        }
+    }
     return true;
 }
 
@@ -81,14 +109,25 @@ bool record(moestream_context *ctx, const RecordOptions &o) {
 int trace_record(const Args &args) {
     ParsedArgs a;
     std::string error;
-    if (!parse_args(args, {"-m", "--tokens", "--prompt", "--memory-budget", "--seed", "--threads", "--feed", "-o"}, {}, a, error,
-                    {{"--model", "-m"}, {"-n", "--tokens"}, {"--output", "-o"}, {"--budget", "--memory-budget"}}))
+    if (!parse_args(args, {"-m", "--tokens", "--prompt", "--memory-budget", "--seed", "--threads", "--feed", "-o", "-f"},
+                    {}, a, error,
+                    {{"--model", "-m"}, {"-n", "--tokens"}, {"--output", "-o"}, {"--budget", "--memory-budget"},
+                     {"--file", "-f"}}))
         return usage_error("trace record", error);
     RecordOptions o;
     if (!a.get("-m") || !a.get("-o")) return usage_error("trace record", "-m MODEL and -o TRACE are required");
     o.model = *a.get("-m");
     o.out = *a.get("-o");
     if (!read_options(a, o)) return 2;
+    std::string text;
+    if (!o.text_file.empty()) {
+        try {
+            text = read_input_file(o.text_file);
+        } catch (const std::runtime_error &e) {
+            std::fprintf(stderr, "moestream trace record: %s\n", e.what());
+            return 1;
+        }
+    }
     if (const std::string why = output_conflict(o.out, {o.model, o.model + ".moepack"}); !why.empty()) {
         std::fprintf(stderr, "moestream trace record: %s\n", why.c_str());
         return 1;
@@ -113,7 +152,18 @@ int trace_record(const Args &args) {
     }
     // Closed before the temporary trace is removed, also when record() throws.
     std::unique_ptr<moestream_context, void (*)(moestream_context *)> ctx(raw, moestream_close);
-    const bool recorded = record(ctx.get(), o);
+    bool recorded = false;
+    if (o.text_file.empty()) {
+        recorded = record(ctx.get(), o);
+    } else {
+        std::vector<int32_t> tokens;
+        recorded = tokenize_text(ctx.get(), text, true, false, tokens, "trace record");
+        if (recorded && tokens.empty()) {
+            std::fprintf(stderr, "moestream trace record: %s holds no token\n", o.text_file.c_str());
+            recorded = false;
+        }
+        recorded = recorded && record_text(ctx.get(), tokens);
+    }
     ctx.reset();  // finishes the trace file
     if (!recorded) return 1;
     moestream_trace_info info;

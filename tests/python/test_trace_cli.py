@@ -128,6 +128,30 @@ def test_record_routing_of_a_generated_model(cli_path, tmp_path):
     assert all(r["hits"] <= next(b["hits"] for b in rep["runs"] if b["policy"] == "belady") for r in rep["runs"])
 
 
+def test_record_the_routing_of_a_text(cli_path, lib, tmp_path):
+    """-f feeds the text's tokens: the trace is the one a context writes when
+    exactly those tokens are stepped through it."""
+    from capi_support import opened, step
+    model, trace, text = tmp_path / "m.gguf", tmp_path / "text.trace", tmp_path / "t.txt"
+    subprocess.run([str(cli_path), "generate", "--preset", "tiny", "-o", str(model)], check=True, capture_output=True)
+    text.write_text("The quick brown fox jumps over the lazy dog. " * 6)
+    out = run(cli_path, "trace", "record", "-m", model, "-f", text, "-o", trace)
+    ids = [int(t) for t in run(cli_path, "tokenize", "-m", model, "-f", text).split()]
+    assert f"wrote {trace}: {len(ids)} tokens" in out
+    expected = tmp_path / "expected.trace"
+    with opened(lib, model, n_ctx=0, routing_trace_path=str(expected).encode()) as handle:
+        assert step(lib, handle, ids) == 0, lib.last_error()
+    assert trace.read_bytes() == expected.read_bytes()
+    # Generated-token options do not mix with a text; a missing text writes nothing.
+    bad = subprocess.run([str(cli_path), "trace", "record", "-m", str(model), "-f", str(text), "--tokens", "4",
+                          "-o", str(tmp_path / "x.trace")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--tokens" in bad.stderr
+    missing = subprocess.run([str(cli_path), "trace", "record", "-m", str(model), "-f", str(tmp_path / "nope.txt"),
+                              "-o", str(tmp_path / "y.trace")], capture_output=True, text=True)
+    assert missing.returncode == 1 and "nope.txt" in missing.stderr
+    assert not (tmp_path / "x.trace").exists() and not (tmp_path / "y.trace").exists()
+
+
 def test_generated_model_routes_consecutive_tokens_like_independent_draws(cli_path, tmp_path):
     # Random-fed tokens of a generated model must not share experts more than
     # independent uniform draws do (k / n_expert = 4 / 16), also deep in the
