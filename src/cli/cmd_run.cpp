@@ -1,12 +1,19 @@
-// moestream run: greedy generation from a text prompt (-p, tokenized with the
+// moestream run: generation from a text prompt (-p, tokenized with the
 // model's tokenizer; prints the generated text and stops at end of sequence)
 // or from token ids (--tokens; prints the generated ids), then the prompt /
-// generation speed.
+// generation speed. Greedy unless a sampling option is given (then the
+// library's seeded sampler, its defaults for the options not given).
+// --load-state continues a saved session (the prompt is appended to it);
+// --save-state writes the session at the end, every generated token stepped,
+// with the sampler's generator when sampling, so that a later run continues
+// exactly where this one stopped.
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
@@ -18,10 +25,21 @@ namespace cli {
 namespace {
 
 void print_help() {
-    std::printf("usage: moestream run -m MODEL (-p TEXT | --tokens 1,2,3) [-n 32] [model options]\n"
+    std::printf("usage: moestream run -m MODEL (-p TEXT | --tokens 1,2,3) [-n 32] [sampling] [state] [model options]\n"
                 "  -p, --prompt TEXT        prompt text; prints the generated text, stops at end of sequence\n"
                 "  --tokens LIST            prompt token ids instead; prints the generated ids\n"
-                "  -n, --n-predict N        tokens to generate (default 32)\n%s",
+                "  -n, --n-predict N        tokens to generate (default 32)\n"
+                "sampling (greedy when none is given; the others then take the library's defaults):\n"
+                "  --temp T                 temperature (0 = greedy; default 0.8)\n"
+                "  --top-k K                keep the K most likely tokens (0 = off; default 40)\n"
+                "  --top-p P                keep the most likely tokens up to probability P (1 = off; default 0.95)\n"
+                "  --min-p P                drop tokens below P x the most likely one (0 = off; default 0.05)\n"
+                "  --seed N                 the sampler's seed (default 0): the same seed gives the same text\n"
+                "state:\n"
+                "  --load-state FILE        continue the session saved in FILE (the prompt is appended to it); a\n"
+                "                           sampling run continues the saved sampler when FILE has one\n"
+                "  --save-state FILE        save the session (prompt and generated tokens, the sampler when\n"
+                "                           sampling) to FILE at the end\n%s",
                 kModelOptionsHelp);
 }
 
@@ -29,14 +47,86 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+struct RunOptions {
+    std::vector<int32_t> prompt;
+    std::string prompt_text, load_state, save_state;
+    bool text_mode = false;
+    int64_t n_gen = 32;
+    bool sampling = false;  // any sampling option given
+    moestream_sampler_params sampler{};
+};
+
+double real_option(const std::string &s, const char *option) {
+    double v = 0;
+    if (!parse_double(s, v)) throw std::runtime_error(std::string("bad ") + option + " '" + s + "' (a number)");
+    return v;
+}
+
+// Reads one sampling option at args[i]; false when args[i] is not one.
+bool parse_sampling_option(const Args &args, size_t &i, RunOptions &o) {
+    const std::string &a = args[i];
+    moestream_sampler_params &p = o.sampler;
+    if (a == "--temp" || a == "--temperature") p.temperature = float(real_option(option_value(args, i), "--temp"));
+    else if (a == "--top-k") p.top_k = int32_t(int_option(option_value(args, i), "--top-k", 0, std::numeric_limits<int32_t>::max()));
+    else if (a == "--top-p") p.top_p = float(real_option(option_value(args, i), "--top-p"));
+    else if (a == "--min-p") p.min_p = float(real_option(option_value(args, i), "--min-p"));
+    else if (a == "--seed") p.seed = uint64_t(int_option(option_value(args, i), "--seed", 0, std::numeric_limits<int64_t>::max()));
+    else return false;
+    o.sampling = true;
+    return true;
+}
+
+using SamplerPtr = std::unique_ptr<moestream_sampler, void (*)(moestream_sampler *)>;
+
+// Picks the next token: the argmax, or a draw of the sampler. -1 after
+// printing why nothing could be picked.
+int32_t pick_token(moestream_sampler *sampler, const std::vector<float> &logits) {
+    if (!sampler) {
+        const int32_t t = greedy_token(logits);
+        if (t < 0) std::fprintf(stderr, "moestream run: %s\n", kNoGreedyToken);
+        return t;
+    }
+    int32_t t = -1;
+    if (const int st = moestream_sample(sampler, logits.data(), int32_t(logits.size()), &t); st != MOESTREAM_OK) {
+        report_error("run", "moestream_sample", st);
+        return -1;
+    }
+    return t;
+}
+
+// Restores the saved session. A sampling run takes the file's sampler too when
+// it has one: a file saved without one fails the joint load with
+// state_mismatch, and then loading the context alone tells a missing sampler
+// section (it loads) from a file of another model (it fails again).
+bool load_session(moestream_context *ctx, moestream_sampler *sampler, const std::string &path) {
+    if (sampler) {
+        const int st = moestream_state_load_with_sampler(ctx, sampler, path.c_str());
+        if (st == MOESTREAM_OK) {
+            moestream_sampler_params p;
+            moestream_sampler_params_init(&p);
+            moestream_sampler_params_get(sampler, &p);
+            std::fprintf(stderr, "moestream run: continuing the saved sampler (temp %g, top-k %d, top-p %g, min-p %g)\n",
+                         double(p.temperature), p.top_k, double(p.top_p), double(p.min_p));
+            return true;
+        }
+        if (st != MOESTREAM_ERR_STATE_MISMATCH) {
+            report_error("run", "moestream_state_load_with_sampler", st);
+            return false;
+        }
+    }
+    if (const int st = moestream_state_load(ctx, path.c_str()); st != MOESTREAM_OK) {
+        report_error("run", "moestream_state_load", st);
+        return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 int cmd_run(const Args &args) {
     ModelOptions opt;
-    std::vector<int32_t> prompt;
-    std::string prompt_text;
-    bool text_mode = false;
-    int64_t n_gen = 32;
+    RunOptions o;
+    moestream_sampler_params_init(&o.sampler);
     try {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string &a = args[i];
@@ -44,76 +134,79 @@ int cmd_run(const Args &args) {
                 print_help();
                 return 0;
             }
-            if (parse_model_option(args, i, opt)) continue;
-            if (a == "--tokens") prompt = parse_token_list(option_value(args, i));
-            else if (a == "-p" || a == "--prompt") prompt_text = option_value(args, i), text_mode = true;
-            else if (a == "-n" || a == "--n-predict") n_gen = int_option(option_value(args, i), a.c_str(), 0, std::numeric_limits<int32_t>::max());
+            if (parse_model_option(args, i, opt) || parse_sampling_option(args, i, o)) continue;
+            if (a == "--tokens") o.prompt = parse_token_list(option_value(args, i));
+            else if (a == "-p" || a == "--prompt") o.prompt_text = option_value(args, i), o.text_mode = true;
+            else if (a == "-n" || a == "--n-predict") o.n_gen = int_option(option_value(args, i), a.c_str(), 0, std::numeric_limits<int32_t>::max());
+            else if (a == "--load-state") o.load_state = option_value(args, i);
+            else if (a == "--save-state") o.save_state = option_value(args, i);
             else throw std::runtime_error("unknown option '" + a + "'");
         }
-        if (opt.model_path.empty() || prompt.empty() == !text_mode)
+        if (opt.model_path.empty() || o.prompt.empty() == !o.text_mode)
             throw std::runtime_error("-m and one of -p / --tokens are required");
     } catch (const std::exception &e) {
         return usage_error("run", e.what());
     }
-    moestream_context *ctx = open_model(opt, "run");
+    SamplerPtr sampler(nullptr, moestream_sampler_free);
+    if (o.sampling) {
+        moestream_sampler *raw = nullptr;
+        if (moestream_sampler_new(&o.sampler, &raw) != MOESTREAM_OK) return usage_error("run", moestream_last_error());
+        sampler.reset(raw);
+    }
+    std::unique_ptr<moestream_context, void (*)(moestream_context *)> owned(open_model(opt, "run"), moestream_close);
+    moestream_context *ctx = owned.get();
     if (!ctx) return 1;
-    if (text_mode && !tokenize_text(ctx, prompt_text, true, true, prompt, "run")) {
-        moestream_close(ctx);
-        return 1;
-    }
-    if (prompt.empty()) {
+    if (!o.load_state.empty() && !load_session(ctx, sampler.get(), o.load_state)) return 1;
+    // A continued session has its beginning-of-sequence token already.
+    const bool continuing = moestream_n_past(ctx) > 0;
+    if (o.text_mode && !tokenize_text(ctx, o.prompt_text, !continuing, true, o.prompt, "run")) return 1;
+    if (o.prompt.empty()) {
         std::fprintf(stderr, "moestream run: the prompt has no tokens\n");
-        moestream_close(ctx);
         return 1;
     }
-    const int32_t eos = text_mode ? moestream_token_eos(ctx) : -1;
+    const int32_t eos = o.text_mode ? moestream_token_eos(ctx) : -1;
     std::string piece;
     std::vector<float> logits(size_t(moestream_n_vocab(ctx)));
     auto t0 = std::chrono::steady_clock::now();
-    int st = moestream_step(ctx, prompt.data(), int32_t(prompt.size()), logits.data());
+    int st = moestream_step(ctx, o.prompt.data(), int32_t(o.prompt.size()), logits.data());
     if (st != MOESTREAM_OK) {
         report_error("run", "moestream_step", st);
-        moestream_close(ctx);
         return 1;
     }
     const double prompt_s = seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
     int64_t generated = 0;
-    for (; generated < n_gen; ++generated) {
-        int32_t next = greedy_token(logits);
+    int32_t unstepped = -1;  // the last token printed, when the loop ended before stepping it
+    for (; generated < o.n_gen; ++generated) {
+        const int32_t next = pick_token(sampler.get(), logits);
         if (next < 0) {
             std::printf("\n");
-            std::fprintf(stderr, "moestream run: after %lld generated tokens, %s\n", (long long)generated, kNoGreedyToken);
-            moestream_close(ctx);
+            std::fprintf(stderr, "moestream run: stopped after %lld generated tokens\n", (long long)generated);
             return 1;
         }
-        if (text_mode) {
+        if (o.text_mode) {
             if (next == eos) break;
-            if (!token_piece(ctx, next, piece, "run")) {
-                moestream_close(ctx);
-                return 1;
-            }
+            if (!token_piece(ctx, next, piece, "run")) return 1;
             std::fwrite(piece.data(), 1, piece.size(), stdout);
         } else {
-            std::printf("%d%s", next, generated + 1 < n_gen ? " " : "");
+            std::printf("%d%s", next, generated + 1 < o.n_gen ? " " : "");
         }
         // Output that cannot be written (a reader gone while SIGPIPE is
         // ignored, a full disk) ends the run: the tokens to come would reach no one.
         if (std::fflush(stdout) != 0) {
             std::fprintf(stderr, "moestream run: cannot write output: %s\n", std::strerror(errno));
             std::clearerr(stdout);  // reported, with its cause: main's final check need not repeat it
-            moestream_close(ctx);
             return 1;
         }
-        if (generated + 1 == n_gen) {
+        if (generated + 1 == o.n_gen) {
             ++generated;
+            unstepped = next;
             break;
         }
         st = moestream_step(ctx, &next, 1, logits.data());
         if (st != MOESTREAM_OK) {
             std::printf("\n");
             report_error("run", "moestream_step", st);
-            moestream_close(ctx);
             return 1;
         }
     }
@@ -121,10 +214,20 @@ int cmd_run(const Args &args) {
     std::printf("\n");
     std::fflush(stdout);
     std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.2f tok/s); generated %lld tokens in %.3f s (%.2f tok/s)\n",
-                 prompt.size(), prompt_s, prompt_s > 0 ? double(prompt.size()) / prompt_s : 0.0,
+                 o.prompt.size(), prompt_s, prompt_s > 0 ? double(o.prompt.size()) / prompt_s : 0.0,
                  static_cast<long long>(generated), gen_s,
                  gen_s > 0 && generated > 1 ? double(generated - 1) / gen_s : 0.0);
-    moestream_close(ctx);
+    if (!o.save_state.empty()) {
+        // The session holds every token printed, so the last one is stepped first.
+        if (unstepped >= 0 && (st = moestream_step(ctx, &unstepped, 1, nullptr)) != MOESTREAM_OK) {
+            report_error("run", "moestream_step", st);
+            return 1;
+        }
+        if ((st = moestream_state_save_with_sampler(ctx, sampler.get(), o.save_state.c_str())) != MOESTREAM_OK) {
+            report_error("run", "moestream_state_save_with_sampler", st);
+            return 1;
+        }
+    }
     return 0;
 }
 

@@ -1,0 +1,90 @@
+"""moestream run: sampling options and saved sessions, checked against the
+library through the Python binding (same sampler, same state files)."""
+import subprocess
+
+import pytest
+
+PROMPT = [5, 9, 3, 200]
+
+
+def cli(cli_path, *args):
+    return subprocess.run([str(cli_path), *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def ids(r):
+    assert r.returncode == 0, r.stderr
+    return [int(t) for t in r.stdout.split()]
+
+
+@pytest.fixture(scope="module")
+def model(cli_path, tmp_path_factory):
+    path = tmp_path_factory.mktemp("run") / "tiny.gguf"
+    subprocess.run([str(cli_path), "generate", "--preset", "tiny", "-o", str(path)], check=True, capture_output=True)
+    return path
+
+
+def binding_generation(binding, model, prompt, n, sampler=None, state=None):
+    """What the library gives: step the prompt, then pick and step n tokens."""
+    with binding.Context(model, n_threads=1, profile_path="") as ctx:
+        if state:
+            ctx.load_state(state, sampler)
+        logits = ctx.step(prompt)
+        out = []
+        for _ in range(n):
+            token = sampler.sample(logits) if sampler else int(logits.argmax())
+            out.append(token)
+            logits = ctx.step([token])
+        return out
+
+
+def test_sampling_options_draw_what_the_library_sampler_draws(cli_path, binding, model):
+    tokens = ",".join(map(str, PROMPT))
+    sampled = ids(cli(cli_path, "run", "-m", model, "--tokens", tokens, "-n", 10, "--temp", 1.5, "--seed", 7))
+    sampler = binding.Sampler(temperature=1.5, seed=7)  # the other options at the library's defaults
+    assert sampled == binding_generation(binding, model, PROMPT, 10, sampler)
+    assert sampled == ids(cli(cli_path, "run", "-m", model, "--tokens", tokens, "-n", 10, "--temp", 1.5, "--seed", 7))
+    greedy = ids(cli(cli_path, "run", "-m", model, "--tokens", tokens, "-n", 10))
+    assert greedy == binding_generation(binding, model, PROMPT, 10)
+    assert greedy == ids(cli(cli_path, "run", "-m", model, "--tokens", tokens, "-n", 10, "--temp", 0))
+    assert sampled != greedy
+
+
+def test_a_saved_session_continues_exactly(cli_path, binding, model, tmp_path):
+    state = tmp_path / "s.state"
+    first = ids(cli(cli_path, "run", "-m", model, "--tokens", ",".join(map(str, PROMPT)), "-n", 6,
+                    "--save-state", state))
+    with binding.Context(model, n_threads=1, profile_path="") as ctx:
+        ctx.load_state(state)
+        assert ctx.n_past == len(PROMPT) + len(first)  # every token printed is in the session
+    more = [17, 4]
+    cont = ids(cli(cli_path, "run", "-m", model, "--tokens", "17,4", "-n", 5, "--load-state", state))
+    # Greedy: the same as one run over the whole history.
+    assert cont == binding_generation(binding, model, PROMPT + first + more, 5)
+
+
+def test_a_saved_sampling_session_continues_its_sampler(cli_path, binding, model, tmp_path):
+    state = tmp_path / "s.state"
+    ids(cli(cli_path, "run", "-m", model, "--tokens", ",".join(map(str, PROMPT)), "-n", 6, "--temp", 1.2,
+            "--seed", 3, "--save-state", state))
+    r = cli(cli_path, "run", "-m", model, "--tokens", "17", "-n", 5, "--seed", 99, "--load-state", state)
+    assert "continuing the saved sampler" in r.stderr
+    sampler = binding.Sampler(seed=12345)  # replaced by the file's
+    assert ids(r) == binding_generation(binding, model, [17], 5, sampler, state)
+    assert sampler.params["temperature"] == pytest.approx(1.2)
+
+
+def test_bad_sampling_values_and_state_files_are_refused(cli_path, model, tmp_path):
+    r = cli(cli_path, "run", "-m", model, "--tokens", "1", "--temp", -1)
+    assert r.returncode == 2 and "temperature" in r.stderr, r.stderr
+    r = cli(cli_path, "run", "-m", model, "--tokens", "1", "--top-p", "x")
+    assert r.returncode == 2 and "--top-p" in r.stderr, r.stderr
+    r = cli(cli_path, "run", "-m", model, "--tokens", "1", "--load-state", tmp_path / "missing.state")
+    assert r.returncode == 1 and "missing.state" in r.stderr, r.stderr
+    other = tmp_path / "other.gguf"
+    subprocess.run([str(cli_path), "generate", "--preset", "tiny", "--seed", "2", "-o", str(other)], check=True,
+                   capture_output=True)
+    state = tmp_path / "o.state"
+    ids(cli(cli_path, "run", "-m", other, "--tokens", "1,2", "-n", 2, "--save-state", state))
+    for extra in ([], ["--temp", "0.7"]):
+        r = cli(cli_path, "run", "-m", model, "--tokens", "1", "--load-state", state, *extra)
+        assert r.returncode == 1 and "state" in r.stderr, r.stderr
