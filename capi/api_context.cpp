@@ -21,6 +21,7 @@ constexpr std::initializer_list<size_t> kEarlierParamsSizes = {
     offsetof(moestream_params, routing_trace_path),  // up to log_level
     offsetof(moestream_params, lookahead_layers),    // up to routing_trace_path
     offsetof(moestream_params, numa_placement),      // up to lookahead_layers (0.1), 4 bytes of tail padding
+    offsetof(moestream_params, max_batch),           // up to numa_placement (0.2, 0.3), 4 bytes of tail padding
 };
 constexpr std::initializer_list<size_t> kEarlierStatsSizes = {
     offsetof(moestream_stats, io_busy_ns),    // up to layer_misses
@@ -28,6 +29,8 @@ constexpr std::initializer_list<size_t> kEarlierStatsSizes = {
 };
 static_assert(sizeof(void *) != 8 || offsetof(moestream_params, numa_placement) == 104,
               "0.1's moestream_params was 104 bytes on 64-bit targets");
+static_assert(sizeof(void *) != 8 || offsetof(moestream_params, max_batch) == 112,
+              "0.2/0.3's moestream_params was 112 bytes on 64-bit targets");
 
 moe::ContextParams to_context_params(const moestream_params &p) {
     moe::ContextParams c;
@@ -49,6 +52,10 @@ moe::ContextParams to_context_params(const moestream_params &p) {
         c.lookahead_layers = p.lookahead_layers;
     if (p.struct_size >= offsetof(moestream_params, numa_placement) + sizeof(p.numa_placement))
         c.numa_placement = p.numa_placement;
+    if (p.struct_size >= offsetof(moestream_params, max_batch) + sizeof(p.max_batch)) {
+        if (p.max_batch < 0) moe::fail(moe::Status::invalid_argument, "params.max_batch %d is negative", p.max_batch);
+        if (p.max_batch > 0) c.max_batch = p.max_batch;
+    }
     if (p.profile_path) {
         c.profile_path = p.profile_path;
         c.profile_disabled = p.profile_path[0] == '\0';

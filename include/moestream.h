@@ -190,6 +190,13 @@ typedef struct moestream_params {
     int32_t reserved0;          /* unused (0.1's tail padding: callers built against 0.1 pass
                                    sizeof = 104 with whatever their padding held) */
     int32_t numa_placement;     /* moestream_numa_placement (env MOESTREAM_NUMA=local|interleave beats it) */
+    int32_t reserved1;          /* unused (0.2/0.3's tail padding: callers built against them pass sizeof = 112
+                                   with whatever their padding held) */
+    int32_t max_batch;          /* tokens a step runs through the model at once (longer steps go in chunks of
+                                   this many); each chunk reads every weight it needs once, so a larger one
+                                   makes long prompts faster, most of all when experts are streamed, for
+                                   scratch memory taken from the budget (~240 KiB per token for a
+                                   Qwen3-30B-A3B shape). 0 = 64; at most n_ctx. Since 0.4 */
 } moestream_params;
 
 /* Fills defaults (struct_size, automatic everything). */

@@ -26,7 +26,8 @@ class Context(OwnedHandle):
 
     def __init__(self, model_path, *, memory_budget=0, n_threads=0, n_ctx=0, io_mode="auto",
                  prefetch="auto", cache_policy="auto", exact=False, packed_path=None,
-                 profile_path=None, log=None, log_level="warn", lookahead_layers=0, numa="local"):
+                 profile_path=None, log=None, log_level="warn", lookahead_layers=0, numa="local",
+                 max_batch=0):
         self._handle = None
         self._lib = _ffi.lib()
         self._log_callback = None  # kept alive as long as the handle exists
@@ -44,6 +45,7 @@ class Context(OwnedHandle):
         params.exact = 1 if exact else 0
         cv.set_int(params, "lookahead_layers", lookahead_layers)
         params.numa_placement = cv.enum_value(cv.NUMA_PLACEMENTS, numa, "numa")
+        cv.set_int(params, "max_batch", max_batch)
         if packed_path is not None:
             params.packed_path = _path_bytes(packed_path)
         if profile_path is not None:

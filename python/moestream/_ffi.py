@@ -83,7 +83,7 @@ Params = _struct("Params", "moestream_params", """
     size_t struct_size; char* model_path; uint64_t memory_budget;
     int32_t n_threads, n_ctx, io_mode, prefetch, cache_policy, exact;
     char* packed_path, profile_path; log_fn log_fn; void* log_user_data; int32_t log_level;
-    char* routing_trace_path; int32_t lookahead_layers, reserved0, numa_placement""")
+    char* routing_trace_path; int32_t lookahead_layers, reserved0, numa_placement, reserved1, max_batch""")
 
 ModelInfo = _struct("ModelInfo", "moestream_model_info", """
     size_t struct_size; char architecture[32], name[96];

@@ -42,6 +42,8 @@ const char *const kModelOptionsHelp =
     "  --prefetch M             auto, off, previous (previous-token), lookahead or both\n"
     "  --lookahead N            layers the router lookahead predicts ahead, 1..4\n"
     "  --numa P                 local or interleave\n"
+    "  --max-batch N            tokens run through the model at once (default 64); larger: faster long prompts,\n"
+    "                           most of all when streaming, for more scratch memory\n"
     "  --cache-policy P         auto, lru, lfu-decay, pinned-hot or reuse-aware\n"
     "  --exact                  f32 activations and f32 KV cache (slow, for checking)\n";
 
@@ -90,6 +92,7 @@ bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt) {
     else if (a == "--prefetch") opt.params.prefetch = parse_prefetch(option_value(args, i));
     else if (a == "--lookahead") opt.params.lookahead_layers = int32_option(args, i, 1, 4);
     else if (a == "--numa") opt.params.numa_placement = parse_numa_placement(option_value(args, i));
+    else if (a == "--max-batch") opt.params.max_batch = int32_option(args, i, 1, kInt32Max);
     else if (a == "--cache-policy") opt.params.cache_policy = parse_cache_policy(option_value(args, i));
     else if (a == "--memory-budget") opt.params.memory_budget = size_option(option_value(args, i));
     else if (a == "--exact") opt.params.exact = 1;

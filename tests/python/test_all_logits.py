@@ -48,6 +48,24 @@ def test_every_row_equals_stepping_one_token_at_a_time(binding, model, io_mode, 
     np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.parametrize("io_mode", ["mmap", "direct"])
+def test_chunk_size_changes_no_logit(binding, model, io_mode, monkeypatch):
+    """max_batch splits a step into chunks of that many tokens: the rows are
+    the same bits whatever the chunks (1, 7, the default 64 or the whole step)."""
+    path, spec = model
+    if io_mode == "direct":
+        monkeypatch.setenv("MOESTREAM_CACHE_SLOTS", str(spec.n_expert))
+    toks = tokens(100, seed=8)
+    results = []
+    for max_batch in (0, 1, 7, 100):
+        with binding.Context(path, n_ctx=128, n_threads=2, io_mode=io_mode, profile_path="",
+                             max_batch=max_batch) as ctx:
+            results.append(ctx.step_all_logits(toks))
+            assert ctx.stats()["steps"] == 1
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+
+
 def test_last_row_is_what_step_returns(binding, model):
     path, _ = model
     toks = tokens(9, seed=4)

@@ -46,6 +46,17 @@ def test_open_rejects_null_and_wrong_struct_size(lib, model_path):
     assert "model_path" in lib.last_error()
 
 
+def test_open_accepts_the_layout_before_max_batch(lib, model_path):
+    # A caller built against 0.2 / 0.3 passes sizeof = 112 (numa_placement ends
+    # at 108, then 4 bytes of tail padding holding anything): max_batch is not read.
+    assert _ffi.Params.max_batch.offset == 112 and _ffi.Params.reserved1.offset == 108
+    status, out = open_ctx(lib, model_path, struct_size=112, reserved1=-1, max_batch=-5)
+    assert status == Status.OK, lib.last_error()
+    lib.moestream_close(out)
+    status, out = open_ctx(lib, model_path, max_batch=-5)
+    assert status == Status.INVALID_ARGUMENT and "max_batch -5" in lib.last_error()
+
+
 def test_open_accepts_the_layout_before_numa_placement(lib, model_path):
     # A caller built against 0.1 passes sizeof = 104 (lookahead_layers ends at
     # 100, then 4 bytes of tail padding holding anything): neither reserved0

@@ -13,8 +13,9 @@ from moestream import _ffi
 from moestream._errors import Status
 
 # The released layouts of moestream_params: up to log_level, up to
-# routing_trace_path, 0.1's (up to lookahead_layers, with tail padding), today's.
-PARAMS_SIZES = (88, 96, 104, ctypes.sizeof(_ffi.Params))
+# routing_trace_path, 0.1's (up to lookahead_layers, with tail padding), 0.2/0.3's
+# (up to numa_placement, with tail padding), today's.
+PARAMS_SIZES = (88, 96, 104, 112, ctypes.sizeof(_ffi.Params))
 STATS_SIZES = (_ffi.Stats.io_busy_ns.offset, _ffi.Stats.attention_ns.offset, ctypes.sizeof(_ffi.Stats))
 # 0.2's moestream_trace_synth_params ended at seed; today's adds window and recall.
 SYNTH_SIZES = (_ffi.TraceSynthParams.window.offset, ctypes.sizeof(_ffi.TraceSynthParams))
@@ -43,7 +44,7 @@ def refused(lib, status):
 
 
 def test_params_sizes(lib, model_path):
-    assert PARAMS_SIZES[-1] == 112
+    assert PARAMS_SIZES[-1] == 120
     for size in PARAMS_SIZES:
         status, out = open_ctx(lib, model_path, struct_size=size)
         assert status == Status.OK, (size, lib.last_error())

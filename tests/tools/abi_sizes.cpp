@@ -49,6 +49,8 @@ int main() {
     FIELD(moestream_params, lookahead_layers);
     FIELD(moestream_params, reserved0);
     FIELD(moestream_params, numa_placement);
+    FIELD(moestream_params, reserved1);
+    FIELD(moestream_params, max_batch);
     end();
 
     STRUCT(moestream_model_info, false);
