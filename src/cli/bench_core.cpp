@@ -113,6 +113,7 @@ void measure(const BenchConfig &c, BenchResult &r) {
     p.io_mode = c.io_mode;
     p.prefetch = c.prefetch;
     p.lookahead_layers = c.lookahead_layers;
+    p.max_batch = c.max_batch;
     p.numa_placement = c.numa_placement;
     p.cache_policy = c.cache_policy;
     p.n_threads = c.n_threads;
@@ -435,7 +436,7 @@ std::string bench_result_json(const BenchConfig &c, const BenchResult &r, double
     std::snprintf(
         buf, sizeof buf,
         "{\"ok\": %s, \"error\": %s, \"io_mode_requested\": \"%s\", \"io_mode\": \"%s\", \"io_mode_reason\": %s, "
-        "\"budget_bytes\": %llu, \"prefetch\": %d, \"cache_policy\": \"%s\", \"prompt_tokens\": %d, "
+        "\"budget_bytes\": %llu, \"prefetch\": %d, \"cache_policy\": \"%s\", \"max_batch\": %d, \"prompt_tokens\": %d, "
         "\"decode_tokens\": %d, \"open_s\": %.4f, \"prefill_s\": %.4f, \"prefill_tok_s\": %.4f, \"ttft_s\": %.4f, "
         "\"decode_s\": %.6g, \"decode_tok_s\": %.6g, \"bytes_read_per_token\": %.1f, \"read_bw_bytes_s\": %.1f, "
         "\"engine_bytes_read\": %llu, \"device_bytes_read\": %llu, \"hit_rate\": %.6f, \"io_wait_share\": %.6f, \"expert_cache_bytes\": %llu, \"peak_rss_bytes\": %llu, "
@@ -445,7 +446,7 @@ std::string bench_result_json(const BenchConfig &c, const BenchResult &r, double
         r.ok ? "true" : "false", json_string(r.error).c_str(), moestream_io_mode_name(c.io_mode),
         r.ok ? moestream_io_mode_name(r.io_mode) : "", json_string(r.io_mode_reason).c_str(),
         static_cast<unsigned long long>(c.budget), c.prefetch, moestream_cache_policy_name(c.cache_policy),
-        r.prompt_tokens, r.decode_tokens, r.open_s, r.prefill_s, r.prefill_tok_s(), r.ttft_s, r.decode_s,
+        c.max_batch, r.prompt_tokens, r.decode_tokens, r.open_s, r.prefill_s, r.prefill_tok_s(), r.ttft_s, r.decode_s,
         r.decode_tok_s(), r.bytes_per_token(), r.read_bw(), static_cast<unsigned long long>(r.engine_bytes_read),
         static_cast<unsigned long long>(r.device_bytes_read), r.hit_rate(), r.io_wait_share(),
         static_cast<unsigned long long>(r.expert_cache_bytes), static_cast<unsigned long long>(r.peak_rss),

@@ -20,6 +20,7 @@ struct BenchConfig {
     int32_t io_mode = MOESTREAM_IO_AUTO;
     int32_t prefetch = MOESTREAM_PREFETCH_AUTO;
     int32_t lookahead_layers = 0; // 0 = the library's default
+    int32_t max_batch = 0;        // tokens per chunk of a step; 0 = the library's default
     int32_t numa_placement = MOESTREAM_NUMA_LOCAL;
     int32_t cache_policy = MOESTREAM_CACHE_AUTO;
     // Usage profile read at open and written at close; "" = none, so that no

@@ -26,7 +26,7 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 const char *kUsage =
     "usage: moestream bench -m MODEL [--memory-budget SIZE|N%] [-n 64] [--prompt 16]\n"
     "                       [--io-mode auto|mmap|direct|pread|resident[,...]] [--prefetch off|previous|lookahead|both|auto]\n"
-    "                       [--lookahead N] [--numa local|interleave]\n"
+    "                       [--lookahead N] [--numa local|interleave] [--max-batch N]\n"
     "                       [--policy auto|lru|lfu-decay|pinned-hot|reuse-aware] [--profile FILE] [--threads N]\n"
     "                       [--sweep 25%,50%,75%,100%] [--disk] [--membw] [--membw-size 4GiB] [--warm] [--no-cgroup]\n"
     "                       [--max-seconds S] [--feed random|greedy] [--json]\n"
@@ -198,7 +198,7 @@ int cmd_bench(const Args &args) {
     ParsedArgs a;
     std::string error;
     if (!parse_args(args,
-                    {"-m", "--memory-budget", "-n", "--prompt", "--io-mode", "--prefetch", "--lookahead", "--numa", "--policy", "--threads",
+                    {"-m", "--memory-budget", "-n", "--prompt", "--io-mode", "--prefetch", "--lookahead", "--numa", "--policy", "--threads", "--max-batch",
                      "--sweep", "--max-seconds", "--seed", "--feed", "--membw-size", "--profile"},
                     {"--disk", "--json", "--warm", "--no-cgroup", "--membw", "--help"}, a, error,
                     {{"--model", "-m"}, {"--budget", "--memory-budget"}, {"--tokens", "-n"}, {"-t", "--threads"},
@@ -261,7 +261,8 @@ int cmd_bench(const Args &args) {
     } counts[] = {{"-n", &base.n_tokens, 1, kInt32Max},
                   {"--prompt", &base.prompt, 1, kInt32Max},
                   {"--threads", &base.n_threads, 0, kInt32Max},
-                  {"--lookahead", &base.lookahead_layers, 1, 4}};
+                  {"--lookahead", &base.lookahead_layers, 1, 4},
+                  {"--max-batch", &base.max_batch, 1, kInt32Max}};
     for (const auto &c : counts)
         if (auto s = a.get(c.name)) {
             if (!parse_int_in(*s, c.lo, c.hi, v)) return usage_error("bench", int_range_error(c.name, *s, c.lo, c.hi));
