@@ -141,20 +141,18 @@ int32_t count_or(const gguf::GgufFile &file, const KeyReader &keys, const char *
     return int32_t(v);
 }
 
-// attention.sliding_window_pattern as llama.cpp reads it: a scalar period n
-// (set_swa_pattern: layer il slides when n == 0 or il % n < n - 1, so 0 makes
-// every layer slide), or an array of n_layer per-layer flags (integer or BOOL,
-// nonzero = the layer slides).
+// attention.sliding_window_pattern as llama.cpp reads it, into the per-layer
+// table: a scalar period (swa_layers_of_period; absent: the architecture's
+// default `fallback`), or an array of n_layer per-layer flags (integer or
+// BOOL, nonzero = the layer slides).
 void read_swa_pattern(const gguf::GgufFile &file, const KeyReader &keys, HParams &hp, int32_t fallback) {
     const std::string k = keys.key("attention.sliding_window_pattern");
     const gguf::Value *v = file.find(k);
-    hp.swa_pattern = fallback;
-    if (!v) return;
-    if (v->type != gguf::ValueType::ARRAY) {
-        const uint32_t n = file.get_u32(k, 0);
+    if (!v || v->type != gguf::ValueType::ARRAY) {
+        const uint32_t n = v ? file.get_u32(k, 0) : uint32_t(fallback);
         if (n > uint32_t(std::numeric_limits<int32_t>::max()))
             fail(Status::bad_format, "%s: %s is %u", keys.path().c_str(), k.c_str(), n);
-        hp.swa_pattern = int32_t(n);
+        hp.swa_layers = swa_layers_of_period(hp.n_layer, int32_t(n));
         return;
     }
     if (v->count != uint64_t(hp.n_layer))
@@ -248,6 +246,12 @@ void read_deepseek2(const gguf::GgufFile &file, const KeyReader &keys, HParams &
 }
 
 }  // namespace
+
+std::vector<uint8_t> swa_layers_of_period(int32_t n_layer, int32_t period) {
+    std::vector<uint8_t> slides(size_t(std::max(n_layer, 0)), 0);
+    for (int32_t il = 0; il < n_layer; ++il) slides[size_t(il)] = period == 0 || il % period < period - 1;
+    return slides;
+}
 
 float HParams::attention_scale() const {
     return kq_scale_factor / std::sqrt(float(latent_attention() ? head_dim_k_mla : head_dim_k));

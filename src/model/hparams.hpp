@@ -35,22 +35,19 @@ struct HParams {
     float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor (linear or YaRN scaling)
     bool rope_yarn = false;        // rope.scaling.type "yarn"
     int32_t rope_n_ctx_orig = 0;   // rope.scaling.original_context_length (default context_length)
-    // Sliding-window attention (llama.cpp's set_swa_pattern): within each
-    // group of swa_pattern layers the first swa_pattern - 1 see only the last
-    // n_swa positions; swa_pattern 0 makes every layer slide. Per-layer flags
-    // (an array pattern), when given, decide instead. n_swa 0: no window.
-    int32_t n_swa = 0;             // attention.sliding_window
-    int32_t swa_pattern = 0;       // attention.sliding_window_pattern scalar (gpt-oss default 2)
-    std::vector<uint8_t> swa_layers;  // attention.sliding_window_pattern array: 1 = the layer slides
+    // Sliding-window attention: the layers flagged in swa_layers (one entry
+    // per layer, 1 = the layer slides) see only the last n_swa positions.
+    // attention.sliding_window_pattern, a period or per-layer flags, is turned
+    // into this table when the file is read. n_swa 0: no window.
+    int32_t n_swa = 0;                // attention.sliding_window
+    std::vector<uint8_t> swa_layers;  // n_layer entries (empty without a window)
     RopeType rope_type = RopeType::normal;
     float rms_eps = 1e-6f;       // attention.layer_norm_rms_epsilon
     bool norm_topk_weights = false;  // renormalise the top-k routing weights
     bool tied_output = false;    // output.weight absent and token_embd reused
 
     bool is_swa(int32_t layer) const {
-        if (n_swa <= 0) return false;
-        if (!swa_layers.empty()) return size_t(layer) < swa_layers.size() && swa_layers[size_t(layer)] != 0;
-        return swa_pattern == 0 || layer % swa_pattern < swa_pattern - 1;
+        return n_swa > 0 && layer >= 0 && size_t(layer) < swa_layers.size() && swa_layers[size_t(layer)] != 0;
     }
 
     // deepseek2 (0 / defaults elsewhere; docs/architecture.md, "Metadata keys").
@@ -86,5 +83,10 @@ struct HParams {
     // n_layer <= MOESTREAM_MAX_LAYERS); throws bad_format / unsupported naming the key.
     static HParams from_gguf(const gguf::GgufFile &file);
 };
+
+// The sliding layers of a period (llama.cpp's set_swa_pattern): within each
+// group of `period` layers the first period - 1 slide, and period 0 makes
+// every layer slide. One entry per layer, 1 = slides.
+std::vector<uint8_t> swa_layers_of_period(int32_t n_layer, int32_t period);
 
 }  // namespace moe

@@ -78,7 +78,9 @@ TEST(HParams, Qwen3Moe) {
 // gpt-oss: a required sliding window with pattern 2 by default, YaRN with
 // its original context, one RoPE base for every layer.
 TEST(HParams, GptOssSlidingWindowAndYarn) {
-    GgufBuilder b = moe::test::tiny_moe(arch("gpt-oss"));
+    TinyMoe m = arch("gpt-oss");
+    m.n_layer = 4;
+    GgufBuilder b = moe::test::tiny_moe(m);
     expect_error(b, Status::bad_format, {"gpt-oss.attention.sliding_window"});
     b.kv_u32("gpt-oss.attention.sliding_window", 128)
         .kv_string("gpt-oss.rope.scaling.type", "yarn")
@@ -86,21 +88,23 @@ TEST(HParams, GptOssSlidingWindowAndYarn) {
         .kv_u32("gpt-oss.rope.scaling.original_context_length", 4096);
     HParams hp = load(b);
     EXPECT_EQ(hp.n_swa, 128);
-    EXPECT_EQ(hp.swa_pattern, 2);
+    EXPECT_EQ(hp.swa_layers, (std::vector<uint8_t>{1, 0, 1, 0}));  // the default period 2
     EXPECT_TRUE(hp.is_swa(0));
     EXPECT_FALSE(hp.is_swa(1));
+    EXPECT_FALSE(hp.is_swa(4));  // past the last layer
     EXPECT_TRUE(hp.rope_yarn);
     EXPECT_EQ(hp.rope_n_ctx_orig, 4096);
     EXPECT_FLOAT_EQ(hp.rope_freq_scale, 1.0f / 32.0f);
     EXPECT_FALSE(hp.norm_topk_weights);
     b.kv_u32("gpt-oss.attention.sliding_window_pattern", 3);
-    EXPECT_EQ(load(b).swa_pattern, 3);
+    EXPECT_EQ(load(b).swa_layers, (std::vector<uint8_t>{1, 1, 0, 1}));
     b.kv_f32("gpt-oss.rope.freq_base_swa", 12345.0f);
     expect_error(b, Status::unsupported, {"gpt-oss.rope.freq_base_swa"});
     // Other architectures have no sliding window, whatever their keys say.
     GgufBuilder q = moe::test::tiny_moe(arch("qwen3moe"));
     q.kv_u32("qwen3moe.attention.sliding_window", 16);
     EXPECT_EQ(load(q).n_swa, 0);
+    EXPECT_FALSE(load(q).is_swa(0));
 }
 
 // attention.sliding_window_pattern as llama.cpp reads it: 0 makes every

@@ -413,11 +413,16 @@ TEST(Attention, SinksJoinMaxAndDenominatorOnly) {
 TEST(SlidingWindow, PatternLeavesTheLastLayerOfEachGroupFull) {
     moe::HParams hp;
     EXPECT_FALSE(hp.is_swa(0));  // no window
+    hp.swa_layers = moe::swa_layers_of_period(8, 2);
+    EXPECT_FALSE(hp.is_swa(0));  // still no window: n_swa is 0
     hp.n_swa = 128;
-    hp.swa_pattern = 2;
-    for (int32_t l = 0; l < 6; ++l) EXPECT_EQ(hp.is_swa(l), l % 2 == 0) << l;
-    hp.swa_pattern = 4;
+    for (int32_t l = 0; l < 8; ++l) EXPECT_EQ(hp.is_swa(l), l % 2 == 0) << l;
+    hp.swa_layers = moe::swa_layers_of_period(8, 4);
     for (int32_t l = 0; l < 8; ++l) EXPECT_EQ(hp.is_swa(l), l % 4 != 3) << l;
+    hp.swa_layers = moe::swa_layers_of_period(8, 0);  // 0: every layer slides
+    for (int32_t l = 0; l < 8; ++l) EXPECT_TRUE(hp.is_swa(l)) << l;
+    hp.swa_layers = moe::swa_layers_of_period(8, 1);  // 1: none does
+    for (int32_t l = 0; l < 8; ++l) EXPECT_FALSE(hp.is_swa(l)) << l;
 }
 
 // YaRN against its formula in double: angle mixed between the interpolated
