@@ -376,7 +376,7 @@ void build_header(gguf::GgufWriter &w, const GeneratorConfig &c, const std::vect
         w.add_string(a + "rope.scaling.type", "yarn");
         w.add_f32(a + "rope.scaling.factor", 32.0f);
         w.add_u32(a + "rope.scaling.original_context_length", 4096);
-        w.add_u32(a + "attention.sliding_window", 128);
+        w.add_u32(a + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
         w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
     } else {
         w.add_f32(a + "rope.freq_base", 1000000.0f);
@@ -418,6 +418,9 @@ GeneratorConfig resolve_generator_config(const GeneratorConfig &r) {
     c.n_expert_used = take(r.n_expert_used, p->n_expert_used);
     c.n_ff_expert = take(r.n_ff_expert, p->n_ff_expert);
     c.n_vocab = take(r.n_vocab, p->n_vocab);
+    if (r.sliding_window < 0 || (r.sliding_window > 0 && !is_gpt_oss(c)))
+        fail(Status::invalid_argument, "generator: a sliding window (%d) is for gpt-oss, positive", r.sliding_window);
+    c.sliding_window = is_gpt_oss(c) ? take(r.sliding_window, 128) : 0;
     quant_mix(c.quant);  // validates
     // Beyond these no real model goes, and the size arithmetic stays far from
     // 64-bit overflow (the largest tensor is n_embd x n_ff_expert x n_expert).

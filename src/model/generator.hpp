@@ -33,6 +33,9 @@ struct GeneratorConfig {
     int32_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
     int32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0, n_vocab = 0;
     uint64_t seed = 0;
+    // gpt-oss: attention.sliding_window (0 = the real models' 128); a small
+    // window lets tests run contexts many windows long. Not in the C API.
+    int32_t sliding_window = 0;
     Deepseek2Shape deepseek2;  // filled from the preset by resolve_generator_config
 };
 
