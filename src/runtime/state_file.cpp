@@ -43,7 +43,7 @@ void encode_header(uint8_t *h, const StateShape &shape, const StateContents &con
                    uint64_t payload_size) {
     std::memset(h, 0, kHeaderSize);
     std::memcpy(h, kMagic, 8);
-    put_u32(h + 8, kFormatVersion);
+    put_u32(h + 8, format_version_of(shape, contents));
     put_u32(h + 12, static_cast<uint32_t>(kHeaderSize));
     put_u64(h + 16, shape.fingerprint);
     put_u32(h + 24, shape.n_layer);
@@ -225,9 +225,9 @@ RawHeader check_header(std::span<const uint8_t> header, uint64_t file_size, cons
     RawHeader raw;
     peek_header(header, raw);
     // 2. version
-    if (raw.version != kFormatVersion)
-        fail(Status::unsupported, "%s: state format version %u; this build reads version %u", lbl,
-             raw.version, kFormatVersion);
+    if (raw.version < kOldestFormatVersion || raw.version > kFormatVersion)
+        fail(Status::unsupported, "%s: state format version %u; this build reads versions %u to %u", lbl,
+             raw.version, kOldestFormatVersion, kFormatVersion);
     // 3. header size
     if (raw.header_size != kHeaderSize)
         fail(Status::bad_format, "%s: header size %u, expected %zu", lbl, raw.header_size, kHeaderSize);
@@ -291,6 +291,16 @@ uint64_t model_fingerprint(const gguf::GgufFile &file) {
     const uint64_t sum = XXH3_64bits_digest(st);
     XXH3_freeState(st);
     return sum;
+}
+
+uint32_t format_version_of(const StateShape &shape, const StateContents &contents) {
+    for (const SectionData &s : contents.sections) {
+        const bool k = s.type == SectionType::kv_k, v = s.type == SectionType::kv_v;
+        const std::vector<uint64_t> &row = k ? shape.k_row_bytes : shape.v_row_bytes;
+        if ((k || v) && s.index < row.size() && s.size() != uint64_t(contents.n_past) * row[s.index])
+            return 2;
+    }
+    return 1;
 }
 
 uint64_t SectionData::size() const {
@@ -360,9 +370,10 @@ uint64_t compute_checksum(std::span<const uint8_t> image) {
 
 LoadedState parse_state(std::vector<uint8_t> image, const StateShape &expected, const std::string &label) {
     const char *lbl = label.c_str();
-    if (expected.k_row_bytes.size() != expected.n_layer || expected.v_row_bytes.size() != expected.n_layer)
-        fail(Status::internal, "%s: expected shape has %zu/%zu row sizes for %u layers", lbl,
-             expected.k_row_bytes.size(), expected.v_row_bytes.size(), expected.n_layer);
+    if (expected.k_row_bytes.size() != expected.n_layer || expected.v_row_bytes.size() != expected.n_layer ||
+        (!expected.window.empty() && expected.window.size() != expected.n_layer))
+        fail(Status::internal, "%s: expected shape has %zu/%zu row sizes and %zu windows for %u layers", lbl,
+             expected.k_row_bytes.size(), expected.v_row_bytes.size(), expected.window.size(), expected.n_layer);
 
     const RawHeader raw = check_header(std::span(image).first(std::min(image.size(), kHeaderSize)),
                                        image.size(), expected, label);
@@ -380,6 +391,8 @@ LoadedState parse_state(std::vector<uint8_t> image, const StateShape &expected, 
     // 8. sections
     LoadedState out;
     out.n_past = raw.n_past;
+    out.version = raw.version;
+    out.rows.assign(expected.n_layer, 0);
     out.k.resize(expected.n_layer);
     out.v.resize(expected.n_layer);
     std::vector<uint8_t> seen_k(expected.n_layer, 0), seen_v(expected.n_layer, 0);
@@ -414,6 +427,27 @@ LoadedState parse_state(std::vector<uint8_t> image, const StateShape &expected, 
                      section_name(type), at, index, expected.n_layer);
             return index;
         };
+        // The rows of a KV section: n_past in version 1; in version 2 whole
+        // rows, the same count in K and V, at most n_past and for a layer
+        // without a window exactly n_past (checked once all are read).
+        auto kv_rows = [&](uint32_t l, uint64_t row_bytes, bool other_seen) {
+            if (raw.version == 1 || row_bytes == 0) {
+                expect_length(uint64_t(raw.n_past) * row_bytes);
+                return raw.n_past;
+            }
+            if (length % row_bytes != 0 || length / row_bytes > raw.n_past)
+                fail(Status::bad_format,
+                     "%s: %s section (layer %u) at offset %zu has %llu bytes: not whole rows of %llu bytes for at "
+                     "most %u positions",
+                     lbl, section_name(type), l, at, static_cast<unsigned long long>(length),
+                     static_cast<unsigned long long>(row_bytes), raw.n_past);
+            const uint32_t rows = uint32_t(length / row_bytes);
+            if (other_seen && rows != out.rows[l])
+                fail(Status::bad_format, "%s: layer %u holds %u K rows but %u V rows", lbl, l,
+                     type == static_cast<uint32_t>(SectionType::kv_k) ? rows : out.rows[l],
+                     type == static_cast<uint32_t>(SectionType::kv_k) ? out.rows[l] : rows);
+            return rows;
+        };
         switch (type) {
         case static_cast<uint32_t>(SectionType::tokens):
             expect_once(seen_tokens);
@@ -429,7 +463,7 @@ LoadedState parse_state(std::vector<uint8_t> image, const StateShape &expected, 
             const uint32_t l = layer_of();
             if (seen_k[l]) fail(Status::bad_format, "%s: duplicate kv_k section for layer %u", lbl, l);
             seen_k[l] = 1;
-            expect_length(uint64_t(raw.n_past) * expected.k_row_bytes[l]);
+            out.rows[l] = kv_rows(l, expected.k_row_bytes[l], seen_v[l]);
             out.k[l] = bytes;
             break;
         }
@@ -439,7 +473,7 @@ LoadedState parse_state(std::vector<uint8_t> image, const StateShape &expected, 
                 fail(Status::bad_format, "%s: kv_v section for layer %u, which has no V cache", lbl, l);
             if (seen_v[l]) fail(Status::bad_format, "%s: duplicate kv_v section for layer %u", lbl, l);
             seen_v[l] = 1;
-            expect_length(uint64_t(raw.n_past) * expected.v_row_bytes[l]);
+            out.rows[l] = kv_rows(l, expected.v_row_bytes[l], seen_k[l]);
             out.v[l] = bytes;
             break;
         }
@@ -462,6 +496,12 @@ LoadedState parse_state(std::vector<uint8_t> image, const StateShape &expected, 
         if (!seen_k[l]) fail(Status::bad_format, "%s: no kv_k section for layer %u", lbl, l);
         if (expected.v_row_bytes[l] != 0 && !seen_v[l])
             fail(Status::bad_format, "%s: no kv_v section for layer %u", lbl, l);
+        // What the layer reads from n_past on: all positions, or the window's.
+        const uint32_t window = expected.window.empty() ? 0 : expected.window[l];
+        const uint32_t needed = window == 0 ? raw.n_past : std::min(raw.n_past, window - 1);
+        if (out.rows[l] < needed || (window == 0 && out.rows[l] != raw.n_past))
+            fail(Status::bad_format, "%s: layer %u holds the rows of %u positions but reads %s%u", lbl, l,
+                 out.rows[l], window == 0 ? "" : "the last ", needed);
     }
     for (uint32_t t = 0; t < raw.n_past; ++t) {
         const int32_t tok = out.tokens[t];

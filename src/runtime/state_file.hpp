@@ -18,7 +18,12 @@
 
 namespace moe::state {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// Version 2 lets a sliding-window layer hold only the rows its window still
+// reads. The writer stamps a file 1 when every layer holds all n_past rows
+// (as every version 1 file does), so such files stay readable by builds that
+// know only version 1; the reader takes both.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr size_t kHeaderSize = 80;
 inline constexpr size_t kSectionHeaderSize = 16;
 
@@ -48,6 +53,11 @@ struct StateShape {
     // context supplies them and section lengths are checked against them.
     std::vector<uint64_t> k_row_bytes;
     std::vector<uint64_t> v_row_bytes;
+    // Positions a query of each layer sees, its own included; 0 = all (full
+    // attention). Not stored either (the fingerprint covers the model's
+    // windows): a layer with a window needs only the rows of the last
+    // window - 1 positions. Empty: every layer is full.
+    std::vector<uint32_t> window;
 };
 
 // XXH3-64 over the GGUF header + metadata + tensor table of the first shard,
@@ -66,10 +76,16 @@ struct SectionData {
     uint64_t size() const;
 };
 
+// A KV section holds the rows of the last positions, n_past - rows .. n_past - 1:
+// all n_past of them, or (format version 2) fewer for a layer with a window.
 struct StateContents {
     uint32_t n_past = 0;
     std::vector<SectionData> sections;
 };
+
+// The version a state is written as: 1 when every KV section holds n_past
+// rows, else 2.
+uint32_t format_version_of(const StateShape &shape, const StateContents &contents);
 
 // The system calls the writer makes (common/atomic_file.hpp), replaceable by
 // tests to simulate a full disk or an I/O error part way.
@@ -95,8 +111,11 @@ struct LoadedState {
     uint32_t n_past = 0;
     std::span<const int32_t> tokens;
     std::span<const int32_t> positions;
-    std::vector<std::span<const uint8_t>> k;  // per layer
-    std::vector<std::span<const uint8_t>> v;  // per layer; empty where the layer has no V cache
+    uint32_t version = 0;
+    // Per layer: the K and V rows of the last rows[l] positions, n_past - rows[l] .. n_past - 1.
+    std::vector<uint32_t> rows;
+    std::vector<std::span<const uint8_t>> k;
+    std::vector<std::span<const uint8_t>> v;  // empty where the layer has no V cache
     std::span<const uint8_t> sampler;         // the sampler section's bytes (runtime/sampler_state.hpp)
     bool has_sampler = false;                 // whether the file has a sampler section
 };
@@ -108,7 +127,7 @@ struct LoadedState {
 inline constexpr uint64_t kOptionalSectionAllowance = 1 << 20;
 uint64_t max_payload_size(const StateShape &shape);
 
-// Checks, in order: magic, version, header size, payload size (against the
+// Checks, in order: magic, version (1 or 2), header size, payload size (against the
 // image and against max_payload_size(expected)), checksum, fingerprint,
 // shape, sections (docs/state-format.md, "Validation on load"). Throws
 // moe::Error(bad_format) for corrupt, truncated or oversized images,

@@ -8,6 +8,7 @@
 // Whatever the bytes, the reader must either throw moe::Error or return views
 // that lie inside the image and have the lengths the shape implies. A sampler
 // section goes on through the sampler section decoder and into a sampler.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -37,6 +38,11 @@ bool plausible_shape(std::span<const uint8_t> image, StateShape &out) {
     // Some inputs exercise latent-attention shapes: odd layers keep no V.
     if (raw.shape.kv_layout & 0x100)
         for (uint32_t l = 1; l < out.n_layer; l += 2) out.v_row_bytes[l] = 0;
+    // Others have sliding-window layers: the even ones see a few positions (format version 2).
+    if (raw.shape.kv_layout & 0x200) {
+        out.window.assign(out.n_layer, 0);
+        for (uint32_t l = 0; l < out.n_layer; l += 2) out.window[l] = 1 + (raw.shape.kv_layout >> 12 & 7);
+    }
     return true;
 }
 
@@ -52,9 +58,15 @@ void check_result(const LoadedState &s, const StateShape &shape) {
               inside(s.image, s.tokens.data(), s.tokens.size_bytes()) &&
               inside(s.image, s.positions.data(), s.positions.size_bytes()) &&
               inside(s.image, s.sampler.data(), s.sampler.size());
+    ok = ok && s.rows.size() == shape.n_layer;
     for (uint32_t l = 0; ok && l < shape.n_layer; ++l) {
-        ok = s.k[l].size() == uint64_t(s.n_past) * shape.k_row_bytes[l] &&
-             s.v[l].size() == uint64_t(s.n_past) * shape.v_row_bytes[l] &&
+        // All n_past rows, or for a window at least the window - 1 last ones.
+        const uint32_t window = shape.window.empty() ? 0 : shape.window[l];
+        const uint32_t needed = window == 0 ? s.n_past : std::min(s.n_past, window - 1);
+        ok = s.rows[l] <= s.n_past && s.rows[l] >= needed && (window != 0 || s.rows[l] == s.n_past) &&
+             (s.version == 2 || s.rows[l] == s.n_past) &&
+             s.k[l].size() == uint64_t(s.rows[l]) * shape.k_row_bytes[l] &&
+             s.v[l].size() == uint64_t(s.rows[l]) * shape.v_row_bytes[l] &&
              inside(s.image, s.k[l].data(), s.k[l].size()) && inside(s.image, s.v[l].data(), s.v[l].size());
     }
     for (uint32_t t = 0; ok && t < s.n_past; ++t)

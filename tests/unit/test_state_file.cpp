@@ -332,13 +332,90 @@ TEST(StateFile, BadMagicIsBadFormat) {
 
 TEST(StateFile, OtherVersionIsUnsupported) {
     Sample s;
-    std::vector<uint8_t> image = s.encode();
-    const uint32_t v2 = 2;
-    std::memcpy(image.data() + 8, &v2, 4);
-    fix_checksum(image);
+    for (const uint32_t version : {0u, 3u}) {
+        std::vector<uint8_t> image = s.encode();
+        std::memcpy(image.data() + 8, &version, 4);
+        fix_checksum(image);
+        std::string msg;
+        EXPECT_EQ(parse_status(image, s.shape, &msg), Status::unsupported);
+        EXPECT_NE(msg.find("version " + std::to_string(version) + ";"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("versions 1 to 2"), std::string::npos) << msg;
+    }
+}
+
+// Version 2: a layer with a window may hold only the rows of the last
+// positions, as many as it reads from n_past on (window - 1) or more; every
+// other rule of version 1 stays. A file whose layers all hold n_past rows is
+// written as version 1.
+TEST(StateFile, VersionTwoWindowLayersHoldTheirLastRows) {
+    constexpr uint32_t n_past = 9;
+    const uint64_t row = 16;
+    // Layers 0 and 2 see 3 positions (2 before their own); layer 2 has no V.
+    const auto sample = [&](uint32_t k0_rows, uint32_t v0_rows, uint32_t kv1_rows, uint32_t k2_rows) {
+        Sample s(n_past);
+        s.shape.window = {3, 0, 3};
+        const auto last = [&](const std::vector<uint8_t> &b, uint32_t rows) {
+            return std::span(b).subspan(b.size() - std::min<size_t>(b.size(), rows * row));
+        };
+        s.rebuild();
+        s.contents.sections.resize(2);
+        s.contents.sections.push_back({SectionType::kv_k, 0, {last(s.k[0], k0_rows)}});
+        s.contents.sections.push_back({SectionType::kv_v, 0, {last(s.v[0], v0_rows)}});
+        s.contents.sections.push_back({SectionType::kv_k, 1, {last(s.k[1], kv1_rows)}});
+        s.contents.sections.push_back({SectionType::kv_v, 1, {last(s.v[1], kv1_rows)}});
+        s.contents.sections.push_back({SectionType::kv_k, 2, {last(s.k[2], k2_rows)}});
+        return s;
+    };
+    const Sample s = sample(2, 2, n_past, 4);
+    const std::vector<uint8_t> image = s.encode();
+    RawHeader raw;
+    ASSERT_TRUE(peek_header(image, raw));
+    EXPECT_EQ(raw.version, 2u);
+    const LoadedState got = parse_state(image, s.shape, "test.state");
+    EXPECT_EQ(got.version, 2u);
+    EXPECT_EQ(got.rows, (std::vector<uint32_t>{2, n_past, 4}));
+    EXPECT_TRUE(std::equal(got.k[0].begin(), got.k[0].end(), s.k[0].end() - 2 * row, s.k[0].end()));
+    EXPECT_TRUE(std::equal(got.v[0].begin(), got.v[0].end(), s.v[0].end() - 2 * row, s.v[0].end()));
+    EXPECT_TRUE(std::equal(got.k[2].begin(), got.k[2].end(), s.k[2].end() - 4 * row, s.k[2].end()));
+    EXPECT_EQ(format_version_of(s.shape, sample(n_past, n_past, n_past, n_past).contents), 1u);
+
+    struct Case {
+        const char *what, *message;
+        Sample sample;
+    };
+    const Case refused[] = {
+        {"a window's row missing", "layer 0 holds the rows of 1 positions but reads the last 2", sample(1, 1, n_past, 4)},
+        {"a full layer's row missing", "layer 1 holds the rows of 8 positions but reads 9", sample(2, 2, n_past - 1, 4)},
+        {"K and V of other lengths", "layer 0 holds 2 K rows but 3 V rows", sample(2, 3, n_past, 4)},
+    };
+    for (const Case &c : refused) {
+        std::string msg;
+        EXPECT_EQ(parse_status(c.sample.encode(), c.sample.shape, &msg), Status::bad_format) << c.what;
+        EXPECT_NE(msg.find(c.message), std::string::npos) << c.what << ": " << msg;
+    }
+    // Part of a row, and more rows than tokens.
+    Sample odd = sample(2, 2, n_past, 4);
+    odd.contents.sections[2].parts[0] = odd.contents.sections[2].parts[0].subspan(1);
+    Sample more = sample(2, 2, n_past, 4);
+    static const std::vector<uint8_t> extra(row, 7);
+    more.contents.sections[4].parts.push_back(std::span(extra));
+    for (const Sample *bad : {&odd, &more}) {
+        std::string msg;
+        EXPECT_EQ(parse_status(bad->encode(), bad->shape, &msg), Status::bad_format);
+        EXPECT_NE(msg.find("not whole rows"), std::string::npos) << msg;
+    }
+    // A context without windows needs every row; version 1 always does.
     std::string msg;
-    EXPECT_EQ(parse_status(image, s.shape, &msg), Status::unsupported);
-    EXPECT_NE(msg.find("version 2"), std::string::npos) << msg;
+    StateShape no_windows = s.shape;
+    no_windows.window.clear();
+    EXPECT_EQ(parse_status(image, no_windows, &msg), Status::bad_format);
+    EXPECT_NE(msg.find("layer 0 holds the rows of 2 positions but reads 9"), std::string::npos) << msg;
+    std::vector<uint8_t> as_v1 = image;
+    const uint32_t v1 = 1;
+    std::memcpy(as_v1.data() + 8, &v1, 4);
+    fix_checksum(as_v1);
+    EXPECT_EQ(parse_status(as_v1, s.shape, &msg), Status::bad_format);
+    EXPECT_NE(msg.find("expected"), std::string::npos) << msg;
 }
 
 TEST(StateFile, WrongFingerprintIsStateMismatch) {
