@@ -160,21 +160,19 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
     const int32_t dk = s.head_dim_k, dv = s.head_dim_v;
     const bool f32 = kv.is_f32();
     const size_t es = kv.element_bytes();
-    const size_t k_row = size_t(kv.k_dim()) * es;
-    const bool in_k = kv.values_in_keys();
-    const size_t v_row = in_k ? k_row : size_t(kv.v_dim()) * es;
-    // Positions first..end-1, numbered from 0 below.
+    // Positions first..end-1, numbered from 0 below; row p of a run holds
+    // position first + p, also where a sliding window's ring wraps.
     const int32_t n_pos = end - first;
-    const uint8_t *keys = kv.k_bytes(layer, end).data() + size_t(first) * k_row + size_t(kv_head) * size_t(dk) * es;
-    const uint8_t *values =
-        in_k ? keys : kv.v_bytes(layer, end).data() + size_t(first) * v_row + size_t(kv_head) * size_t(dv) * es;
+    const KvRowRun keys = kv.run(KvPart::k, layer, first), values = kv.run(KvPart::v, layer, first);
+    const size_t k_head = size_t(kv_head) * size_t(dk) * es;
+    const size_t v_head = kv.values_in_keys() ? k_head : size_t(kv_head) * size_t(dv) * es;
     const size_t stride = size_t(n_pos);
 
     alignas(64) float rows[kTile * kMaxHeadDim];
     alignas(64) float tile[kMaxHeadDim * kTile];
     int32_t p0 = 0;
     for (; p0 + kTile <= n_pos; p0 += kTile) {
-        for (int32_t l = 0; l < kTile; ++l) widen(keys + size_t(p0 + l) * k_row, f32, dk, rows + l * dk);
+        for (int32_t l = 0; l < kTile; ++l) widen(keys.row(p0 + l) + k_head, f32, dk, rows + l * dk);
         for (int32_t i = 0; i < dk; ++i)
             for (int32_t l = 0; l < kTile; ++l) tile[i * kTile + l] = rows[l * dk + i];
         int32_t g = score_heads<8>(0, group, q, dk, tile, s.scale, scores + p0, stride);
@@ -183,7 +181,7 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
         score_heads<1>(g, group, q, dk, tile, s.scale, scores + p0, stride);
     }
     for (; p0 < n_pos; ++p0) {
-        widen(keys + size_t(p0) * k_row, f32, dk, rows);
+        widen(keys.row(p0) + k_head, f32, dk, rows);
         for (int32_t g = 0; g < group; ++g) {
             const float *qg = q + size_t(g) * size_t(dk);
             float sum = 0.0f;
@@ -200,7 +198,7 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
     // Values: kTile rows widened once, accumulated into every head in position order.
     for (int32_t j0 = 0; j0 < n_pos; j0 += kTile) {
         const int32_t n = std::min(kTile, n_pos - j0);
-        for (int32_t l = 0; l < n; ++l) widen(values + size_t(j0 + l) * v_row, f32, dv, rows + l * dv);
+        for (int32_t l = 0; l < n; ++l) widen(values.row(j0 + l) + v_head, f32, dv, rows + l * dv);
         for (int32_t g = 0; g < group; ++g)
             accumulate_values(rows, n, dv, scores + size_t(g) * stride + size_t(j0), out + size_t(g) * size_t(dv));
     }

@@ -1,5 +1,6 @@
 // Causal scaled-dot-product attention of query heads against the cached
-// keys/values of positions [first, pos] (first > 0 for a sliding window).
+// keys/values of positions [first, pos] (first > 0 for a sliding window,
+// whose ring in the cache must still hold them), summed in position order.
 // GQA maps query head h to KV head h / (n_head / n_head_kv). A head may have
 // a sink: a logit that joins the softmax's maximum and denominator but has
 // no value, so the weights of the positions sum to less than 1. With a cache

@@ -4,10 +4,14 @@
 
 namespace moe {
 
-KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t k_dim, int32_t v_dim, bool f32)
-    : n_layer_(n_layer), n_ctx_(n_ctx), k_dim_(k_dim), v_dim_(v_dim), f32_(f32) {
-    const size_t nk = size_t(n_layer) * size_t(n_ctx) * size_t(k_dim);
-    const size_t nv = size_t(n_layer) * size_t(n_ctx) * size_t(v_dim);
+KvCache::KvCache(const KvLayout &layout, bool f32) : layout_(layout), f32_(f32) {
+    size_t rows = 0, kept = 0;
+    for (int32_t l = 0; l < layout.n_layer(); ++l) {
+        row0_.push_back(rows);
+        rows += size_t(layout.rows[size_t(l)]);
+        kept += size_t(layout.kept_rows(l));
+    }
+    const size_t nk = rows * size_t(layout.k_dim), nv = rows * size_t(layout.v_dim);
     if (f32) {
         k32_.assign(nk, 0.0f);
         v32_.assign(nv, 0.0f);
@@ -15,34 +19,36 @@ KvCache::KvCache(int32_t n_layer, int32_t n_ctx, int32_t k_dim, int32_t v_dim, b
         k16_.assign(nk, 0);
         v16_.assign(nv, 0);
     }
+    kept_.assign(kept * (row_size(KvPart::k) + (values_in_keys() ? 0 : row_size(KvPart::v))), 0);
 }
 
 void KvCache::store(int32_t layer, int32_t pos, const float *k, const float *v) {
-    const size_t ik = index(layer, pos, k_dim_), iv = index(layer, pos, v_dim_);
+    const size_t row = row_index(layer, pos);
+    const size_t ik = row * size_t(k_dim()), iv = row * size_t(v_dim());
     if (f32_) {
-        for (int32_t i = 0; i < k_dim_; ++i) k32_[ik + size_t(i)] = k[i];
-        for (int32_t i = 0; i < v_dim_; ++i) v32_[iv + size_t(i)] = v[i];
+        for (int32_t i = 0; i < k_dim(); ++i) k32_[ik + size_t(i)] = k[i];
+        for (int32_t i = 0; i < v_dim(); ++i) v32_[iv + size_t(i)] = v[i];
     } else {
-        kernels::f32_to_fp16_row(k, &k16_[ik], k_dim_);
-        if (v_dim_ > 0) kernels::f32_to_fp16_row(v, &v16_[iv], v_dim_);
+        kernels::f32_to_fp16_row(k, &k16_[ik], k_dim());
+        if (v_dim() > 0) kernels::f32_to_fp16_row(v, &v16_[iv], v_dim());
     }
 }
 
 void KvCache::load_k(int32_t layer, int32_t pos, int32_t offset, int32_t n, float *out) const {
-    const size_t base = index(layer, pos, k_dim_) + size_t(offset);
+    const size_t base = row_index(layer, pos) * size_t(k_dim()) + size_t(offset);
     for (int32_t i = 0; i < n; ++i)
         out[i] = f32_ ? k32_[base + size_t(i)] : kernels::fp16_to_f32(k16_[base + size_t(i)]);
 }
 
 void KvCache::load_v(int32_t layer, int32_t pos, int32_t offset, int32_t n, float *out) const {
     if (values_in_keys()) return load_k(layer, pos, offset, n, out);
-    const size_t base = index(layer, pos, v_dim_) + size_t(offset);
+    const size_t base = row_index(layer, pos) * size_t(v_dim()) + size_t(offset);
     for (int32_t i = 0; i < n; ++i)
         out[i] = f32_ ? v32_[base + size_t(i)] : kernels::fp16_to_f32(v16_[base + size_t(i)]);
 }
 
 float KvCache::dot_k(int32_t layer, int32_t pos, int32_t offset, int32_t n, const float *q) const {
-    const size_t base = index(layer, pos, k_dim_) + size_t(offset);
+    const size_t base = row_index(layer, pos) * size_t(k_dim()) + size_t(offset);
     float sum = 0.0f;
     if (f32_) {
         const float *k = &k32_[base];
@@ -56,7 +62,7 @@ float KvCache::dot_k(int32_t layer, int32_t pos, int32_t offset, int32_t n, cons
 
 void KvCache::axpy_v(int32_t layer, int32_t pos, int32_t offset, int32_t n, float a, float *out) const {
     const bool in_k = values_in_keys();
-    const size_t base = index(layer, pos, in_k ? k_dim_ : v_dim_) + size_t(offset);
+    const size_t base = row_index(layer, pos) * size_t(in_k ? k_dim() : v_dim()) + size_t(offset);
     if (f32_) {
         const float *v = in_k ? &k32_[base] : &v32_[base];
         for (int32_t i = 0; i < n; ++i) out[i] += a * v[i];
@@ -64,6 +70,23 @@ void KvCache::axpy_v(int32_t layer, int32_t pos, int32_t offset, int32_t n, floa
         const uint16_t *v = in_k ? &k16_[base] : &v16_[base];
         for (int32_t i = 0; i < n; ++i) out[i] += a * kernels::fp16_to_f32(v[i]);
     }
+}
+
+const uint8_t *KvCache::base(KvPart part) const {
+    const bool k = part == KvPart::k || values_in_keys();
+    if (f32_) return reinterpret_cast<const uint8_t *>(k ? k32_.data() : v32_.data());
+    return reinterpret_cast<const uint8_t *>(k ? k16_.data() : v16_.data());
+}
+
+size_t KvCache::row_size(KvPart part) const {
+    return size_t(part == KvPart::k || values_in_keys() ? k_dim() : v_dim()) * element_bytes();
+}
+
+KvRowRun KvCache::run(KvPart part, int32_t layer, int32_t first) const {
+    const size_t row = row_index(layer, first);
+    const size_t size = row_size(part);
+    const size_t row0 = row0_[size_t(layer)];
+    return {base(part) + row0 * size, size, int32_t(row - row0), layout_.rows[size_t(layer)]};
 }
 
 }  // namespace moe

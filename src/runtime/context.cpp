@@ -158,6 +158,12 @@ void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out, b
     const int32_t batch = forward_->options().max_batch;
     const uint64_t traced = forward_->traced_tokens();
     const uint64_t trace_rows = routing_trace_ ? routing_trace_->rows() : 0;
+    // Chunks after the first wrap the sliding-window rings onto the rows the
+    // step's first tokens read (KvCache::keep_window): kept aside, they are
+    // put back if the step fails.
+    KvCache &kv = forward_->kv();
+    const bool several_chunks = n_tokens > batch;
+    if (several_chunks) kv.keep_window(n_past_);
     try {
         int32_t done = 0;
         while (done < n_tokens) {
@@ -172,6 +178,7 @@ void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out, b
         }
     } catch (...) {
         // The rows the failed step recorded go too, also when it is not run again.
+        if (several_chunks) kv.restore_window(n_past_);
         forward_->rewind_trace(traced);
         if (routing_trace_) routing_trace_->rewind(trace_rows);
         throw;

@@ -93,6 +93,9 @@ public:
     // carry the first 159 characters).
     const std::string &io_mode_reason() const { return source_.reason; }
 
+    // The keys and values of the tokens in the context (rings for sliding-window layers).
+    const KvCache &kv_cache() const { return forward_->kv(); }
+
     void fill_stats(moestream_stats &out) const;
     void reset_stats();
     ExpertSource &expert_source() { return *source_.source; }

@@ -41,6 +41,7 @@ state::StateShape Context::state_shape() const {
     s.kv_layout = kKvLayoutHeadMajorRows;
     s.k_row_bytes.assign(size_t(hp.n_layer), uint64_t(kv.k_dim()) * kv.element_bytes());
     s.v_row_bytes.assign(size_t(hp.n_layer), uint64_t(kv.v_dim()) * kv.element_bytes());
+    for (const int32_t w : kv.layout().window) s.window.push_back(uint32_t(w));
     return s;
 }
 
@@ -55,11 +56,17 @@ std::string Context::save_state(const std::string &path, const Sampler *sampler)
     contents.n_past = uint32_t(n_past_);
     contents.sections.push_back({state::SectionType::tokens, 0, {as_bytes(tokens_, size_t(n_past_))}});
     contents.sections.push_back({state::SectionType::positions, 0, {as_bytes(positions, positions.size())}});
+    // A layer with a window saves only the positions it still reads (its
+    // ring may no longer hold older ones): the file is then version 2.
     const KvCache &kv = forward_->kv();
     for (uint32_t l = 0; l < shape.n_layer; ++l) {
-        contents.sections.push_back({state::SectionType::kv_k, l, {kv.k_bytes(int32_t(l), n_past_)}});
-        if (shape.v_row_bytes[l] != 0)
-            contents.sections.push_back({state::SectionType::kv_v, l, {kv.v_bytes(int32_t(l), n_past_)}});
+        const int32_t first = kv.first_needed(int32_t(l), n_past_);
+        for (const auto &[part, type] : {std::pair{KvPart::k, state::SectionType::kv_k},
+                                         std::pair{KvPart::v, state::SectionType::kv_v}}) {
+            if (part == KvPart::v && shape.v_row_bytes[l] == 0) continue;
+            const auto rows = kv.row_bytes(part, int32_t(l), first, n_past_);
+            contents.sections.push_back({type, l, std::vector<std::span<const uint8_t>>(rows.begin(), rows.end())});
+        }
     }
     std::array<uint8_t, kSamplerSectionBytes> sampler_bytes{};
     if (sampler) {
@@ -87,15 +94,17 @@ void Context::load_state(const std::string &path, Sampler *sampler) {
         sampler_state = decode_sampler_section(loaded.sampler, path);
     }
 
-    // Every check has passed: nothing below can fail.
+    // Every check has passed: nothing below can fail. Each layer takes the
+    // rows it reads from n_past on, the last of those the file holds (a file
+    // may hold more: version 1 keeps every position).
     KvCache &kv = forward_->kv();
+    const int32_t n_past = int32_t(loaded.n_past);
     for (uint32_t l = 0; l < shape.n_layer; ++l) {
-        const auto k = kv.k_bytes(int32_t(l), int32_t(loaded.n_past));
-        if (!k.empty()) std::memcpy(k.data(), loaded.k[l].data(), k.size());
-        if (shape.v_row_bytes[l] != 0) {
-            const auto v = kv.v_bytes(int32_t(l), int32_t(loaded.n_past));
-            if (!v.empty()) std::memcpy(v.data(), loaded.v[l].data(), v.size());
-        }
+        const int32_t first = kv.first_needed(int32_t(l), n_past);
+        const uint32_t skipped = loaded.rows[l] - uint32_t(n_past - first);
+        kv.write_rows(KvPart::k, int32_t(l), first, loaded.k[l].subspan(skipped * shape.k_row_bytes[l]));
+        if (shape.v_row_bytes[l] != 0)
+            kv.write_rows(KvPart::v, int32_t(l), first, loaded.v[l].subspan(skipped * shape.v_row_bytes[l]));
     }
     std::copy(loaded.tokens.begin(), loaded.tokens.end(), tokens_.begin());
     n_past_ = int32_t(loaded.n_past);

@@ -54,10 +54,7 @@ ForwardPass::ForwardPass(const Model &model, ExpertSource &experts, ThreadPool &
       experts_(experts),
       pool_(pool),
       opt_(opt),
-      // Latent attention caches keys only: the value is the key's latent part.
-      kv_(model.hparams().n_layer, opt.n_ctx, model.hparams().n_head_kv * model.hparams().head_dim_k,
-          model.hparams().latent_attention() ? 0 : model.hparams().n_head_kv * model.hparams().head_dim_v,
-          opt.exact),
+      kv_(kv_layout_for(model.hparams(), opt.n_ctx, opt.max_batch), opt.exact),
       act_(max_act_row_bytes(model, opt.exact) * size_t(std::max(1, opt.max_batch)) + 64),
       linear_(pool, opt.exact, act_.data(), act_.size()),
       router_scratch_(model.hparams().n_expert, model.traits().gating.n_group) {

@@ -47,8 +47,9 @@ public:
     enum class Logits { last, every };
     // Processes n_tokens (1..max_batch) tokens at positions n_past.. and, if
     // logits is not null, writes n_vocab logits: the last token's, or every
-    // token's one after another. Writes the KV cache at those positions only;
-    // the caller owns n_past.
+    // token's one after another. Writes the KV cache at those positions only
+    // (in a sliding-window ring, over rows of positions no query of this or a
+    // later step sees); the caller owns n_past.
     void run(const int32_t *tokens, int32_t n_tokens, int32_t n_past, float *logits, Logits which = Logits::last);
 
     const ForwardOptions &options() const { return opt_; }

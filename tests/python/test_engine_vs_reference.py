@@ -185,6 +185,31 @@ def test_sliding_window_pattern_as_llama_cpp_reads_it(engine, tmp_path, pattern)
     gpt_oss_matches_reference(engine, tmp_path / "swa.gguf", skip_unsupported=False, n_swa=3, swa_pattern=value)
 
 
+def test_sliding_window_rings_over_contexts_many_windows_long(engine, tmp_path):
+    """A window of 4 over 150 positions: the sliding layers keep rings of the window plus a chunk
+    (67 rows with the library's 64-token chunks), which wrap here, in one-token steps, steps of 37
+    tokens and one step of all 150 (three chunks). Exact mode follows the reference at every
+    position, and every way of feeding the tokens gives the same bits, in both modes."""
+    spec = mm.ModelSpec(arch="gpt-oss", quant_mix="q8_0", seed=11, yarn_orig_ctx=64, n_swa=4,
+                        **SHAPES["k1-e6-gqa8"])
+    path = tmp_path / "window4.gguf"
+    mm.make_model(path, spec)
+    tokens = [int(t) for t in np.random.default_rng(5).integers(0, spec.n_vocab, 150)]
+    ref = Reference(path).run(tokens)
+    ec.require_clear_routing(ref.margins, len(tokens), path.name)
+    for exact in (True, False):
+        first, rows = engine.positions(path, tokens, spec.n_vocab, exact=exact, batch=1, extra=("--all",))
+        assert first == 0 and len(rows) == len(tokens)
+        if exact:
+            for i, row in enumerate(rows):
+                ec.compare_exact(ref.logits[i], row, f"{path.name} --exact: position {i + 1}")
+        steps = engine.run_logits(path, tokens, exact=exact, batch=37, extra=("--all",)).reshape(-1, spec.n_vocab)
+        ends = [min(len(tokens), i + 37) - 1 for i in range(0, len(tokens), 37)]
+        assert np.array_equal(steps, rows[ends]), f"exact={exact}: steps of 37 tokens differ from one-token steps"
+        whole = engine.logits(path, tokens, spec.n_vocab, exact=exact)
+        assert np.array_equal(whole, rows[-1]), f"exact={exact}: one step of 150 tokens differs"
+
+
 def test_engine_check_criteria_can_fail():
     """The comparison helpers reject wrong logits (guards against a harness that always passes)."""
     rng = np.random.default_rng(0)

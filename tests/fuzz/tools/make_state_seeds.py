@@ -38,6 +38,25 @@ def main(out_dir):
                         ctx.save_state(out / f"{arch}_{kv}_3tokens_sampler.state", sampler)
                         truncated_sampler_section(out / f"{arch}_{kv}_3tokens_sampler.state",
                                                   out / f"{arch}_{kv}_3tokens_sampler_short.state")
+        # Format version 2: gpt-oss's sliding layer 0 keeps the last n_swa - 1 = 1 row.
+        model = pathlib.Path(tmp) / "gpt-oss.gguf"
+        make_model(model, ModelSpec(arch="gpt-oss", n_embd=64, n_layer=2, n_head=2, n_head_kv=1, n_expert=4,
+                                    n_expert_used=2, n_ff_expert=32, n_vocab=64, n_ctx=16, n_swa=2, seed=3))
+        with moestream.Context(model, n_ctx=8, n_threads=1, profile_path="") as ctx:
+            ctx.step([1, 2, 3, 4, 5, 6], logits=False)
+            ctx.save_state(out / "gpt-oss_f16_window.state")
+        with_window_layout(out / "gpt-oss_f16_window.state", out / "gpt-oss_f16_window_layout.state", window=2)
+
+
+def with_window_layout(src, dst, window):
+    """A copy whose kv_layout carries the bits fuzz_state reads as "the even
+    layers slide with this window" (0x200 | (window - 1) << 12), so that its
+    first pass checks the rows of a version 2 file; the checksum is left stale."""
+    data = bytearray(src.read_bytes())
+    assert int.from_bytes(data[8:12], "little") == 2
+    layout = int.from_bytes(data[52:56], "little") | 0x200 | (window - 1) << 12
+    data[52:56] = layout.to_bytes(4, "little")
+    dst.write_bytes(bytes(data))
 
 
 def truncated_sampler_section(src, dst, keep=40):
