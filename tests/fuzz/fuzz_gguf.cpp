@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const moe::ModelBytes bytes = moe::account_bytes(*file);
         if (bytes.dense + bytes.expert != bytes.total) std::abort();
         const moe::HParams hp = moe::HParams::from_gguf(*file);
-        (void)moe::estimate_runtime_overhead(hp);
+        (void)moe::estimate_runtime_overhead(hp, 0, 64);
     } catch (const moe::Error &) {
     }
     return 0;

@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "experts/budget_planner.hpp"
+#include "model/hparams.hpp"
 
 namespace {
 
@@ -108,6 +109,36 @@ TEST(BudgetPlanner, MappedShareIsWhatIsLeftUpToEveryExpert) {
     in.expert_bytes = 0;  // no routed experts: nothing to share, nothing needed
     in.min_bytes = 0;
     EXPECT_EQ(moe::plan_expert_share(in), 0u);
+}
+
+// gpt-oss-20b's attention: 24 layers, every other one sliding over 128
+// positions. What a context keeps beyond the weights counts those layers'
+// rings (128 + 64 - 1 rows at the default 64-token chunks, with copies of
+// 127 rows), not n_ctx rows: the budget leaves the difference to the experts.
+TEST(BudgetPlanner, SlidingWindowLayersCountTheirRings) {
+    moe::HParams hp;
+    hp.n_layer = 24;
+    hp.n_ctx_train = 131072;
+    hp.n_embd = 2880;
+    hp.n_head = 64;
+    hp.n_head_kv = 8;
+    hp.head_dim_k = hp.head_dim_v = 64;
+    hp.n_vocab = 201088;
+    hp.n_expert = 32;
+    hp.n_expert_used = 4;
+    hp.n_ff_expert = 2880;
+    const uint64_t full = moe::runtime_bytes_bound(hp, 8192, 64, 4);
+    hp.n_swa = 128;
+    hp.swa_layers = moe::swa_layers_of_period(24, 2);
+    const uint64_t rings = moe::runtime_bytes_bound(hp, 8192, 64, 4);
+    const uint64_t row = 8 * (64 + 64) * 2;  // K and V of one position, f16
+    EXPECT_EQ(full - rings, 12 * (8192 - (128 + 63) - 127) * row);
+    // A context no longer than a ring keeps every position of every layer.
+    EXPECT_EQ(moe::runtime_bytes_bound(hp, 160, 64, 4), [&] {
+        moe::HParams no_window = hp;
+        no_window.n_swa = 0;
+        return moe::runtime_bytes_bound(no_window, 160, 64, 4);
+    }());
 }
 
 }  // namespace

@@ -169,10 +169,10 @@ TEST(IoModeChoice, OverheadEstimateGrowsWithContext) {
     hp.n_expert_used = 8;
     hp.n_ff_expert = 768;
     const uint64_t kv4096 = 48ull * 4096 * 4 * 256 * 2;  // F16 K and V
-    const uint64_t def = moe::estimate_runtime_overhead(hp);
+    const uint64_t def = moe::estimate_runtime_overhead(hp, 0, 64);
     EXPECT_GT(def, kv4096);
     EXPECT_LT(def, kv4096 + 64 * MiB);
-    EXPECT_GT(moe::estimate_runtime_overhead(hp, 8192), def + kv4096 - 1);
+    EXPECT_GT(moe::estimate_runtime_overhead(hp, 8192, 64), def + kv4096 - 1);
 }
 
 // A v2 hierarchy written out by hand: the limit nearest the top can bind,
