@@ -196,7 +196,8 @@ typedef struct moestream_params {
                                    this many); each chunk reads every weight it needs once, so a larger one
                                    makes long prompts faster, most of all when experts are streamed, for
                                    scratch memory taken from the budget (~240 KiB per token for a
-                                   Qwen3-30B-A3B shape). 0 = 64; at most n_ctx. Since 0.4 */
+                                   Qwen3-30B-A3B shape; sliding-window layers also keep a KV ring of
+                                   window + max_batch - 1 positions). 0 = 64; at most n_ctx. Since 0.4 */
 } moestream_params;
 
 /* Fills defaults (struct_size, automatic everything). */
