@@ -31,9 +31,9 @@ uint64_t forward_scratch_bound(const HParams &hp, int32_t max_batch, int32_t n_c
     return 4 * (B * per_token + fixed) + B * act_row;
 }
 
-uint64_t runtime_bytes_bound(const HParams &hp, int32_t n_ctx, int32_t max_batch, int32_t n_threads) {
+uint64_t runtime_bytes_bound(const HParams &hp, int32_t n_ctx, int32_t max_batch, int32_t n_threads, bool exact) {
     const int32_t ctx = n_ctx > 0 ? n_ctx : hp.n_ctx_train > 0 ? std::min(hp.n_ctx_train, 4096) : 4096;
-    return estimate_runtime_overhead(hp, ctx, max_batch) +
+    return estimate_runtime_overhead(hp, ctx, max_batch, exact) +
            forward_scratch_bound(hp, std::min(max_batch, ctx), ctx, n_threads);
 }
 

@@ -19,8 +19,10 @@ uint64_t forward_scratch_bound(const HParams &hp, int32_t max_batch, int32_t n_c
 // keeps (KV cache, fixed allowance, batch scratch): what the I/O-mode choice
 // and the cache plan subtract from the budget. Opening a context and
 // moestream_inspect both use it, so inspect predicts the mode open picks.
-// n_ctx 0 = min(model's, 4096); n_threads 0 = one per physical core.
-uint64_t runtime_bytes_bound(const HParams &hp, int32_t n_ctx, int32_t max_batch, int32_t n_threads);
+// n_ctx 0 = min(model's, 4096); n_threads 0 = one per physical core; exact:
+// the context keeps an F32 KV cache (ContextParams::exact), else F16.
+uint64_t runtime_bytes_bound(const HParams &hp, int32_t n_ctx, int32_t max_batch, int32_t n_threads,
+                             bool exact = false);
 
 struct CachePlanInput {
     uint64_t budget = 0;          // bytes for the whole engine

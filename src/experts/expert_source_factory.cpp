@@ -130,7 +130,7 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     req.expert_bytes = model.expert_bytes();
     // KV cache and fixed allowance, plus the forward pass's batch scratch
     // (resident_bytes counts the real scratch, so the plan must not be short).
-    req.overhead_bytes = runtime_bytes_bound(hp, params.n_ctx, params.max_batch, params.n_threads);
+    req.overhead_bytes = runtime_bytes_bound(hp, params.n_ctx, params.max_batch, params.n_threads, params.exact);
     req.direct_io_available = direct_io_available(file.path());
     const IoModeChoice choice = choose_io_mode_from_env(req);
 

@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "experts/budget_planner.hpp"
+#include "model/kv_cache.hpp"
 #include "model/hparams.hpp"
 
 namespace {
@@ -133,6 +134,11 @@ TEST(BudgetPlanner, SlidingWindowLayersCountTheirRings) {
     const uint64_t rings = moe::runtime_bytes_bound(hp, 8192, 64, 4);
     const uint64_t row = 8 * (64 + 64) * 2;  // K and V of one position, f16
     EXPECT_EQ(full - rings, 12 * (8192 - (128 + 63) - 127) * row);
+    // An exact context keeps F32 rows: twice the KV bytes (rows of the
+    // full-attention layers, the rings and the windows a step keeps aside).
+    const uint64_t kv_f16 = moe::kv_layout_for(hp, 8192, 64).bytes(2);
+    EXPECT_GE(kv_f16, 12 * (8192 + 128 + 63) * row);
+    EXPECT_EQ(moe::runtime_bytes_bound(hp, 8192, 64, 4, true) - rings, kv_f16);
     // A context no longer than a ring keeps every position of every layer.
     EXPECT_EQ(moe::runtime_bytes_bound(hp, 160, 64, 4), [&] {
         moe::HParams no_window = hp;

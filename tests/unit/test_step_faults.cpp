@@ -257,7 +257,7 @@ TEST(StepBudget, TooSmallForOneLayerIsRefusedAtOpen) {
     int32_t layer_experts = 0;
     {
         auto model = Model::open(path);
-        fixed = model->dense_bytes() + runtime_bytes_bound(model->hparams(), p.n_ctx, p.max_batch, p.n_threads);
+        fixed = model->dense_bytes() + runtime_bytes_bound(model->hparams(), p.n_ctx, p.max_batch, p.n_threads, p.exact);
         slot = StreamingExpertSource::slot_bytes_for(model->expert_layouts(), nullptr, false);
         layer_experts = model->hparams().n_expert;
     }
