@@ -52,9 +52,10 @@ moe::ContextParams to_context_params(const moestream_params &p) {
         c.lookahead_layers = p.lookahead_layers;
     if (p.struct_size >= offsetof(moestream_params, numa_placement) + sizeof(p.numa_placement))
         c.numa_placement = p.numa_placement;
+    c.max_batch = 0;  // automatic, also for callers whose params end before the field
     if (p.struct_size >= offsetof(moestream_params, max_batch) + sizeof(p.max_batch)) {
         if (p.max_batch < 0) moe::fail(moe::Status::invalid_argument, "params.max_batch %d is negative", p.max_batch);
-        if (p.max_batch > 0) c.max_batch = p.max_batch;
+        c.max_batch = p.max_batch;
     }
     if (p.profile_path) {
         c.profile_path = p.profile_path;

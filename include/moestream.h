@@ -197,7 +197,10 @@ typedef struct moestream_params {
                                    makes long prompts faster, most of all when experts are streamed, for
                                    scratch memory taken from the budget (~240 KiB per token for a
                                    Qwen3-30B-A3B shape; sliding-window layers also keep a KV ring of
-                                   window + max_batch - 1 positions). 0 = 64; at most n_ctx. Since 0.4 */
+                                   window + max_batch - 1 positions). 0 = automatic: 64, or 512 / 256 when
+                                   experts are streamed (direct, pread) and the budget still holds all but
+                                   1/32 of the cache slots 64 would leave (moestream_io_mode_reason then
+                                   says "steps in chunks of N tokens"); at most n_ctx. Since 0.4 */
 } moestream_params;
 
 /* Fills defaults (struct_size, automatic everything). */

@@ -42,8 +42,8 @@ const char *const kModelOptionsHelp =
     "  --prefetch M             auto, off, previous (previous-token), lookahead or both\n"
     "  --lookahead N            layers the router lookahead predicts ahead, 1..4\n"
     "  --numa P                 local or interleave\n"
-    "  --max-batch N            tokens run through the model at once (default 64); larger: faster long prompts,\n"
-    "                           most of all when streaming, for more scratch memory\n"
+    "  --max-batch N            tokens run through the model at once (default 64, or 512 / 256 when streaming\n"
+    "                           and the budget affords it); larger: faster long prompts, more scratch memory\n"
     "  --cache-policy P         auto, lru, lfu-decay, pinned-hot or reuse-aware\n"
     "  --exact                  f32 activations and f32 KV cache (slow, for checking)\n";
 

@@ -69,7 +69,7 @@ int32_t numa_placement(const ContextParams &p) {
 
 Context::Context(const ContextParams &params)
     : params_(params), model_(Model::open(params.model_path)), pool_(params.n_threads) {
-    if (params_.max_batch <= 0) fail(Status::invalid_argument, "max_batch %d must be positive", params_.max_batch);
+    if (params_.max_batch < 0) fail(Status::invalid_argument, "max_batch %d is negative", params_.max_batch);
     if (params_.io_mode < MOESTREAM_IO_AUTO || params_.io_mode > MOESTREAM_IO_PREAD)
         fail(Status::invalid_argument, "io_mode %d is not a moestream_io_mode", params_.io_mode);
     if (params_.prefetch < MOESTREAM_PREFETCH_AUTO || params_.prefetch > MOESTREAM_PREFETCH_BOTH)
@@ -106,7 +106,10 @@ Context::Context(const ContextParams &params)
     }
     ForwardOptions fo;
     fo.n_ctx = n_ctx_;
-    fo.max_batch = std::min(params_.max_batch, n_ctx_);
+    const int32_t max_batch = params_.max_batch > 0 ? params_.max_batch
+                              : source_.max_batch > 0 ? source_.max_batch
+                                                      : kDefaultMaxBatch;
+    fo.max_batch = std::min(max_batch, n_ctx_);
     fo.exact = params_.exact;
     fo.lookahead_layers = wants_lookahead(params_.prefetch, source_.resident) ? params_.lookahead_layers : 0;
     fo.resident_experts = source_.resident;

@@ -22,6 +22,8 @@ namespace moe {
 
 inline constexpr int32_t kDefaultLookaheadLayers = 1;
 inline constexpr int32_t kMaxLookaheadLayers = 4;  // the expert source tracks this many distances
+// Tokens per forward chunk unless the caller or the streaming plan says otherwise.
+inline constexpr int32_t kDefaultMaxBatch = 64;
 
 struct ContextParams {
     std::string model_path;
@@ -36,7 +38,10 @@ struct ContextParams {
     std::string packed_path;     // "" = default
     std::string profile_path;    // "" with profile_disabled = off
     bool profile_disabled = false;
-    int32_t max_batch = 64;      // tokens per internal forward chunk
+    // Tokens per internal forward chunk; 0 = automatic: kDefaultMaxBatch, or
+    // more when experts are streamed and the budget affords the scratch
+    // (expert_source_factory.cpp, streaming_max_batch).
+    int32_t max_batch = kDefaultMaxBatch;
     std::string routing_trace_path;  // "" = no routing trace
     int32_t numa_placement = MOESTREAM_NUMA_LOCAL;  // the expert cache's and the dense copy's memory
     Log log;  // the caller's callback: what closing cannot return as a status is reported here
@@ -53,6 +58,9 @@ struct ExpertSourceChoice {
     std::string reason;
     bool resident = true;             // everything served from the mapping (prefetch is pointless)
     uint64_t cache_bytes = 0;         // capacity of an expert cache, 0 without one
+    // The chunk size the source's plan chose when ContextParams::max_batch is
+    // automatic; 0 = no choice (kDefaultMaxBatch).
+    int32_t max_batch = 0;
 };
 
 // Picks and builds the expert source for these parameters (expert_source_select.cpp).

@@ -97,3 +97,33 @@ def test_misuse_keeps_the_context(lib, binding, model):
         ctx.reset()
         np.testing.assert_array_equal(ctx.step_all_logits([1, 2, 3])[-1], before)
     assert raw(None, toks, 2, (ctypes.c_float * 600)()) == Status.INVALID_ARGUMENT
+
+
+def test_automatic_chunks_grow_when_streaming_and_never_cost_the_open(binding, tmp_path):
+    """max_batch 0 lets a streaming context take chunks of 512 tokens when the
+    budget keeps (nearly) every cache slot; at the least budget that opens with
+    64-token chunks it keeps 64 instead of failing."""
+    from tools.make_model import ModelSpec, make_model
+    path = tmp_path / "m.gguf"
+    make_model(path, ModelSpec(arch="qwen3moe", n_embd=128, n_layer=2, n_expert=8, n_expert_used=2, n_vocab=300,
+                               quant_mix="q8_0", seed=4))
+    big = 256 << 20
+    with binding.Context(path, n_ctx=1024, io_mode="pread", memory_budget=big, profile_path="") as ctx:
+        assert "chunks of 512 tokens" in ctx.io_mode_reason
+    with binding.Context(path, n_ctx=1024, io_mode="pread", memory_budget=big, profile_path="",
+                         max_batch=64) as ctx:
+        assert "chunks of" not in ctx.io_mode_reason
+    # The least budget (in MiB) that opens with 64-token chunks opens automatic ones too.
+    least = next(mib << 20 for mib in range(1, 256) if _opens(binding, path, mib << 20, 64))
+    with binding.Context(path, n_ctx=1024, io_mode="pread", memory_budget=least, profile_path="") as ctx:
+        assert ctx.stats()["resident_bytes"] <= least
+
+
+def _opens(binding, path, budget, max_batch):
+    try:
+        binding.Context(path, n_ctx=1024, io_mode="pread", memory_budget=budget, profile_path="",
+                        max_batch=max_batch).close()
+        return True
+    except binding.Error as e:
+        assert e.status == binding.Status.OUT_OF_MEMORY, e.message
+        return False
