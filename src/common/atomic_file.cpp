@@ -100,6 +100,17 @@ std::string file_to_replace(const std::string &target) {
 
 }  // namespace
 
+WritePlace write_place(const std::string &target) {
+    const std::string name = std::filesystem::path(target).filename().string();
+    if (name.empty() || name == "." || name == "..")
+        fail(Status::invalid_argument, "'%s' does not name a file to write", target.c_str());
+    WritePlace place;
+    place.file = file_to_replace(target);
+    const std::filesystem::path path(place.file);
+    place.directory = path.has_parent_path() ? path.parent_path().string() : std::string(".");
+    return place;
+}
+
 const FileOps &FileOps::posix() {
     static const FileOps ops{
         [](int fd, const void *buf, size_t n) -> long { return ::write(fd, buf, n); },
@@ -112,13 +123,10 @@ const FileOps &FileOps::posix() {
 }
 
 AtomicFile::AtomicFile(std::string target, const FileOps &ops, unsigned mode) : target_(std::move(target)), ops_(ops) {
-    const std::string name = std::filesystem::path(target_).filename().string();
-    if (name.empty() || name == "." || name == "..")
-        fail(Status::invalid_argument, "'%s' does not name a file to write", target_.c_str());
-    dest_ = file_to_replace(target_);
-    const std::filesystem::path path(dest_);
-    dir_ = path.has_parent_path() ? path.parent_path().string() : std::string(".");
-    temp_ = dir_ + "/." + path.filename().string() + ".tmp.XXXXXX";  // before any descriptor: may throw
+    WritePlace place = write_place(target_);
+    dest_ = std::move(place.file);
+    dir_ = std::move(place.directory);
+    temp_ = dir_ + "/." + std::filesystem::path(dest_).filename().string() + ".tmp.XXXXXX";  // before any descriptor: may throw
     dir_fd_ = ops_.open_directory(dir_.c_str());
     if (dir_fd_ < 0) fail_errno(errno, "cannot open directory %s to write %s", dir_.c_str(), target_.c_str());
     fd_ = ops_.open_unnamed ? ops_.open_unnamed(dir_fd_, mode) : -1;

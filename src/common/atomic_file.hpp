@@ -26,6 +26,18 @@ struct FileOps {
     static const FileOps &posix();
 };
 
+// Where AtomicFile(target) writes: `file` is what its rename replaces (the
+// target, or the file a symbolic link there leads to) and `directory` holds
+// it: the temporary is created and the directory synced there. Writers that
+// must not overlap lock `directory`, so the lock and the write name one
+// directory. Throws moe::Error as AtomicFile's constructor does for a target
+// it refuses.
+struct WritePlace {
+    std::string file;
+    std::string directory;
+};
+WritePlace write_place(const std::string &target);
+
 class AtomicFile {
 public:
     // Opens the target's directory first, so that one that cannot be opened

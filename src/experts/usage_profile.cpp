@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <vector>
 
 #include "common/atomic_file.hpp"
@@ -32,11 +31,21 @@ struct Header {
 };
 static_assert(sizeof(Header) == 32);
 
-// Holds an exclusive advisory lock on a directory while alive. Best effort:
-// where the directory cannot be opened or locked, nothing is held.
+// Holds an exclusive advisory lock, while alive, on the directory a write of
+// `path` goes to (symbolic links followed as the write follows them, so
+// contexts naming one file through a link and through its path take the same
+// lock). Best effort: where the directory cannot be opened or locked, or the
+// path cannot be written at all (the save says why), nothing is held.
 class DirectoryLock {
 public:
-    explicit DirectoryLock(const std::string &dir) : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    explicit DirectoryLock(const std::string &path) {
+        std::string dir;
+        try {
+            dir = write_place(path).directory;
+        } catch (const Error &) {
+            return;
+        }
+        fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd_ < 0) return;
         int rc;
         do rc = ::flock(fd_, LOCK_EX);
@@ -49,20 +58,8 @@ public:
     DirectoryLock &operator=(const DirectoryLock &) = delete;
 
 private:
-    int fd_;
+    int fd_ = -1;
 };
-
-// The directory the profile's file is written in, with symbolic links
-// followed as the write follows them: contexts naming one file through a
-// link and through its path then take the same lock.
-std::string directory_of(const std::string &path) {
-    std::error_code ec;
-    const std::filesystem::path real = std::filesystem::weakly_canonical(path, ec);
-    const std::string file = ec ? path : real.string();
-    const size_t slash = file.find_last_of('/');
-    if (slash == std::string::npos) return ".";
-    return slash == 0 ? "/" : file.substr(0, slash);
-}
 }  // namespace
 
 std::optional<UsageProfile> load_usage_profile(const std::string &path, uint64_t model_fingerprint,
@@ -121,7 +118,7 @@ void save_usage_profile(const std::string &path, uint64_t model_fingerprint, con
 
 void add_to_usage_profile(const std::string &path, uint64_t model_fingerprint, const UsageProfile &run,
                           const UsageProfile *opened) {
-    const DirectoryLock lock(directory_of(path));
+    const DirectoryLock lock(path);
     std::string why;
     ProfileLoadFailure failure = ProfileLoadFailure::none;
     std::optional<UsageProfile> now =

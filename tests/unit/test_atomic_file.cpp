@@ -190,6 +190,22 @@ TEST(AtomicFile, ASymbolicLinkIsFollowedAndStaysALink) {
     EXPECT_EQ(names_in(dir + "/real"), std::vector<std::string>{"file.bin"});
 }
 
+// write_place names the directory the write goes to, the linked file's for a
+// link (the one a lock serialising writers of the file must take), and
+// refuses what the constructor refuses.
+TEST(AtomicFile, WritePlaceIsTheDirectoryOfTheFileReplaced) {
+    const std::string dir = moe::test::scratch_dir();
+    fs::create_directory(dir + "/real");
+    write_text(dir + "/real/file.bin", "old");
+    fs::create_symlink(dir + "/real/file.bin", dir + "/link.bin");
+    const moe::WritePlace linked = moe::write_place(dir + "/link.bin");
+    EXPECT_TRUE(fs::equivalent(linked.file, dir + "/real/file.bin")) << linked.file;
+    EXPECT_TRUE(fs::equivalent(linked.directory, dir + "/real")) << linked.directory;
+    EXPECT_EQ(moe::write_place(dir + "/new.bin").directory, dir);
+    EXPECT_EQ(moe::write_place("bare.bin").directory, ".");
+    EXPECT_EQ(status_of([&] { moe::write_place(dir + "/"); }), Status::invalid_argument);
+}
+
 // What a rename cannot replace without destroying it is refused before
 // anything is written: a pipe, a device, a directory, a dangling link.
 TEST(AtomicFile, TargetsThatAreNotPlainFilesAreRefused) {
