@@ -3,8 +3,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "common/cgroup_memory.hpp"
+#include "common/unique_fd.hpp"
 
 #if defined(__linux__)
 #include <fcntl.h>
@@ -39,15 +41,12 @@ namespace {
 // buffer (no allocation per poll).
 class PsiFile final : public MemoryPressure {
 public:
-    PsiFile(int fd, int64_t total_us) : fd_(fd), last_total_us_(total_us), last_(Clock::now()) {}
-    ~PsiFile() override { ::close(fd_); }
-    PsiFile(const PsiFile &) = delete;
-    PsiFile &operator=(const PsiFile &) = delete;
+    PsiFile(UniqueFd fd, int64_t total_us) : fd_(std::move(fd)), last_total_us_(total_us), last_(Clock::now()) {}
 
     const char *name() const override { return "psi"; }
 
     double stall_share() override {
-        const int64_t total = read_total(fd_);
+        const int64_t total = read_total(fd_.get());
         const Clock::time_point now = Clock::now();
         if (total < 0) return -1;
         const double wall_us = std::chrono::duration<double, std::micro>(now - last_).count();
@@ -69,7 +68,7 @@ public:
 
 private:
     using Clock = std::chrono::steady_clock;
-    int fd_;
+    UniqueFd fd_;
     int64_t last_total_us_;
     Clock::time_point last_;
 };
@@ -90,14 +89,11 @@ std::unique_ptr<MemoryPressure> make_system_memory_pressure() {
     candidates[2] = "/proc/pressure/memory";
     for (const std::string &path : candidates) {
         if (path.empty()) continue;
-        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
-        const int64_t total = PsiFile::read_total(fd);
-        if (total < 0) {
-            ::close(fd);
-            continue;
-        }
-        return std::make_unique<PsiFile>(fd, total);
+        UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (!fd) continue;
+        const int64_t total = PsiFile::read_total(fd.get());
+        if (total < 0) continue;
+        return std::make_unique<PsiFile>(std::move(fd), total);
     }
     return nullptr;
 }

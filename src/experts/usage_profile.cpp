@@ -14,6 +14,7 @@
 #include "common/error.hpp"
 #include "common/regular_file.hpp"
 #include "common/saturating.hpp"
+#include "common/unique_fd.hpp"
 
 namespace moe {
 
@@ -45,20 +46,15 @@ public:
         } catch (const Error &) {
             return;
         }
-        fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd_ < 0) return;
+        fd_.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!fd_) return;
         int rc;
-        do rc = ::flock(fd_, LOCK_EX);
+        do rc = ::flock(fd_.get(), LOCK_EX);
         while (rc != 0 && errno == EINTR);
     }
-    ~DirectoryLock() {
-        if (fd_ >= 0) ::close(fd_);  // closing releases the lock
-    }
-    DirectoryLock(const DirectoryLock &) = delete;
-    DirectoryLock &operator=(const DirectoryLock &) = delete;
 
 private:
-    int fd_ = -1;
+    UniqueFd fd_;  // closing it releases the lock
 };
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/regular_file.hpp"
+#include "common/unique_fd.hpp"
 #include "moestream.h"
 
 static_assert(std::endian::native == std::endian::little,
@@ -101,21 +102,6 @@ void encode_full_header(uint8_t *h, const StateShape &shape, const StateContents
     put_u64(h + kChecksumOffset, XXH3_64bits_digest(st));
     XXH3_freeState(st);
 }
-
-// Owns a file descriptor.
-class Fd {
-public:
-    explicit Fd(int fd = -1) : fd_(fd) {}
-    ~Fd() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    Fd(const Fd &) = delete;
-    Fd &operator=(const Fd &) = delete;
-    int get() const { return fd_; }
-
-private:
-    int fd_;
-};
 
 // Collects small ranges into one buffer so a many-part section does not cost
 // a system call per part; large ranges go straight to the file.
@@ -519,7 +505,7 @@ LoadedState parse_state(std::vector<uint8_t> image, const StateShape &expected, 
 LoadedState read_state_file(const std::string &path, const StateShape &expected) {
     // Refuses a pipe (or device, or directory) at once: a blocking open of a
     // named pipe would wait for a writer.
-    Fd fd(open_regular_fd_or_fail(path, "state file"));
+    const UniqueFd fd(open_regular_fd_or_fail(path, "state file"));
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) fail_errno(errno, "cannot stat state file %s", path.c_str());
     const uint64_t file_size = static_cast<uint64_t>(st.st_size);
