@@ -1,38 +1,31 @@
 #include "common/mapped_file.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 #include "common/error.hpp"
 #include "common/huge_pages.hpp"
+#include "common/regular_file.hpp"
 
 namespace moe {
 
 MappedFile::MappedFile(const std::string &path) {
-    // O_NONBLOCK: a named pipe would otherwise block the open until a writer
-    // came, before the check below could refuse it. Reads of a regular file
-    // and its mapping ignore the flag.
-    fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd_ < 0) fail_errno(errno, "cannot open %s", path.c_str());
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) {
-        const int err = errno;
-        reset();
-        fail_errno(err, "cannot stat %s", path.c_str());
-    }
-    if (!S_ISREG(st.st_mode)) {
-        reset();
+    // A named pipe is refused without waiting for a writer.
+    int err = 0;
+    uint64_t size = 0;
+    fd_ = open_regular_fd(path, err, 0, &size);
+    if (!fd_) {
+        if (err != 0) fail_errno(err, "cannot open %s", path.c_str());
         fail(Status::io, "%s is not a regular file", path.c_str());
     }
-    size_ = static_cast<size_t>(st.st_size);
+    size_ = static_cast<size_t>(size);
     if (size_ == 0) return;
-    void *p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
+    void *p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_.get(), 0);
     if (p == MAP_FAILED) {
-        const int err = errno;
+        err = errno;
         reset();
         fail_errno(err, "cannot map %s", path.c_str());
     }
@@ -42,31 +35,23 @@ MappedFile::MappedFile(const std::string &path) {
 MappedFile::~MappedFile() { reset(); }
 
 MappedFile::MappedFile(MappedFile &&other) noexcept
-    : data_(other.data_), size_(other.size_), fd_(other.fd_) {
-    other.data_ = nullptr;
-    other.size_ = 0;
-    other.fd_ = -1;
-}
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)), fd_(std::move(other.fd_)) {}
 
 MappedFile &MappedFile::operator=(MappedFile &&other) noexcept {
     if (this != &other) {
         reset();
-        data_ = other.data_;
-        size_ = other.size_;
-        fd_ = other.fd_;
-        other.data_ = nullptr;
-        other.size_ = 0;
-        other.fd_ = -1;
+        data_ = std::exchange(other.data_, nullptr);
+        size_ = std::exchange(other.size_, 0);
+        fd_ = std::move(other.fd_);
     }
     return *this;
 }
 
 void MappedFile::reset() noexcept {
     if (data_) ::munmap(const_cast<uint8_t *>(data_), size_);
-    if (fd_ >= 0) ::close(fd_);
+    fd_.reset();
     data_ = nullptr;
     size_ = 0;
-    fd_ = -1;
 }
 
 namespace {

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/unique_fd.hpp"
+
 namespace moe {
 
 class MappedFile {
@@ -21,7 +23,7 @@ public:
 
     const uint8_t *data() const { return data_; }
     size_t size() const { return size_; }
-    int fd() const { return fd_; }  // kept open for pread/O_DIRECT users; -1 if none
+    int fd() const { return fd_.get(); }  // kept open for pread/O_DIRECT users; -1 if none
 
     // Residency hints over a byte range (no-ops where unsupported).
     void advise_willneed(uint64_t offset, uint64_t length) const;
@@ -36,7 +38,7 @@ private:
     void reset() noexcept;
     const uint8_t *data_ = nullptr;
     size_t size_ = 0;
-    int fd_ = -1;
+    UniqueFd fd_;
 };
 
 }  // namespace moe

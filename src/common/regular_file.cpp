@@ -10,23 +10,24 @@
 
 namespace moe {
 
-int open_regular_fd(const std::string &path, int &err) {
+UniqueFd open_regular_fd(const std::string &path, int &err, int extra_flags, uint64_t *size) {
     // O_NONBLOCK: a pipe opens at once, and fstat tells it is none.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | extra_flags));
+    if (!fd) {
         err = errno;
-        return -1;
+        return fd;
     }
     struct stat st {};
-    const bool stated = ::fstat(fd, &st) == 0;
+    const bool stated = ::fstat(fd.get(), &st) == 0;
     if (!stated || !S_ISREG(st.st_mode)) {
         err = stated ? 0 : errno;
-        ::close(fd);
-        return -1;
+        return UniqueFd();
     }
+    if (size) *size = static_cast<uint64_t>(st.st_size);
     // Reads of a regular file never wait anyway; blocking mode keeps the
-    // descriptor's (and stdio's) view of it the ordinary one.
-    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    // descriptor's (and stdio's and asynchronous reads') view of it the
+    // ordinary one.
+    ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
     return fd;
 }
 
@@ -40,21 +41,22 @@ namespace {
 
 }  // namespace
 
-int open_regular_fd_or_fail(const std::string &path, const char *what) {
+UniqueFd open_regular_fd_or_fail(const std::string &path, const char *what, uint64_t *size) {
     int err = 0;
-    const int fd = open_regular_fd(path, err);
-    if (fd < 0) fail_not_regular(path, err, what);
+    UniqueFd fd = open_regular_fd(path, err, 0, size);
+    if (!fd) fail_not_regular(path, err, what);
     return fd;
 }
 
 FilePtr open_regular_file(const std::string &path, int &err) {
-    const int fd = open_regular_fd(path, err);
-    if (fd < 0) return nullptr;
-    FilePtr file(::fdopen(fd, "rb"));
+    UniqueFd fd = open_regular_fd(path, err);
+    if (!fd) return nullptr;
+    FilePtr file(::fdopen(fd.get(), "rb"));
     if (!file) {
         err = errno;
-        ::close(fd);
+        return nullptr;
     }
+    fd.release();  // the stream closes it
     return file;
 }
 

@@ -5,9 +5,12 @@
 // hang a command (`moestream trace info FIFO`) before it could tell.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
+
+#include "common/unique_fd.hpp"
 
 namespace moe {
 
@@ -17,11 +20,12 @@ struct FileCloser {
 using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 // A read-only descriptor (blocking mode, close-on-exec) of `path` when it is a
-// regular file; otherwise -1, with `err` as below. The caller closes it.
-int open_regular_fd(const std::string &path, int &err);
+// regular file; otherwise none, with `err` as below. `extra_flags` are added
+// to the open's (O_DIRECT); `size`, when given, receives the file's size.
+UniqueFd open_regular_fd(const std::string &path, int &err, int extra_flags = 0, uint64_t *size = nullptr);
 
 // The same, throwing moe::Error as open_regular_file_or_fail does.
-int open_regular_fd_or_fail(const std::string &path, const char *what);
+UniqueFd open_regular_fd_or_fail(const std::string &path, const char *what, uint64_t *size = nullptr);
 
 // `path` opened for reading when it is a regular file. Otherwise null, with
 // `err` the errno of the failed open, or 0 when the path names something

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/unique_fd.hpp"
+
 namespace moe::io {
 
 // O_DIRECT needs offset, length and memory aligned to the logical block size;
@@ -30,26 +32,20 @@ public:
     ReadFile() = default;
     // Throws moe::Error(io) naming the path when the file cannot be opened.
     ReadFile(const std::string &path, bool want_direct);
-    ~ReadFile();
-    ReadFile(ReadFile &&other) noexcept;
-    ReadFile &operator=(ReadFile &&other) noexcept;
-    ReadFile(const ReadFile &) = delete;
-    ReadFile &operator=(const ReadFile &) = delete;
 
     const std::string &path() const { return path_; }
     uint64_t size() const { return size_; }
-    bool direct() const { return direct_fd_ >= 0; }
-    int direct_fd() const { return direct_fd_; }
-    int buffered_fd() const { return buffered_fd_; }
+    bool direct() const { return bool(direct_fd_); }
+    int direct_fd() const { return direct_fd_.get(); }
+    int buffered_fd() const { return buffered_fd_.get(); }
     // Why O_DIRECT is not in use ("" when it is or was not asked for).
     const std::string &direct_refused() const { return direct_refused_; }
 
 private:
-    void reset() noexcept;
     std::string path_;
     uint64_t size_ = 0;
-    int direct_fd_ = -1;
-    int buffered_fd_ = -1;
+    UniqueFd direct_fd_;
+    UniqueFd buffered_fd_;
     std::string direct_refused_;
 };
 

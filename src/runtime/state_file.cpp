@@ -1,7 +1,6 @@
 #include "runtime/state_file.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -505,10 +504,8 @@ LoadedState parse_state(std::vector<uint8_t> image, const StateShape &expected, 
 LoadedState read_state_file(const std::string &path, const StateShape &expected) {
     // Refuses a pipe (or device, or directory) at once: a blocking open of a
     // named pipe would wait for a writer.
-    const UniqueFd fd(open_regular_fd_or_fail(path, "state file"));
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) fail_errno(errno, "cannot stat state file %s", path.c_str());
-    const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+    uint64_t file_size = 0;
+    const UniqueFd fd = open_regular_fd_or_fail(path, "state file", &file_size);
     std::vector<uint8_t> image(static_cast<size_t>(std::min<uint64_t>(file_size, kHeaderSize)));
     image.resize(read_up_to(fd.get(), image.data(), image.size(), path));
     check_header(image, file_size, expected, path);  // before the payload costs any memory

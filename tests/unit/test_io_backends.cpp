@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,10 +14,12 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/mapped_file.hpp"
 #include "experts/slot_arena.hpp"
 #include "io/fault_injection.hpp"
 #include "io/read_backend.hpp"
 #include "io/read_file.hpp"
+#include "support/child_process.hpp"
 #include "support/paths.hpp"
 #include "support/thread_limit.hpp"
 
@@ -128,6 +132,44 @@ TEST(ReadBackendFactory, KillSwitchSelectsPread) {
             }
         },
         moe::Error);
+}
+
+// Files read through a descriptor of their own (the model's mapping, expert
+// reads, buffered or direct) refuse a named pipe at once instead of waiting
+// for a writer (checked in a child with an alarm, so a hang fails), and keep
+// their descriptors in blocking mode: io_uring would fail a read of a
+// non-blocking one with EAGAIN rather than wait for the device.
+TEST(ReadFile, APipeIsRefusedAtOnceAndDescriptorsBlock) {
+    const std::string dir = moe::test::scratch_dir();
+    const std::string pipe = dir + "/pipe.bin", path = dir + "/data.bin";
+    ASSERT_EQ(::mkfifo(pipe.c_str(), 0600), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        alarm(5);
+        int refused = 0;
+        for (int what = 0; what < 3; ++what) {
+            try {
+                if (what == 0) moe::MappedFile map(pipe);
+                else ReadFile file(pipe, what == 2);
+            } catch (const moe::Error &e) {
+                if (e.status() == moe::Status::io && std::string(e.what()).find("not a regular file") != std::string::npos)
+                    ++refused;
+            }
+        }
+        _exit(refused == 3 ? 0 : 1);
+    }
+    EXPECT_EQ(moe::test::wait_exit_code(pid), 0);
+    write_random_file(path, 8192, 5);
+    auto blocking = [](int fd) { return fd >= 0 && (::fcntl(fd, F_GETFL) & O_NONBLOCK) == 0; };
+    const moe::MappedFile map(path);
+    EXPECT_EQ(map.size(), 8192u);
+    EXPECT_TRUE(blocking(map.fd()));
+    const ReadFile file(path, true);
+    EXPECT_EQ(file.size(), 8192u);
+    EXPECT_TRUE(blocking(file.buffered_fd()));
+    if (file.direct()) EXPECT_TRUE(blocking(file.direct_fd()));
+    std::filesystem::remove_all(dir);
 }
 
 TEST(AlignRange, WidensToWholeBlocks) {
