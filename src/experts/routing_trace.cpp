@@ -103,8 +103,6 @@ void RoutingTraceWriter::flush() {
     // At an explicit offset: a write that fails part way (a full disk) throws
     // with the buffer kept, and the next flush writes it again over the same
     // bytes; appending would leave the fragment in front of the rows again.
-    // Counted first: a write that fails part way may have left some of the bytes.
-    file_bytes_ = std::max(file_bytes_, written_ + buffer_.size());
     file_->write_at(buffer_.data(), buffer_.size(), written_);
     written_ += buffer_.size();
     buffer_.clear();
@@ -128,7 +126,8 @@ void RoutingTraceWriter::close() {
     if (!file_) return;
     try {
         flush();
-        if (file_bytes_ > written_) file_->truncate(written_);  // rows a rewind dropped
+        // Cuts rows a rewind dropped after they reached the file (a no-op when none did).
+        file_->truncate(written_);
         uint8_t h[kHeaderBytes];
         encode_header(h, header_, rows_);
         file_->write_at(h, kHeaderBytes, 0);

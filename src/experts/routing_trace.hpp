@@ -94,9 +94,8 @@ private:
     TraceHeader header_;
     std::unique_ptr<AtomicFile> file_;  // null once closed
     std::vector<uint8_t> buffer_;
-    uint64_t written_ = 0;  // bytes in the file; buffer_ goes after them
+    uint64_t written_ = 0;  // bytes of rows in the file; buffer_ goes after them, anything else is cut at close
     uint64_t rows_ = 0;
-    uint64_t file_bytes_ = 0;  // the most ever written: cut back to written_ at close
 };
 
 // Reads and validates a trace; throws bad_format / io naming the path.
