@@ -126,16 +126,16 @@ AtomicFile::AtomicFile(std::string target, const FileOps &ops, unsigned mode) : 
     WritePlace place = write_place(target_);
     dest_ = std::move(place.file);
     dir_ = std::move(place.directory);
-    temp_ = dir_ + "/." + std::filesystem::path(dest_).filename().string() + ".tmp.XXXXXX";  // before any descriptor: may throw
+    // The temporary's name, for a named one now or an unnamed one at commit();
+    // before any descriptor: may throw.
+    temp_ = dir_ + "/." + std::filesystem::path(dest_).filename().string() + ".tmp.XXXXXX";
     dir_fd_ = ops_.open_directory(dir_.c_str());
     if (dir_fd_ < 0) fail_errno(errno, "cannot open directory %s to write %s", dir_.c_str(), target_.c_str());
     fd_ = ops_.open_unnamed ? ops_.open_unnamed(dir_fd_, mode) : -1;
-    if (fd_ >= 0) {
-        unnamed_ = true;
-        temp_.clear();  // named only at commit(), for the rename
-    } else {
+    if (fd_ >= 0)
+        unnamed_ = true;  // named only at commit(), for the rename
+    else
         fd_ = create_unique(temp_, mode);
-    }
     if (fd_ < 0) {
         const int err = errno;
         ::close(dir_fd_);  // no destructor runs for a constructor that throws
@@ -147,20 +147,16 @@ AtomicFile::AtomicFile(std::string target, const FileOps &ops, unsigned mode) : 
 // linkat cannot replace an existing file, and a rename needs a name.
 void AtomicFile::link_unnamed() {
     const std::string fd_path = "/proc/self/fd/" + std::to_string(fd_);
-    std::string name = ".";
-    name += std::filesystem::path(dest_).filename().string();
-    name += ".tmp.XXXXXX";
-    const int linked = with_unique_name(name, [&](const std::string &n) {
-        return ::linkat(AT_FDCWD, fd_path.c_str(), dir_fd_, n.c_str(), AT_SYMLINK_FOLLOW);
+    const int linked = with_unique_name(temp_, [&](const std::string &n) {
+        return ::linkat(AT_FDCWD, fd_path.c_str(), AT_FDCWD, n.c_str(), AT_SYMLINK_FOLLOW);
     });
     if (linked != 0) fail_errno(errno, "cannot link the temporary file of %s into %s", target_.c_str(), dir_.c_str());
-    temp_ = dir_ + "/" + name;
     unnamed_ = false;
 }
 
 AtomicFile::~AtomicFile() {
     if (fd_ >= 0) ::close(fd_);
-    if (!temp_.empty()) ::unlink(temp_.c_str());
+    if (!unnamed_ && !temp_.empty()) ::unlink(temp_.c_str());
     if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 

@@ -74,7 +74,7 @@ private:
     void link_unnamed();
     std::string target_;  // as given, for messages
     std::string dest_;    // what the rename replaces: target_ with symbolic links followed
-    std::string temp_;    // the temporary's name; "" while unnamed and once renamed
+    std::string temp_;    // the temporary's name (while unnamed_, the pattern it is linked by); "" once renamed
     std::string dir_;
     FileOps ops_;
     int dir_fd_ = -1, fd_ = -1;
