@@ -103,6 +103,16 @@ ExpertSourceChoice make_mmap_source(const Model &model, std::vector<ExpertLayerL
     return c;
 }
 
+// A cache plan's fixed part: the budget, and what the dense weights and the
+// runtime take of it before any expert slot.
+CachePlanInput cache_plan_for(const IoModeRequest &req, const IoModeChoice &choice) {
+    CachePlanInput plan;
+    plan.budget = choice.budget;
+    plan.dense_bytes = req.dense_bytes;
+    plan.runtime_bytes = req.overhead_bytes;
+    return plan;
+}
+
 // The source of a model whose layers are all dense: no layer routes, so
 // nothing ever asks it for an expert.
 struct NoExpertSource final : ExpertSource {
@@ -176,12 +186,8 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     if (no_experts) {
         // direct or pread: the dense weights are copied in with reads of that
         // kind (the context does it for a non-resident source), within the budget.
-        CachePlanInput plan;
-        plan.budget = choice.budget;
-        plan.dense_bytes = req.dense_bytes;
-        plan.runtime_bytes = req.overhead_bytes;
-        plan.slot_bytes = 0;
-        plan.min_slots = 0;
+        CachePlanInput plan = cache_plan_for(req, choice);
+        plan.min_slots = 0;  // and no slot_bytes: room for the dense weights only
         (void)plan_cache_slots(plan);  // fails when the dense weights and runtime exceed the budget
         ExpertSourceChoice c;
         c.io_mode = choice.mode;
@@ -235,10 +241,7 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
         max_expert = std::max(max_expert, l.n_expert);
         total_experts += uint64_t(std::max(l.n_expert, 0));
     }
-    CachePlanInput plan;
-    plan.budget = choice.budget;
-    plan.dense_bytes = req.dense_bytes;
-    plan.runtime_bytes = req.overhead_bytes;
+    CachePlanInput plan = cache_plan_for(req, choice);
     plan.slot_bytes = StreamingExpertSource::slot_bytes_for(cfg.layers, pf.get(), cfg.direct);
     plan.min_slots = uint32_t(max_expert);
     plan.max_slots = uint32_t(std::min<uint64_t>(total_experts, UINT32_MAX));
