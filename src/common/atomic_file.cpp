@@ -129,24 +129,20 @@ AtomicFile::AtomicFile(std::string target, const FileOps &ops, unsigned mode) : 
     // The temporary's name, for a named one now or an unnamed one at commit();
     // before any descriptor: may throw.
     temp_ = dir_ + "/." + std::filesystem::path(dest_).filename().string() + ".tmp.XXXXXX";
-    dir_fd_ = ops_.open_directory(dir_.c_str());
-    if (dir_fd_ < 0) fail_errno(errno, "cannot open directory %s to write %s", dir_.c_str(), target_.c_str());
-    fd_ = ops_.open_unnamed ? ops_.open_unnamed(dir_fd_, mode) : -1;
-    if (fd_ >= 0)
+    dir_fd_.reset(ops_.open_directory(dir_.c_str()));
+    if (!dir_fd_) fail_errno(errno, "cannot open directory %s to write %s", dir_.c_str(), target_.c_str());
+    fd_.reset(ops_.open_unnamed ? ops_.open_unnamed(dir_fd_.get(), mode) : -1);
+    if (fd_)
         unnamed_ = true;  // named only at commit(), for the rename
     else
-        fd_ = create_unique(temp_, mode);
-    if (fd_ < 0) {
-        const int err = errno;
-        ::close(dir_fd_);  // no destructor runs for a constructor that throws
-        fail_errno(err, "cannot create a temporary file beside %s", target_.c_str());
-    }
+        fd_.reset(create_unique(temp_, mode));
+    if (!fd_) fail_errno(errno, "cannot create a temporary file beside %s", target_.c_str());
 }
 
 // Gives the unnamed file a temporary name beside the target, for the rename:
 // linkat cannot replace an existing file, and a rename needs a name.
 void AtomicFile::link_unnamed() {
-    const std::string fd_path = "/proc/self/fd/" + std::to_string(fd_);
+    const std::string fd_path = "/proc/self/fd/" + std::to_string(fd_.get());
     const int linked = with_unique_name(temp_, [&](const std::string &n) {
         return ::linkat(AT_FDCWD, fd_path.c_str(), AT_FDCWD, n.c_str(), AT_SYMLINK_FOLLOW);
     });
@@ -155,40 +151,37 @@ void AtomicFile::link_unnamed() {
 }
 
 AtomicFile::~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
     if (!unnamed_ && !temp_.empty()) ::unlink(temp_.c_str());
-    if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 
 void AtomicFile::write(const void *data, size_t n) {
-    write_fully(data, n, target_, [&](const uint8_t *p, size_t len, size_t) { return ops_.write(fd_, p, len); });
+    write_fully(data, n, target_, [&](const uint8_t *p, size_t len, size_t) { return ops_.write(fd_.get(), p, len); });
 }
 
 void AtomicFile::write_at(const void *data, size_t n, uint64_t offset) {
     write_fully(data, n, target_, [&](const uint8_t *p, size_t len, size_t done) {
-        return long(::pwrite(fd_, p, len, off_t(offset + done)));
+        return long(::pwrite(fd_.get(), p, len, off_t(offset + done)));
     });
 }
 
 void AtomicFile::truncate(uint64_t size) {
     int rc;
-    do rc = ::ftruncate(fd_, off_t(size));
+    do rc = ::ftruncate(fd_.get(), off_t(size));
     while (rc != 0 && errno == EINTR);
     if (rc != 0) fail_errno(errno, "cannot write %s", target_.c_str());
 }
 
 void AtomicFile::commit(std::string *warning) {
-    if (fd_ < 0) fail(Status::internal, "%s: committed twice", target_.c_str());
-    if (ops_.fsync(fd_) != 0) fail_errno(errno, "cannot sync %s", target_.c_str());
+    if (!fd_) fail(Status::internal, "%s: committed twice", target_.c_str());
+    if (ops_.fsync(fd_.get()) != 0) fail_errno(errno, "cannot sync %s", target_.c_str());
     if (unnamed_) link_unnamed();
-    const int closed = ::close(fd_);  // may report a deferred write error
-    fd_ = -1;
+    const int closed = ::close(fd_.release());  // may report a deferred write error
     if (closed != 0) fail_errno(errno, "cannot close %s", target_.c_str());
     if (ops_.rename(temp_.c_str(), dest_.c_str()) != 0)
         fail_errno(errno, "cannot rename %s to %s", temp_.c_str(), dest_.c_str());
     temp_.clear();
     std::string note;
-    if (ops_.fsync(dir_fd_) != 0 && errno != EINVAL && errno != ENOTSUP) {
+    if (ops_.fsync(dir_fd_.get()) != 0 && errno != EINVAL && errno != ENOTSUP) {
         const int err = errno;
         note = format("%s written, but directory %s could not be synced (%s, errno %d): it may not survive a "
                       "power loss",

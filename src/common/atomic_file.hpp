@@ -10,6 +10,8 @@
 #include <functional>
 #include <string>
 
+#include "common/unique_fd.hpp"
+
 namespace moe {
 
 // The system calls AtomicFile makes, replaceable by tests to simulate a full
@@ -56,7 +58,7 @@ public:
     AtomicFile &operator=(const AtomicFile &) = delete;
 
     // The temporary's descriptor, for callers that write it themselves.
-    int fd() const { return fd_; }
+    int fd() const { return fd_.get(); }
     // Writes all `n` bytes at the file offset / at `offset`, resuming short writes.
     void write(const void *data, size_t n);
     void write_at(const void *data, size_t n, uint64_t offset);
@@ -77,7 +79,7 @@ private:
     std::string temp_;    // the temporary's name (while unnamed_, the pattern it is linked by); "" once renamed
     std::string dir_;
     FileOps ops_;
-    int dir_fd_ = -1, fd_ = -1;
+    UniqueFd dir_fd_, fd_;
     bool unnamed_ = false;  // fd_ is an O_TMPFILE file not yet linked
 };
 
