@@ -24,7 +24,7 @@ public:
     void cancel(uint64_t tag) override { inner_->cancel(tag); }
     size_t reap(std::span<ReadCompletion> out, bool wait) override { return inner_->reap(out, wait); }
 
-protected:
+    // The backend this one wraps (tests look down a chain for a decorator).
     ReadBackend &inner() { return *inner_; }
     const ReadBackend &inner() const { return *inner_; }
 

@@ -1,10 +1,10 @@
 """Expert read faults through a public context (MOESTREAM_FAULT_INJECT, read
 at moestream_open; docs/errors.md, "Fault injection"): a failed or short read
 makes moestream_step return MOESTREAM_ERR_IO naming the layer, the expert and
-the errno; corrupted bytes from a packed file fail its checksum; the failed
-step keeps nothing, and after moestream_reset the context gives the logits
-of a context that never saw a fault. Every call here returns; ctest's
-timeout catches a hang."""
+the errno; a delayed read changes nothing but the time; corrupted bytes from
+a packed file fail its checksum; the failed step keeps nothing, and after
+moestream_reset the context gives the logits of a context that never saw a
+fault. Every call here returns; ctest's timeout catches a hang."""
 import ctypes
 import shutil
 
@@ -123,8 +123,17 @@ def test_every_read_failing_never_hangs(lib, models, monkeypatch):
         lib.moestream_close(ctx)
 
 
+def test_delayed_reads_change_only_the_time(lib, models, reference, monkeypatch):
+    # Every read handed back 2 ms late at the earliest, and one failing after
+    # that: the failure is reported as without the delay, and the logits after
+    # a reset are exact.
+    monkeypatch.setenv(ENV, "error:errno=5:after=4,delay:ms=2:count=0")
+    fails_then_recovers(lib, models / "plain" / "m.gguf", reference["plain"], ["layer ", "expert ", "(errno 5)"])
+
+
 @pytest.mark.parametrize("spec", ["explode", "error:errno=x", "short:at=3", "corrupt:bytes=1", "error:after",
-                                  "error:errno=0", "short:count=-1"])
+                                  "error:errno=0", "short:count=-1", "delay:errno=5", "error,",
+                                  "error:after=1,bogus"])
 def test_bad_spec_fails_open(lib, models, monkeypatch, spec):
     monkeypatch.setenv(ENV, spec)
     status, ctx = open_ctx(lib, models / "plain" / "m.gguf")

@@ -1,6 +1,6 @@
 // MOESTREAM_FAULT_INJECT plans: the parser accepts the documented syntax,
-// rejects everything else naming the variable, and the rule faults exactly
-// the reads numbered after .. after + count - 1.
+// rejects everything else naming the variable, and the rule gives each read
+// the first fault whose reads (after .. after + count - 1) include it.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -10,6 +10,7 @@
 
 using moe::io::Fault;
 using moe::io::FaultPlan;
+using moe::io::PlannedFault;
 using moe::io::parse_fault_plan;
 
 namespace {
@@ -24,36 +25,63 @@ std::vector<uint64_t> faulted_reads(const FaultPlan &plan, uint64_t n_reads) {
     return out;
 }
 
+// The one fault of a plan that has one.
+PlannedFault only(const std::string &spec) {
+    const FaultPlan plan = parse_fault_plan(spec);
+    EXPECT_EQ(plan.faults.size(), 1u) << spec;
+    return plan.faults.empty() ? PlannedFault{} : plan.faults[0];
+}
+
 }  // namespace
 
 TEST(FaultPlan, ParsesKindsAndKeys) {
-    FaultPlan p = parse_fault_plan("error");
+    PlannedFault p = only("error");
     EXPECT_EQ(p.fault.kind, Fault::Kind::error);
     EXPECT_EQ(p.fault.error, 5);
     EXPECT_EQ(p.after, 0u);
     EXPECT_EQ(p.count, 1u);
 
-    p = parse_fault_plan("error:errno=28:after=7:count=3");
+    p = only("error:errno=28:after=7:count=3");
     EXPECT_EQ(p.fault.error, 28);
     EXPECT_EQ(p.after, 7u);
     EXPECT_EQ(p.count, 3u);
 
-    p = parse_fault_plan("short:bytes=12");
+    p = only("short:bytes=12");
     EXPECT_EQ(p.fault.kind, Fault::Kind::short_read);
     EXPECT_EQ(p.fault.short_by, 12u);
-    EXPECT_EQ(parse_fault_plan("short").fault.short_by, 4096u);
+    EXPECT_EQ(only("short").fault.short_by, 4096u);
 
-    p = parse_fault_plan("corrupt:at=3:count=0");
+    p = only("corrupt:at=3:count=0");
     EXPECT_EQ(p.fault.kind, Fault::Kind::corrupt);
     EXPECT_FALSE(p.corrupt_middle);
     EXPECT_EQ(p.fault.corrupt_at, 3u);
     EXPECT_EQ(p.count, 0u);
+
+    p = only("delay:ms=250:after=2");
+    EXPECT_EQ(p.fault.kind, Fault::Kind::delay);
+    EXPECT_EQ(p.fault.delay_ms, 250u);
+    EXPECT_EQ(p.after, 2u);
+    EXPECT_EQ(only("delay").fault.delay_ms, 100u);
+}
+
+// Faults separated by commas: each read takes the first that chooses it.
+TEST(FaultPlan, SeveralFaultsEachChooseTheirReads) {
+    const FaultPlan plan = parse_fault_plan("error:after=1,delay:ms=7:after=3:count=0,short:count=0");
+    ASSERT_EQ(plan.faults.size(), 3u);
+    const moe::io::FaultRule rule = moe::io::make_fault_rule(plan);
+    moe::io::ReadRequest request;
+    request.length = 1000;
+    const std::vector<Fault::Kind> want = {Fault::Kind::short_read, Fault::Kind::error, Fault::Kind::short_read,
+                                           Fault::Kind::delay, Fault::Kind::delay};
+    for (uint64_t seq = 0; seq < want.size(); ++seq) EXPECT_EQ(rule(request, seq).kind, want[seq]) << seq;
+    EXPECT_EQ(rule(request, 4).delay_ms, 7u);
 }
 
 TEST(FaultPlan, RejectsMalformedPlansNamingTheVariable) {
     for (const char *bad : {"", "boom", "error:", "error:errno", "error:errno=", "error:errno=0", "error:errno=abc",
                             "error:bytes=3", "short:errno=5", "short:bytes=0", "corrupt:after=-1",
-                            "corrupt:count=1x", "error:after=99999999999999999999999", "Error"}) {
+                            "corrupt:count=1x", "error:after=99999999999999999999999", "Error", "delay:at=3",
+                            "delay:ms=-1", "error,", ",error", "error;short"}) {
         try {
             parse_fault_plan(bad);
             ADD_FAILURE() << "accepted '" << bad << "'";

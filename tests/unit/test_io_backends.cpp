@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "common/error.hpp"
@@ -214,6 +216,49 @@ TEST(FaultInjection, ErrorsShortReadsAndCorruption) {
     EXPECT_EQ(results[3], 1000);
     EXPECT_EQ(0, std::memcmp(buf.data() + 3000, bytes.data() + 3000, 1000));
     EXPECT_EQ(b.faults_injected(), 3u);
+    std::filesystem::remove_all(dir);
+}
+
+// A delayed read stays in flight, its bytes read, until its time has come
+// (a waiting reap sleeps until then) or the gate is released: a consumer
+// that waits for nothing else blocks on the gate, where a test can see it.
+TEST(FaultInjection, DelayedReadsStayInFlightUntilDueOrReleased) {
+    const std::string dir = moe::test::scratch_dir();
+    const std::string path = dir + "/data.bin";
+    const auto bytes = write_random_file(path, 8192, 4);
+    ReadFile file(path, false);
+    FaultInjectingBackend b(make_pread_backend(4), [](const ReadRequest &, uint64_t seq) {
+        Fault f;
+        f.kind = Fault::Kind::delay;
+        f.delay_ms = seq == 0 ? 200 : 600000;
+        return f;
+    });
+    const uint32_t fi = b.add_file(file.buffered_fd());
+    std::vector<uint8_t> buf(2 * 1000);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint32_t i = 0; i < 2; ++i) b.submit(ReadRequest{fi, i * 1000ull, 1000, buf.data() + i * 1000, i});
+    ReadCompletion c[2];
+    ASSERT_EQ(b.reap(c, true), 1u);
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+    EXPECT_EQ(c[0].tag, 0u);
+    EXPECT_EQ(c[0].result, 1000);
+    EXPECT_EQ(b.in_flight(), 1u);
+    EXPECT_EQ(b.reap(c, false), 0u);
+    const std::shared_ptr<DelayGate> gate = b.delay_gate();
+    bool waited = false;
+    std::thread releaser([&] {
+        waited = gate->await_waiter(std::chrono::seconds(60));
+        gate->release();
+    });
+    const size_t n = b.reap(c, true);
+    releaser.join();
+    EXPECT_TRUE(waited);
+    ASSERT_EQ(n, 1u);
+    EXPECT_EQ(c[0].tag, 1u);
+    EXPECT_EQ(c[0].result, 1000);
+    EXPECT_EQ(0, std::memcmp(buf.data(), bytes.data(), buf.size()));
+    EXPECT_EQ(b.in_flight(), 0u);
+    EXPECT_EQ(b.faults_injected(), 2u);
     std::filesystem::remove_all(dir);
 }
 

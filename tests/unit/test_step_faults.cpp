@@ -10,9 +10,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/error.hpp"
@@ -21,6 +25,7 @@
 #include "experts/packed_file.hpp"
 #include "experts/routing_trace.hpp"
 #include "experts/streaming_source.hpp"
+#include "io/fault_injection.hpp"
 #include "io/observed_backend.hpp"
 #include "runtime/context.hpp"
 #include "support/generated_models.hpp"
@@ -215,36 +220,56 @@ TEST_P(StepFaults, AFailedStepThatIsNotRunAgainLeavesNoRows) {
     expect_trace_of_kept_tokens(GetParam(), false);
 }
 
-// Closing a context while reads are in flight (the prefetches a step leaves
-// running, or the demand reads of a layer whose other read failed) waits for
-// them: nothing lands in freed memory (the sanitizer builds check) and
-// nothing hangs.
+// The fault injector inside a context's chain of read backends.
+io::FaultInjectingBackend *fault_injector(Context &c) {
+    io::ReadBackend *b = c.expert_source().observed_reads();
+    while (b) {
+        if (auto *injector = dynamic_cast<io::FaultInjectingBackend *>(b)) return injector;
+        auto *decorator = dynamic_cast<io::ForwardingBackend *>(b);
+        b = decorator ? &decorator->inner() : nullptr;
+    }
+    return nullptr;
+}
+
+// Closing a context while reads are in flight waits for them: nothing lands
+// in freed memory (the sanitizer builds check) and nothing hangs. The first
+// layer's first expert fails (its first read; an expert here is three reads,
+// its other two land), while the reads of the layer's other experts (the
+// fourth read on) are held in flight by a delay far longer than the test:
+// the step fails with them in flight. The delay is released once someone
+// blocks waiting for them, and the test passes only if that was the closing
+// context: a close that did not wait would block nowhere, and the releaser,
+// released itself once the close returned, would have seen no one waiting.
 TEST_P(StepFaults, ClosingWithReadsInFlightWaitsForThem) {
     REQUIRE_GENERATED_MODEL(path, make_model_file());
-    const test::ScopedEnv slots("MOESTREAM_CACHE_SLOTS", "8");
-    const ContextParams p = params(path, GetParam().io_mode, GetParam().prefetch);
-    int closed_in_flight = 0;
-    // Whether a read is still in flight at a close depends on the reader
-    // threads' timing: sweeps are repeated until one close has met one.
-    for (int round = 0; round < 20 && closed_in_flight == 0; ++round) {
-        for (uint64_t after = 0; after < 60; after += 2) {
-            const std::string spec = "error:after=" + std::to_string(after);
-            SCOPED_TRACE(spec);
-            const test::ScopedEnv faults("MOESTREAM_FAULT_INJECT", spec);
-            Context c(p);
-            std::vector<float> out(size_t(c.n_vocab()));
-            for (const auto &tokens : kSteps) {
-                try {
-                    c.step(tokens.data(), int32_t(tokens.size()), out.data());
-                } catch (const Error &e) {
-                    EXPECT_EQ(e.status(), Status::io) << e.what();
-                    break;
-                }
-            }
-            if (c.expert_source().observed_reads()->in_flight() > 0) ++closed_in_flight;
+    const test::ScopedEnv faults("MOESTREAM_FAULT_INJECT", "error:count=1,delay:ms=600000:after=3:count=0");
+    std::shared_ptr<io::DelayGate> gate;
+    std::atomic<bool> closing{false};
+    bool waited_at_close = false;
+    std::thread releaser;
+    {
+        Context c(params(path, GetParam().io_mode, GetParam().prefetch));
+        io::FaultInjectingBackend *injector = fault_injector(c);
+        ASSERT_NE(injector, nullptr);
+        gate = injector->delay_gate();
+        // Started first: a step that waited for the held reads would get them too.
+        releaser = std::thread([&] {
+            waited_at_close = gate->await_waiter(std::chrono::seconds(60)) && closing;
+            gate->release();
+        });
+        std::vector<float> out(size_t(c.n_vocab()));
+        try {
+            c.step(kSteps[0].data(), int32_t(kSteps[0].size()), out.data());
+            ADD_FAILURE() << "the failed read did not fail the step";
+        } catch (const Error &e) {
+            EXPECT_EQ(e.status(), Status::io) << e.what();
         }
+        EXPECT_GT(c.expert_source().observed_reads()->in_flight(), 0u) << "no read in flight at the close";
+        closing = true;
     }
-    EXPECT_GT(closed_in_flight, 0) << "no context was closed with reads in flight";
+    gate->release();  // after a close that did not wait: the releaser stops waiting
+    releaser.join();
+    EXPECT_TRUE(waited_at_close) << "the context closed without waiting for its reads in flight";
 }
 
 // A budget that leaves fewer expert slots than one layer may need is refused
