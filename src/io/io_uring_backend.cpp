@@ -7,11 +7,15 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <iterator>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/error.hpp"
@@ -54,7 +58,7 @@ constexpr unsigned kFileTableSize = 64;
 
 class IoUringBackend final : public ReadBackend {
 public:
-    explicit IoUringBackend(uint32_t depth) : depth_(depth), ops_(depth) {
+    IoUringBackend(uint32_t depth, IoUringFaultHook hook) : depth_(depth), hook_(std::move(hook)), ops_(depth) {
         if (depth == 0) fail(Status::invalid_argument, "io_uring backend: queue depth must be positive");
         // Room for one cancel per read besides the reads themselves.
         io_uring_params params{};
@@ -116,10 +120,15 @@ public:
         if (free_ops_.empty()) fail(Status::internal, "io_uring backend: submit with a full queue (%u)", depth_);
         if (r.file >= fds_.size()) fail(Status::internal, "io_uring backend: unknown file index %u", r.file);
         const uint32_t id = free_ops_.back();
-        free_ops_.pop_back();
         ops_[id] = Op{r, 0, true};
+        if (!queue(id)) {
+            ops_[id].busy = false;
+            fail(Status::internal, "io_uring backend: submission queue full");
+        }
+        free_ops_.pop_back();
         ++in_flight_;
-        queue(id);
+        // Queued: if the kernel does not take it now, it goes with the next
+        // submit or wait, and an error that stays is reported by reap.
         flush();
     }
 
@@ -127,6 +136,7 @@ public:
         for (uint32_t id = 0; id < ops_.size(); ++id) {
             if (!ops_[id].busy || ops_[id].request.tag != tag) continue;
             io_uring_sqe *sqe = get_sqe();
+            if (!sqe) return;  // best effort: the read completes all the same
             io_uring_prep_cancel64(sqe, id, 0);
             io_uring_sqe_set_data64(sqe, kCancelMarker);
             flush();
@@ -137,37 +147,50 @@ public:
         size_t n = 0;
         while (n < out.size()) {
             io_uring_cqe *cqe = nullptr;
-            int rc = io_uring_peek_cqe(&ring_, &cqe);
+            const char *failed = "io_uring_peek_cqe";
+            int rc = call("peek", n, [&] { return io_uring_peek_cqe(&ring_, &cqe); });
             if (rc == -EAGAIN) {
                 if (n > 0 || !wait || in_flight_ == 0) break;
-                rc = io_uring_wait_cqe(&ring_, &cqe);
-                if (rc == -EINTR) continue;
-                if (rc < 0) fail(Status::io, "io_uring_wait_cqe failed: %s (errno %d)", std::strerror(-rc), -rc);
-            } else if (rc < 0) {
-                fail(Status::io, "io_uring_peek_cqe failed: %s (errno %d)", std::strerror(-rc), -rc);
+                // Submits first what a refused submit left queued: the read
+                // waited for may be one of them.
+                failed = "io_uring_submit_and_wait";
+                rc = call("wait", n, [&] { return io_uring_submit_and_wait(&ring_, 1); });
+                if (rc == -EAGAIN) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // short of memory
+                if (rc >= 0 || rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) continue;
+            } else if (rc == -EINTR) {
+                continue;
+            }
+            if (rc < 0) {
+                // The completions taken are handed over first (thrown away
+                // with the exception, their reads would never complete); an
+                // error that stays comes back at the next call.
+                if (n > 0) break;
+                // -EBADR: the kernel dropped completions (those reads never
+                // complete); the ring goes on handing out the others.
+                fail(Status::io, "%s failed: %s (errno %d)", failed, std::strerror(-rc), -rc);
             }
             const uint64_t data = io_uring_cqe_get_data64(cqe);
-            const int res = cqe->res;
+            int res = cqe->res;
             io_uring_cqe_seen(&ring_, cqe);
             if (data == kCancelMarker) continue;
-            Op &op = ops_[data];
-            if (res > 0 && op.done + static_cast<uint64_t>(res) < op.request.length) {
-                op.done += static_cast<uint64_t>(res);  // short read: ask for the rest
-                queue(static_cast<uint32_t>(data));
-                flush();
-                continue;
-            }
-            if (res == -EAGAIN || res == -EINTR) {
-                queue(static_cast<uint32_t>(data));
-                flush();
-                continue;
+            const uint32_t id = static_cast<uint32_t>(data);
+            Op &op = ops_[id];
+            const bool partial = res > 0 && op.done + static_cast<uint64_t>(res) < op.request.length;
+            if (partial) op.done += static_cast<uint64_t>(res);
+            if (partial || res == -EAGAIN || res == -EINTR) {
+                // Asks for the rest (a short read) or again.
+                if (queue(id)) {
+                    flush();
+                    continue;
+                }
+                res = -EAGAIN;  // no room to ask again: the read fails rather than never completing
             }
             // A read cancelled after part of it landed is still a cancelled
             // read: results are short only at the end of the file.
             const int64_t result = res < 0 ? res : static_cast<int64_t>(op.done + static_cast<uint64_t>(res));
             out[n++] = ReadCompletion{op.request.tag, result};
             op.busy = false;
-            free_ops_.push_back(static_cast<uint32_t>(data));
+            free_ops_.push_back(id);
             --in_flight_;
         }
         return n;
@@ -199,17 +222,27 @@ private:
         (void)io_uring_register_iowq_aff(&ring_, sizeof mask, &mask);
     }
 
+    // Makes a ring call, or fails it as the test hook says.
+    template <typename Call>
+    int call(std::string_view name, size_t taken, Call &&real) {
+        if (hook_)
+            if (const int rc = hook_(name, taken); rc < 0) return rc;
+        return real();
+    }
+
+    // Null when the submission queue stays full.
     io_uring_sqe *get_sqe() {
         io_uring_sqe *sqe = io_uring_get_sqe(&ring_);
         if (!sqe) {
-            io_uring_submit(&ring_);
+            flush();
             sqe = io_uring_get_sqe(&ring_);
         }
-        if (!sqe) fail(Status::internal, "io_uring backend: submission queue full");
         return sqe;
     }
 
-    void queue(uint32_t id) {
+    // Queues the read (the rest of it, past op.done); false when there is no
+    // room in the submission queue.
+    bool queue(uint32_t id) {
         const Op &op = ops_[id];
         const File &f = fds_[op.request.file];
         uint8_t *dest = op.request.dest + op.done;
@@ -217,6 +250,7 @@ private:
         const uint64_t off = op.request.offset + op.done;
         const int fd = f.fixed ? static_cast<int>(op.request.file) : f.fd;
         io_uring_sqe *sqe = get_sqe();
+        if (!sqe) return false;
         const int buf = buffers_registered_ ? region_of(dest, len) : -1;
         if (buf >= 0)
             io_uring_prep_read_fixed(sqe, fd, dest, len, off, buf);
@@ -224,15 +258,18 @@ private:
             io_uring_prep_read(sqe, fd, dest, len, off);
         if (f.fixed) sqe->flags |= IOSQE_FIXED_FILE;
         io_uring_sqe_set_data64(sqe, id);
+        return true;
     }
 
+    // Hands the queued entries to the kernel. Those it refuses for now (short
+    // of memory, completions to take first) stay queued, and the next submit
+    // or wait hands them over again; a refusal that lasts comes back from
+    // that wait, where reap reports it. Never throws: a read queued is the
+    // caller's to reap.
     void flush() {
-        for (;;) {
-            const int rc = io_uring_submit(&ring_);
-            if (rc >= 0) return;
-            if (rc == -EINTR || rc == -EAGAIN) continue;
-            fail(Status::io, "io_uring_submit failed: %s (errno %d)", std::strerror(-rc), -rc);
-        }
+        int rc;
+        do rc = call("submit", 0, [&] { return io_uring_submit(&ring_); });
+        while (rc == -EINTR);
     }
 
     int region_of(const uint8_t *p, size_t len) const {
@@ -242,6 +279,7 @@ private:
     }
 
     const uint32_t depth_;
+    IoUringFaultHook hook_;
     io_uring ring_{};
     bool files_registered_ = false;
     std::string name_ = "io_uring";
@@ -256,10 +294,10 @@ private:
 
 }  // namespace
 
-std::unique_ptr<ReadBackend> make_io_uring_backend(uint32_t queue_depth) {
+std::unique_ptr<ReadBackend> make_io_uring_backend(uint32_t queue_depth, IoUringFaultHook hook) {
     const std::string why = io_uring_unavailable_reason();
     if (!why.empty()) fail(Status::unsupported, "%s", why.c_str());
-    return std::make_unique<IoUringBackend>(queue_depth);
+    return std::make_unique<IoUringBackend>(queue_depth, std::move(hook));
 }
 
 std::unique_ptr<ReadBackend> make_read_backend(BackendKind kind, uint32_t queue_depth, std::string *why) {
@@ -274,7 +312,7 @@ std::unique_ptr<ReadBackend> make_read_backend(BackendKind kind, uint32_t queue_
     const std::string reason = io_uring_unavailable_reason();
     if (reason.empty()) {
         try {
-            auto b = std::make_unique<IoUringBackend>(queue_depth);
+            auto b = std::make_unique<IoUringBackend>(queue_depth, IoUringFaultHook{});
             if (why) *why = "io_uring (supported by this kernel)";
             return b;
         } catch (const Error &e) {

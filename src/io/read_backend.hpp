@@ -12,13 +12,20 @@
 //   in_flight() < queue_depth(); callers keep their own backlog beyond that.
 // - All calls come from one thread (the thread that owns the consumer); a
 //   backend's internal threads never call back into the caller.
+// - A backend that cannot take completions (io_uring reporting an error)
+//   throws moe::Error(io) from reap() only when that call has taken none:
+//   those taken go first, and the error comes back at the next call if it
+//   stays. Reads stay in flight through it; only a kernel that dropped
+//   completions (io_uring's -EBADR) leaves reads that never complete.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace moe::io {
 
@@ -72,8 +79,14 @@ enum class BackendKind { automatic, io_uring, pread };
 std::unique_ptr<ReadBackend> make_read_backend(BackendKind kind, uint32_t queue_depth, std::string *why = nullptr);
 
 std::unique_ptr<ReadBackend> make_pread_backend(uint32_t queue_depth, uint32_t n_threads = 0);
+// Tests: consulted before each call the io_uring backend makes to its ring
+// ("submit"; "wait", which submits what is queued and waits for a completion;
+// "peek"), with the completions the current reap has taken so far. A negative
+// errno makes that call return it instead of being made; 0 lets it run.
+using IoUringFaultHook = std::function<int(std::string_view call, size_t taken)>;
+
 // Throws moe::Error(unsupported) when io_uring cannot be used here.
-std::unique_ptr<ReadBackend> make_io_uring_backend(uint32_t queue_depth);
+std::unique_ptr<ReadBackend> make_io_uring_backend(uint32_t queue_depth, IoUringFaultHook hook = {});
 // Why io_uring cannot be used ("" when it can): kill switch, setup failure,
 // or a missing opcode.
 std::string io_uring_unavailable_reason();

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "io/read_file.hpp"
 #include "support/child_process.hpp"
 #include "support/paths.hpp"
+#include "support/status_of.hpp"
 #include "support/thread_limit.hpp"
 
 namespace {
@@ -321,6 +323,88 @@ TEST(IoUringBackend, UnpinnableMemoryIsReportedNotRegistered) {
     MemoryRegion writable{arena.data(), arena.size()};
     pool->register_memory({&writable, 1});
     EXPECT_FALSE(pool->memory_pinned());
+}
+
+// Reads of `path` through an io_uring backend that fails the ring calls its
+// hook says, each read 1000 bytes at 1000 * its tag.
+struct FailingRing {
+    explicit FailingRing(const std::string &path, IoUringFaultHook hook)
+        : file(path, false), backend(make_io_uring_backend(8, std::move(hook))), buf(8 * 1000) {
+        fi = backend->add_file(file.buffered_fd());
+    }
+    void submit(uint32_t tag) { backend->submit(ReadRequest{fi, tag * 1000ull, 1000, buf.data() + tag * 1000, tag}); }
+    ReadFile file;
+    std::unique_ptr<ReadBackend> backend;
+    std::vector<uint8_t> buf;
+    uint32_t fi = 0;
+};
+
+// Every read completes exactly once, with its bytes, however the ring's calls
+// fail: a completion taken before a failing peek is handed over with the
+// error left for the next call (thrown with it, its read would never
+// complete), and reads stay in flight through a failing wait.
+TEST(IoUringBackend, RingErrorsLoseNoCompletion) {
+    if (!io_uring_unavailable_reason().empty()) GTEST_SKIP() << io_uring_unavailable_reason();
+    const std::string dir = moe::test::scratch_dir();
+    const std::string path = dir + "/data.bin";
+    const auto bytes = write_random_file(path, 8192, 6);
+    for (const char *failing : {"peek", "wait"}) {
+        SCOPED_TRACE(failing);
+        int failures = 0;
+        FailingRing ring(path, [&](std::string_view call, size_t taken) {
+            if (call == "peek" && std::string_view(failing) == "wait" && failures == 0) return -EAGAIN;  // reach the wait
+            // Part way through a batch for peek: after a completion was taken.
+            if (call == failing && failures == 0 && (call == "wait" || taken > 0)) return ++failures, -EBADR;
+            return 0;
+        });
+        for (uint32_t tag = 0; tag < 4; ++tag) ring.submit(tag);
+        std::map<uint64_t, int> seen;
+        int errors = 0;
+        while (ring.backend->in_flight() > 0 && errors < 3) {
+            ReadCompletion c[8];
+            size_t n = 0;
+            std::string message;
+            if (moe::test::status_of([&] { n = ring.backend->reap(c, true); }, &message) != moe::Status::ok) {
+                ++errors;
+                EXPECT_NE(message.find("errno " + std::to_string(EBADR)), std::string::npos) << message;
+                continue;
+            }
+            for (size_t i = 0; i < n; ++i) {
+                ++seen[c[i].tag];
+                EXPECT_EQ(c[i].result, 1000);
+            }
+        }
+        EXPECT_EQ(failures, 1);
+        EXPECT_EQ(errors, std::string_view(failing) == "wait" ? 1 : 0);
+        EXPECT_EQ(seen, (std::map<uint64_t, int>{{0, 1}, {1, 1}, {2, 1}, {3, 1}}));
+        EXPECT_EQ(0, std::memcmp(ring.buf.data(), bytes.data(), 4000));
+    }
+    std::filesystem::remove_all(dir);
+}
+
+// A submission the kernel refuses for the moment (EBUSY: completions to take
+// first; EAGAIN: short of memory) leaves the read queued, not failed: it goes
+// to the kernel with the wait for it, which does not block on a read the
+// kernel never got.
+TEST(IoUringBackend, ARefusedSubmitGoesWithTheWait) {
+    if (!io_uring_unavailable_reason().empty()) GTEST_SKIP() << io_uring_unavailable_reason();
+    const std::string dir = moe::test::scratch_dir();
+    const std::string path = dir + "/data.bin";
+    const auto bytes = write_random_file(path, 8192, 8);
+    for (const int refusal : {EBUSY, EAGAIN}) {
+        int refused = 0;
+        FailingRing ring(path, [&](std::string_view call, size_t) {
+            return call == "submit" && refused++ == 0 ? -refusal : 0;
+        });
+        ring.submit(2);
+        EXPECT_EQ(refused, 1);
+        ReadCompletion c[1];
+        ASSERT_EQ(ring.backend->reap(c, true), 1u);
+        EXPECT_EQ(c[0].tag, 2u);
+        EXPECT_EQ(c[0].result, 1000);
+        EXPECT_EQ(0, std::memcmp(ring.buf.data() + 2000, bytes.data() + 2000, 1000));
+    }
+    std::filesystem::remove_all(dir);
 }
 
 // Starting the pool's threads can fail part way (a pids limit, no address
