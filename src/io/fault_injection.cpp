@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -150,25 +151,22 @@ PlannedFault parse_fault(const std::string &spec, const std::string &text) {
     Fault &fault = planned.fault;
     const std::vector<std::string> parts = split(text, ':');
     const std::string &kind = parts[0];
-    const char *own_key = nullptr;
-    if (kind == "error") {
-        fault.kind = Fault::Kind::error;
-        own_key = "errno";
-    } else if (kind == "short") {
-        fault.kind = Fault::Kind::short_read;
-        fault.short_by = 4096;
-        own_key = "bytes";
-    } else if (kind == "corrupt") {
-        fault.kind = Fault::Kind::corrupt;
-        own_key = "at";
-    } else if (kind == "delay") {
-        fault.kind = Fault::Kind::delay;
-        fault.delay_ms = 100;
-        own_key = "ms";
-    } else {
+    static constexpr struct {
+        const char *name;
+        Fault::Kind kind;
+        const char *key;  // its own, besides after= and count=
+    } kKinds[] = {{"error", Fault::Kind::error, "errno"},
+                  {"short", Fault::Kind::short_read, "bytes"},
+                  {"corrupt", Fault::Kind::corrupt, "at"},
+                  {"delay", Fault::Kind::delay, "ms"}};
+    const auto *known = std::find_if(std::begin(kKinds), std::end(kKinds), [&](const auto &k) { return kind == k.name; });
+    if (known == std::end(kKinds))
         fail(Status::invalid_argument, "%s='%s': the fault kind '%s' is not error, short, corrupt or delay",
              kFaultInjectEnv, spec.c_str(), kind.c_str());
-    }
+    fault.kind = known->kind;
+    const char *own_key = known->key;
+    if (fault.kind == Fault::Kind::short_read) fault.short_by = 4096;
+    if (fault.kind == Fault::Kind::delay) fault.delay_ms = 100;
     constexpr uint64_t kMax32 = std::numeric_limits<uint32_t>::max(), kMax64 = std::numeric_limits<uint64_t>::max();
     for (size_t i = 1; i < parts.size(); ++i) {
         const size_t eq = parts[i].find('=');
