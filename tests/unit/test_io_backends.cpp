@@ -39,6 +39,15 @@ std::vector<uint8_t> write_random_file(const std::string &path, size_t size, uin
     return bytes;
 }
 
+// A file of random bytes in a scratch directory of its own, removed with it.
+struct RandomFile {
+    RandomFile(size_t size, uint32_t seed)
+        : dir(moe::test::scratch_dir()), path(dir + "/data.bin"), bytes(write_random_file(path, size, seed)) {}
+    ~RandomFile() { std::filesystem::remove_all(dir); }
+    const std::string dir, path;
+    const std::vector<uint8_t> bytes;
+};
+
 std::unique_ptr<ReadBackend> make(const std::string &kind, uint32_t depth) {
     if (kind == "io_uring") return make_io_uring_backend(depth);
     return make_pread_backend(depth);
@@ -191,10 +200,8 @@ TEST(AlignRange, WidensToWholeBlocks) {
 }
 
 TEST(FaultInjection, ErrorsShortReadsAndCorruption) {
-    const std::string dir = moe::test::scratch_dir();
-    const std::string path = dir + "/data.bin";
-    const auto bytes = write_random_file(path, 65536, 3);
-    ReadFile file(path, false);
+    const RandomFile data(65536, 3);
+    ReadFile file(data.path, false);
     FaultInjectingBackend b(make_pread_backend(4), [](const ReadRequest &, uint64_t seq) {
         Fault f;
         if (seq == 0) f.kind = Fault::Kind::error, f.error = EIO;
@@ -214,21 +221,18 @@ TEST(FaultInjection, ErrorsShortReadsAndCorruption) {
     EXPECT_EQ(results[0], -EIO);
     EXPECT_EQ(results[1], 990);
     EXPECT_EQ(results[2], 1000);
-    EXPECT_NE(buf[2000 + 3], bytes[2000 + 3]);
+    EXPECT_NE(buf[2000 + 3], data.bytes[2000 + 3]);
     EXPECT_EQ(results[3], 1000);
-    EXPECT_EQ(0, std::memcmp(buf.data() + 3000, bytes.data() + 3000, 1000));
+    EXPECT_EQ(0, std::memcmp(buf.data() + 3000, data.bytes.data() + 3000, 1000));
     EXPECT_EQ(b.faults_injected(), 3u);
-    std::filesystem::remove_all(dir);
 }
 
 // A delayed read stays in flight, its bytes read, until its time has come
 // (a waiting reap sleeps until then) or the gate is released: a consumer
 // that waits for nothing else blocks on the gate, where a test can see it.
 TEST(FaultInjection, DelayedReadsStayInFlightUntilDueOrReleased) {
-    const std::string dir = moe::test::scratch_dir();
-    const std::string path = dir + "/data.bin";
-    const auto bytes = write_random_file(path, 8192, 4);
-    ReadFile file(path, false);
+    const RandomFile data(8192, 4);
+    ReadFile file(data.path, false);
     FaultInjectingBackend b(make_pread_backend(4), [](const ReadRequest &, uint64_t seq) {
         Fault f;
         f.kind = Fault::Kind::delay;
@@ -258,17 +262,14 @@ TEST(FaultInjection, DelayedReadsStayInFlightUntilDueOrReleased) {
     ASSERT_EQ(n, 1u);
     EXPECT_EQ(c[0].tag, 1u);
     EXPECT_EQ(c[0].result, 1000);
-    EXPECT_EQ(0, std::memcmp(buf.data(), bytes.data(), buf.size()));
+    EXPECT_EQ(0, std::memcmp(buf.data(), data.bytes.data(), buf.size()));
     EXPECT_EQ(b.in_flight(), 0u);
     EXPECT_EQ(b.faults_injected(), 2u);
-    std::filesystem::remove_all(dir);
 }
 
 TEST(PreadBackend, CancelOfQueuedReadCompletesWithEcanceled) {
-    const std::string dir = moe::test::scratch_dir();
-    const std::string path = dir + "/data.bin";
-    write_random_file(path, 8192, 1);
-    ReadFile file(path, false);
+    const RandomFile data(8192, 1);
+    ReadFile file(data.path, false);
     auto b = make_pread_backend(8, 1);
     const uint32_t fi = b->add_file(file.buffered_fd());
     std::vector<uint8_t> buf(8 * 512);
@@ -284,7 +285,6 @@ TEST(PreadBackend, CancelOfQueuedReadCompletesWithEcanceled) {
             ++completions;
         }
     }
-    std::filesystem::remove_all(dir);
 }
 
 }  // namespace
@@ -345,13 +345,11 @@ struct FailingRing {
 // complete), and reads stay in flight through a failing wait.
 TEST(IoUringBackend, RingErrorsLoseNoCompletion) {
     if (!io_uring_unavailable_reason().empty()) GTEST_SKIP() << io_uring_unavailable_reason();
-    const std::string dir = moe::test::scratch_dir();
-    const std::string path = dir + "/data.bin";
-    const auto bytes = write_random_file(path, 8192, 6);
+    const RandomFile data(8192, 6);
     for (const char *failing : {"peek", "wait"}) {
         SCOPED_TRACE(failing);
         int failures = 0;
-        FailingRing ring(path, [&](std::string_view call, size_t taken) {
+        FailingRing ring(data.path, [&](std::string_view call, size_t taken) {
             if (call == "peek" && std::string_view(failing) == "wait" && failures == 0) return -EAGAIN;  // reach the wait
             // Part way through a batch for peek: after a completion was taken.
             if (call == failing && failures == 0 && (call == "wait" || taken > 0)) return ++failures, -EBADR;
@@ -377,9 +375,8 @@ TEST(IoUringBackend, RingErrorsLoseNoCompletion) {
         EXPECT_EQ(failures, 1);
         EXPECT_EQ(errors, std::string_view(failing) == "wait" ? 1 : 0);
         EXPECT_EQ(seen, (std::map<uint64_t, int>{{0, 1}, {1, 1}, {2, 1}, {3, 1}}));
-        EXPECT_EQ(0, std::memcmp(ring.buf.data(), bytes.data(), 4000));
+        EXPECT_EQ(0, std::memcmp(ring.buf.data(), data.bytes.data(), 4000));
     }
-    std::filesystem::remove_all(dir);
 }
 
 // A submission the kernel refuses for the moment (EBUSY: completions to take
@@ -388,12 +385,10 @@ TEST(IoUringBackend, RingErrorsLoseNoCompletion) {
 // kernel never got.
 TEST(IoUringBackend, ARefusedSubmitGoesWithTheWait) {
     if (!io_uring_unavailable_reason().empty()) GTEST_SKIP() << io_uring_unavailable_reason();
-    const std::string dir = moe::test::scratch_dir();
-    const std::string path = dir + "/data.bin";
-    const auto bytes = write_random_file(path, 8192, 8);
+    const RandomFile data(8192, 8);
     for (const int refusal : {EBUSY, EAGAIN}) {
         int refused = 0;
-        FailingRing ring(path, [&](std::string_view call, size_t) {
+        FailingRing ring(data.path, [&](std::string_view call, size_t) {
             return call == "submit" && refused++ == 0 ? -refusal : 0;
         });
         ring.submit(2);
@@ -402,9 +397,8 @@ TEST(IoUringBackend, ARefusedSubmitGoesWithTheWait) {
         ASSERT_EQ(ring.backend->reap(c, true), 1u);
         EXPECT_EQ(c[0].tag, 2u);
         EXPECT_EQ(c[0].result, 1000);
-        EXPECT_EQ(0, std::memcmp(ring.buf.data() + 2000, bytes.data() + 2000, 1000));
+        EXPECT_EQ(0, std::memcmp(ring.buf.data() + 2000, data.bytes.data() + 2000, 1000));
     }
-    std::filesystem::remove_all(dir);
 }
 
 // Starting the pool's threads can fail part way (a pids limit, no address
