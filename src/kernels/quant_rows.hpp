@@ -65,7 +65,7 @@ MOE_ALWAYS_INLINE __m256 half8(__m256i words) {
 
 // 32 int8 -> 8 int32 partial sums.
 MOE_ALWAYS_INLINE __m256i block_partial_sums(const uint8_t *q) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q));
+    const __m256i a = load256(q);
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), a), _mm256_set1_epi16(1));
 }
 
@@ -77,10 +77,10 @@ inline void arrange_qwords(const uint8_t *act, size_t blk_bytes, size_t qs, int6
         for (int h = 0; h < 2; ++h) {
             const uint8_t *a = act + g * blk_bytes + qs;
             const int *o4 = order + 4 * h;
-            const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + o4[0] * blk_bytes));
-            const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + o4[1] * blk_bytes));
-            const __m256i y2 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + o4[2] * blk_bytes));
-            const __m256i y3 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + o4[3] * blk_bytes));
+            const __m256i y0 = load256(a + o4[0] * blk_bytes);
+            const __m256i y1 = load256(a + o4[1] * blk_bytes);
+            const __m256i y2 = load256(a + o4[2] * blk_bytes);
+            const __m256i y3 = load256(a + o4[3] * blk_bytes);
             const __m256i t0 = _mm256_unpacklo_epi64(y0, y1), t1 = _mm256_unpackhi_epi64(y0, y1);
             const __m256i t2 = _mm256_unpacklo_epi64(y2, y3), t3 = _mm256_unpackhi_epi64(y2, y3);
             uint8_t *o = out + 32 * h;
@@ -172,7 +172,7 @@ struct LegacyRows {
                 const uint8_t *a = D::kArranged ? p[t].arranged + 32 * b : p[t].act + b * kActBytes + kActQs;
                 __m256i sumi = D::sums8(g, a, kActBytes);
                 if constexpr (D::kOffset != 0)
-                    sumi = _mm256_sub_epi32(sumi, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p[t].corr + b)));
+                    sumi = _mm256_sub_epi32(sumi, load256(p[t].corr + b));
                 const __m256 d = _mm256_mul_ps(g.dw, _mm256_loadu_ps(p[t].d + b));
                 __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), d);
                 if constexpr (D::kMin)
@@ -229,8 +229,7 @@ struct Q8_0Dec {
     static constexpr bool kMin = false;
     static constexpr int32_t kOffset = 128;
     MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) {
-        return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + q8_0::qs)),
-                                _mm256_set1_epi8(static_cast<char>(0x80)));
+        return _mm256_xor_si256(load256(b + q8_0::qs), _mm256_set1_epi8(static_cast<char>(0x80)));
     }
 };
 // Q8_0 kept signed (dotted with the sign trick).
@@ -238,7 +237,7 @@ struct Q8_0SignedDec {
     static constexpr size_t kBytes = q8_0::bytes, kD = q8_0::d;
     static constexpr bool kMin = false;
     static constexpr int32_t kOffset = 0;
-    MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + q8_0::qs)); }
+    MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return load256(b + q8_0::qs); }
 };
 
 // 32 weights x 32 activations -> 8 int32 partial sums.
@@ -273,11 +272,11 @@ struct PerBlock : B {
     MOE_ALWAYS_INLINE static __m256i sums8(const Group &g, const uint8_t *a, size_t a_stride) {
         __m256i s[8];
         for (int j = 0; j < 8; ++j)
-            s[j] = Dot::run(g.u[j], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + j * a_stride)));
+            s[j] = Dot::run(g.u[j], load256(a + j * a_stride));
         return transpose_sum8(s);
     }
     MOE_ALWAYS_INLINE static int32_t sum1(const uint8_t *w, const uint8_t *a) {
-        return hsum_i32(Dot::run(B::uints(w), _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a))));
+        return hsum_i32(Dot::run(B::uints(w), load256(a)));
     }
 };
 
@@ -316,8 +315,7 @@ struct KRows {
             const uint8_t *blk = act + b * q8_k::bytes;
             d[b] = load_f32(blk + q8_k::d);
             // |bsum| <= 16 * 127, so the pair sums fit int16.
-            const __m256i pairs = _mm256_madd_epi16(
-                _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + q8_k::bsums)), _mm256_set1_epi16(1));
+            const __m256i pairs = _mm256_madd_epi16(load256(blk + q8_k::bsums), _mm256_set1_epi16(1));
             const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(pairs, pairs), 0x08);
             _mm_storeu_si128(reinterpret_cast<__m128i *>(bpair + 8 * b), _mm256_castsi256_si128(packed));
             if constexpr (D::kArranged) D::arrange(blk + q8_k::qs, arranged + 256 * b);
@@ -331,7 +329,7 @@ struct KRows {
         __m256i m[4];
         for (int i = 0; i < 4; ++i) {
             const __m256i mw = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(mins + 2 * i)));
-            m[i] = _mm256_madd_epi16(mw, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bpair + 16 * i)));
+            m[i] = _mm256_madd_epi16(mw, load256(bpair + 16 * i));
         }
         // Lanes of m[i]: block 2i in 0..3, block 2i+1 in 4..7.
         const __m256i r = _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));

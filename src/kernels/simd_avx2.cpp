@@ -11,8 +11,6 @@
 namespace moe::kernels::detail {
 namespace {
 
-MOE_ALWAYS_INLINE __m256i load256(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
-
 // Q4_K / Q5_K: v[2k] = sub-block 2k (low nibbles of quant bytes 32k..32k+31),
 // v[2k+1] = sub-block 2k+1 (high nibbles).
 // sc[s]: the int16 scale of sub-block s in every lane.

@@ -17,6 +17,9 @@
 namespace moe::kernels::detail::avx2 {
 namespace {
 
+// 32 bytes from any address (quants, activations, scale words).
+MOE_ALWAYS_INLINE __m256i load256(const void *p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
+
 // 16 bytes of nibbles -> 32 bytes: low nibbles of bytes 0..15, then high nibbles.
 MOE_ALWAYS_INLINE __m256i nibbles32(const uint8_t *p) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));

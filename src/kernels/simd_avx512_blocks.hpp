@@ -17,7 +17,6 @@ struct DotVnni {
 };
 
 MOE_ALWAYS_INLINE __m512i load512(const uint8_t *p) { return _mm512_loadu_si512(p); }
-MOE_ALWAYS_INLINE __m256i load256(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
 // Eight vectors of 16 int32 partial sums -> lane j = total of x[j].
 MOE_ALWAYS_INLINE __m256i total8(const __m512i *x) {
     __m512i p[4];  // 128-bit lanes: partials of x[2i], x[2i+1], x[2i], x[2i+1]

@@ -29,7 +29,6 @@ inline uint64_t load_u64(const uint8_t *p) {
     return v;
 }
 
-MOE_ALWAYS_INLINE __m256i lowbit_load(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
 // acc + the int16 pairs p16 times the int16 scales sc, summed pairwise into int32.
 MOE_ALWAYS_INLINE __m256i scaled_add(__m256i acc, __m256i p16, __m256i sc) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sc));
@@ -75,7 +74,7 @@ MOE_ALWAYS_INLINE void broadcast_scales(__m128i sc8, __m256i *out) {
 MOE_ALWAYS_INLINE void two_bit_fields(const uint8_t *qs, __m256i *v) {
     const __m256i three = _mm256_set1_epi8(3);
     for (int n = 0; n < 2; ++n) {
-        const __m256i q = lowbit_load(qs + 32 * n);
+        const __m256i q = load256(qs + 32 * n);
         for (int j = 0; j < 4; ++j) v[4 * n + j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), three);
     }
 }
@@ -107,7 +106,7 @@ struct Q2KGroupMins {
             }
             const __m128i m8 = _mm_set_epi64x(static_cast<long long>(_pdep_u64(mins[j] >> 32, low)),
                                               static_cast<long long>(_pdep_u64(mins[j] & 0xFFFFFFFFu, low)));
-            s[j] = _mm256_madd_epi16(_mm256_cvtepu8_epi16(m8), lowbit_load(act + j * stride + q8_k::bsums));
+            s[j] = _mm256_madd_epi16(_mm256_cvtepu8_epi16(m8), load256(act + j * stride + q8_k::bsums));
         }
         return transpose_sum8(s);
     }
@@ -152,7 +151,7 @@ struct Q2K : KDecoder256<q2_k::bytes, true>, Q2KGroupMins {
     MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
         __m256i sum = _mm256_setzero_si256();
         for (int i = 0; i < 8; ++i)
-            sum = scaled_add(sum, _mm256_maddubs_epi16(k.v[i], lowbit_load(act + q8_k::qs + 32 * i)), k.sc[i]);
+            sum = scaled_add(sum, _mm256_maddubs_epi16(k.v[i], load256(act + q8_k::qs + 32 * i)), k.sc[i]);
         return sum;
     }
 };
@@ -170,7 +169,7 @@ struct Q3K : KDecoder256<q3_k::bytes, false> {
         pair_scales(sc16, k.sc);
         k.corr = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-4));
         two_bit_fields(w + q3_k::qs, k.v);
-        const __m256i hm = lowbit_load(w + q3_k::hmask), four = _mm256_set1_epi8(4);
+        const __m256i hm = load256(w + q3_k::hmask), four = _mm256_set1_epi8(4);
         for (int i = 0; i < 8; ++i) {
             // hmask bit i of byte l -> bit 2 of element l of register i.
             const __m256i h = i <= 2 ? _mm256_slli_epi16(hm, 2 - i) : _mm256_srli_epi16(hm, i - 2);
@@ -180,9 +179,9 @@ struct Q3K : KDecoder256<q3_k::bytes, false> {
     }
 
     MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        __m256i sum = _mm256_madd_epi16(lowbit_load(act + q8_k::bsums), k.corr);
+        __m256i sum = _mm256_madd_epi16(load256(act + q8_k::bsums), k.corr);
         for (int i = 0; i < 8; ++i)
-            sum = scaled_add(sum, _mm256_maddubs_epi16(k.v[i], lowbit_load(act + q8_k::qs + 32 * i)), k.sc[i]);
+            sum = scaled_add(sum, _mm256_maddubs_epi16(k.v[i], load256(act + q8_k::qs + 32 * i)), k.sc[i]);
         return sum;
     }
 };
@@ -201,7 +200,7 @@ struct IQ4XS : KDecoder256<iq4_xs::bytes, false> {
     // The 4-bit level indices of sub-blocks 2p and 2p + 1, in element order.
     MOE_ALWAYS_INLINE static void indices(const uint8_t *w, int p, __m256i &first, __m256i &second) {
         const __m256i low4 = _mm256_set1_epi8(0x0F);
-        const __m256i q = lowbit_load(w + iq4_xs::qs + 32 * p);  // sub-block 2p in the low lane, 2p + 1 in the high
+        const __m256i q = load256(w + iq4_xs::qs + 32 * p);  // sub-block 2p in the low lane, 2p + 1 in the high
         const __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
         first = _mm256_permute2x128_si256(lo, hi, 0x20);
         second = _mm256_permute2x128_si256(lo, hi, 0x31);
@@ -224,7 +223,7 @@ struct IQ4XS : KDecoder256<iq4_xs::bytes, false> {
     MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
         __m256i sum = _mm256_setzero_si256();
         for (int s = 0; s < 8; ++s) {
-            const __m256i a = lowbit_load(act + q8_k::qs + 32 * s);
+            const __m256i a = load256(act + q8_k::qs + 32 * s);
             sum = scaled_add(sum, _mm256_maddubs_epi16(_mm256_abs_epi8(k.v[s]), _mm256_sign_epi8(a, k.v[s])), k.sc[s]);
         }
         return sum;
