@@ -41,11 +41,7 @@ struct Q45K : KDecoder256<kFive ? q5_k::bytes : q4_k::bytes, true> {
     }
 
     MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        __m256i sum = _mm256_setzero_si256();
-        for (int s = 0; s < 8; ++s)
-            sum = _mm256_add_epi32(
-                sum, _mm256_madd_epi16(_mm256_maddubs_epi16(k.v[s], load256(act + q8_k::qs + 32 * s)), k.sc[s]));
-        return sum;
+        return group_sums256(k.v, k.sc, act, _mm256_setzero_si256());
     }
 };
 
@@ -76,11 +72,7 @@ struct Q6K : KDecoder256<q6_k::bytes, false> {
     }
 
     MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        __m256i sum = _mm256_madd_epi16(load256(act + q8_k::bsums), k.corr);
-        for (int i = 0; i < 8; ++i)
-            sum = _mm256_add_epi32(
-                sum, _mm256_madd_epi16(_mm256_maddubs_epi16(k.v[i], load256(act + q8_k::qs + 32 * i)), k.sc[i]));
-        return sum;
+        return corrected_group_sums256(k, act);
     }
 };
 

@@ -2,7 +2,9 @@
 // heads of Q2_K, Q3_K and IQ4_XS (scales, mins, fp16 fields; also used by the
 // 512-bit decoders of simd_avx512_lowbit.hpp), their 256-bit decoders (KRows'
 // D, the AVX2 kernels) and IQ4_NL blocks (LegacyRows' PerBlock B on AVX2,
-// Nibbles8 on AVX-512).
+// Nibbles8 on AVX-512); also the frame and the scaled group sums every
+// 256-bit K-quant decoder shares (KDecoder256, group_sums256, with Q4_K-Q6_K
+// of simd_avx2.cpp).
 //
 // 256-bit K-quant registers hold 32 consecutive elements: two 16-element
 // groups (the low and high 128-bit lane) for Q2_K / Q3_K, one 32-element
@@ -51,6 +53,21 @@ struct KDecoder256 {
         __m256i corr;
     };
 };
+
+// sum_i sc_i * <v_i, qa_i> over the eight registers of quants (+ the
+// correction vector acc): vpmaddubsw pairs the unsigned weights with the
+// activation bytes, vpmaddwd multiplies the pairs by register i's int16 scales.
+MOE_ALWAYS_INLINE __m256i group_sums256(const __m256i *v, const __m256i *sc, const uint8_t *act, __m256i acc) {
+    for (int i = 0; i < 8; ++i) acc = scaled_add(acc, _mm256_maddubs_epi16(v[i], load256(act + q8_k::qs + 32 * i)), sc[i]);
+    return acc;
+}
+
+// The same with the block's offset correction (Q3_K, Q6_K: corr holds the
+// offset times each group's scale) applied to the activation's 16 group sums.
+template <typename Block>
+MOE_ALWAYS_INLINE __m256i corrected_group_sums256(const Block &k, const uint8_t *act) {
+    return group_sums256(k.v, k.sc, act, _mm256_madd_epi16(load256(act + q8_k::bsums), k.corr));
+}
 
 // Sixteen int16 group scales -> per register i (elements 32i..32i+31): the
 // scale of group 2i in every int16 of the low 128-bit lane, of 2i + 1 in the high one.
@@ -149,10 +166,7 @@ struct Q2K : KDecoder256<q2_k::bytes, true>, Q2KGroupMins {
     }
 
     MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        __m256i sum = _mm256_setzero_si256();
-        for (int i = 0; i < 8; ++i)
-            sum = scaled_add(sum, _mm256_maddubs_epi16(k.v[i], load256(act + q8_k::qs + 32 * i)), k.sc[i]);
-        return sum;
+        return group_sums256(k.v, k.sc, act, _mm256_setzero_si256());
     }
 };
 
@@ -179,10 +193,7 @@ struct Q3K : KDecoder256<q3_k::bytes, false> {
     }
 
     MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        __m256i sum = _mm256_madd_epi16(load256(act + q8_k::bsums), k.corr);
-        for (int i = 0; i < 8; ++i)
-            sum = scaled_add(sum, _mm256_maddubs_epi16(k.v[i], load256(act + q8_k::qs + 32 * i)), k.sc[i]);
-        return sum;
+        return corrected_group_sums256(k, act);
     }
 };
 
