@@ -54,16 +54,14 @@ struct Q3K512 : KDecoder512<q3_k::bytes, false> {
     using Block = CorrBlock;  // corr: -4 * S_g
 
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
-        mins = 0;
-        dm = load_u32(w + q3_k::d - 2);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scale_bytes(w + q3_k::scales));
+        const Q3KHead head = q3_k_head(w, mins, dm);
         Block k;
-        group_pair_scales(sc16, k.sc);
-        k.corr = _mm512_zextsi256_si512(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-4)));
+        group_pair_scales(head.scales, k.sc);
+        k.corr = _mm512_zextsi256_si512(head.corr);
         two_bit_fields512(w + q3_k::qs, k.v);
         // hmask bit 4n + j of byte l: bit 2 of element l of the half holding j.
-        const __m256i hm = load256(w + q3_k::hmask);
-        const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(hm), hm, 1), four = _mm512_set1_epi8(4);
+        const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(head.hmask), head.hmask, 1);
+        const __m512i four = _mm512_set1_epi8(4);
         for (int r = 0; r < 4; ++r) {
             const int bit = 4 * (r / 2) + 2 * (r % 2);
             const __m512i test = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << bit)),

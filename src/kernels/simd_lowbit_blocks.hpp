@@ -143,6 +143,20 @@ MOE_ALWAYS_INLINE __m128i q3_k_scale_bytes(const uint8_t *p) {
     return _mm_sub_epi8(v, _mm_set1_epi8(32));
 }
 
+// Q3_K: the fp16 field (as d << 16), the 16 signed group scales S_g as
+// int16, the correction of the +4 the decoders store the quants with (-4 *
+// S_g, int16) and the 32 hmask bytes (bit 4n + j of byte l: the high bit of
+// element 128n + 32j + l).
+struct Q3KHead {
+    __m256i scales, corr, hmask;
+};
+MOE_ALWAYS_INLINE Q3KHead q3_k_head(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+    mins = 0;
+    dm = load_u32(w + q3_k::d - 2);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scale_bytes(w + q3_k::scales));
+    return {sc16, _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-4)), load256(w + q3_k::hmask)};
+}
+
 // IQ4_XS: the fp16 field (as d << 16) and the eight signed sub-block scales as int16.
 MOE_ALWAYS_INLINE __m128i iq4_xs_head(const uint8_t *w, uint32_t &dm) {
     dm = static_cast<uint32_t>(load_u16(w + iq4_xs::d)) << 16;
@@ -176,14 +190,12 @@ struct Q3K : KDecoder256<q3_k::bytes, false> {
     using Block = CorrBlock;  // corr: int16 -4 * S_g
 
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
-        mins = 0;
-        dm = load_u32(w + q3_k::d - 2);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scale_bytes(w + q3_k::scales));
+        const Q3KHead head = q3_k_head(w, mins, dm);
         Block k;
-        pair_scales(sc16, k.sc);
-        k.corr = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-4));
+        pair_scales(head.scales, k.sc);
+        k.corr = head.corr;
         two_bit_fields(w + q3_k::qs, k.v);
-        const __m256i hm = load256(w + q3_k::hmask), four = _mm256_set1_epi8(4);
+        const __m256i hm = head.hmask, four = _mm256_set1_epi8(4);
         for (int i = 0; i < 8; ++i) {
             // hmask bit i of byte l -> bit 2 of element l of register i.
             const __m256i h = i <= 2 ? _mm256_slli_epi16(hm, 2 - i) : _mm256_srli_epi16(hm, i - 2);
