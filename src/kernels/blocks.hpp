@@ -130,22 +130,30 @@ inline void q6_k_ints(const uint8_t *b, int8_t *v) {
 // Q2_K / Q3_K: element 128n + 32j + l holds bits 2j..2j+1 of quant byte
 // 32n + l, and belongs to the 16-element group 8n + 2j + l / 16 (the groups
 // are consecutive: group g is elements 16g..16g+15).
-inline void q2_k_ints(const uint8_t *b, uint8_t *v) {
-    const uint8_t *qs = b + q2_k::qs;
+inline void two_bit_ints(const uint8_t *qs, uint8_t *v) {
     for (int n = 0; n < 2; ++n)
         for (int j = 0; j < 4; ++j)
             for (int l = 0; l < 32; ++l) v[128 * n + 32 * j + l] = (qs[32 * n + l] >> (2 * j)) & 3;
 }
+inline void q2_k_ints(const uint8_t *b, uint8_t *v) { two_bit_ints(b + q2_k::qs, v); }
+// Q2_K: the 4-bit scale and min of group g (low and high nibble of scale byte g).
+inline void q2_k_scales_mins(const uint8_t *b, int *sc, int *m) {
+    for (int g = 0; g < 16; ++g) {
+        sc[g] = b[q2_k::scales + g] & 0xF;
+        m[g] = b[q2_k::scales + g] >> 4;
+    }
+}
 // Q3_K: the two low bits as Q2_K, minus 4 where the high bit (hmask bit
 // 4n + j of byte l) is clear: -4..3.
 inline void q3_k_ints(const uint8_t *b, int8_t *v) {
-    const uint8_t *qs = b + q3_k::qs, *hm = b + q3_k::hmask;
+    two_bit_ints(b + q3_k::qs, reinterpret_cast<uint8_t *>(v));
+    const uint8_t *hm = b + q3_k::hmask;
     for (int n = 0; n < 2; ++n)
         for (int j = 0; j < 4; ++j)
             for (int l = 0; l < 32; ++l) {
-                const int low = (qs[32 * n + l] >> (2 * j)) & 3;
                 const int high = (hm[l] >> (4 * n + j)) & 1;
-                v[128 * n + 32 * j + l] = static_cast<int8_t>(low - (high ? 0 : 4));
+                int8_t &q = v[128 * n + 32 * j + l];
+                q = static_cast<int8_t>(q - (high ? 0 : 4));
             }
 }
 // Q3_K: the 16 signed 6-bit group scales (-32..31) from the 12 packed bytes.

@@ -76,11 +76,12 @@ void dq_q6_k(const uint8_t *b, float *y) {
 // Q2_K: (d*sc)*q - (dmin*m) per 16-element group (sc, m the 4-bit halves of its scale byte).
 void dq_q2_k(const uint8_t *b, float *y) {
     uint8_t v[256];
+    int sc[16], m[16];
     q2_k_ints(b, v);
+    q2_k_scales_mins(b, sc, m);
     const float d = load_half(b + q2_k::d), dmin = load_half(b + q2_k::dmin);
     for (int g = 0; g < 16; ++g) {
-        const uint8_t sc = b[q2_k::scales + g];
-        const float dg = d * static_cast<float>(sc & 0xF), mg = dmin * static_cast<float>(sc >> 4);
+        const float dg = d * static_cast<float>(sc[g]), mg = dmin * static_cast<float>(m[g]);
         for (int l = 0; l < 16; ++l) y[16 * g + l] = dg * static_cast<float>(v[16 * g + l]) - mg;
     }
 }

@@ -62,9 +62,9 @@ float dot_k(int64_t n, const void *w_row, const void *act) {
 }
 
 inline const int8_t *act_quants(const uint8_t *a) { return reinterpret_cast<const int8_t *>(a + q8_k::qs); }
-// sum_g S_g * <q_g, qa_g> over the 16 groups of 16 (Q6_K, Q3_K).
-template <typename Scale>
-int32_t group_sums16(const Scale *sc, const int8_t *v, const uint8_t *a) {
+// sum_g S_g * <q_g, qa_g> over the 16 groups of 16 (Q6_K, Q3_K, Q2_K).
+template <typename Scale, typename Quant>
+int32_t group_sums16(const Scale *sc, const Quant *v, const uint8_t *a) {
     const int8_t *qa = act_quants(a);
     int32_t sumi = 0;
     for (int g = 0; g < 16; ++g) {
@@ -105,17 +105,13 @@ float term_q6_k(const uint8_t *w, const uint8_t *a) {
 // 16 groups (sc, m the low and high nibble of scale byte g).
 float term_q2_k(const uint8_t *w, const uint8_t *a) {
     uint8_t v[256];
+    int sc[16], m[16];
     q2_k_ints(w, v);
-    const int8_t *qa = act_quants(a);
-    int32_t sumi = 0, summ = 0;
-    for (int g = 0; g < 16; ++g) {
-        int32_t dot = 0;
-        for (int l = 0; l < 16; ++l) dot += v[16 * g + l] * qa[16 * g + l];
-        const uint8_t sc = w[q2_k::scales + g];
-        sumi += (sc & 0xF) * dot;
-        summ += (sc >> 4) * load_i16(a + q8_k::bsums + 2 * g);
-    }
-    return term_k_min(sumi, summ, load_half(w + q2_k::d), load_half(w + q2_k::dmin), load_f32(a + q8_k::d));
+    q2_k_scales_mins(w, sc, m);
+    int32_t summ = 0;
+    for (int g = 0; g < 16; ++g) summ += m[g] * load_i16(a + q8_k::bsums + 2 * g);
+    return term_k_min(group_sums16(sc, v, a), summ, load_half(w + q2_k::d), load_half(w + q2_k::dmin),
+                      load_f32(a + q8_k::d));
 }
 
 // Q3_K: sumi = sum_g S_g * <q_g, qa_g>, q in -4..3, S in -32..31.
