@@ -56,6 +56,9 @@ inline int16_t load_i16(const uint8_t *p) {
     return v;
 }
 
+// The fp16 scale d of a legacy block (at offset 0 in every layout).
+inline float fp16_scale(const uint8_t *block) { return load_half(block); }
+
 // 6-bit (scale, min) pair j of a Q4_K/Q5_K super-block.
 inline void k_scale_min(const uint8_t *q, int j, int &sc, int &m) {
     if (j < 4) {

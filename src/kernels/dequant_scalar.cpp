@@ -11,41 +11,23 @@
 namespace moe::kernels::detail {
 namespace {
 
-void dq_q4_0(const uint8_t *b, float *y) {
+// Legacy blocks: q * d, d the block's fp16 scale (MXFP4: its exponent's scale).
+template <void (*Ints)(const uint8_t *, int8_t *), float (*Scale)(const uint8_t *) = fp16_scale>
+void dq_legacy(const uint8_t *b, float *y) {
     int8_t v[32];
-    q4_0_ints(b, v);
-    const float d = load_half(b + q4_0::d);
+    Ints(b, v);
+    const float d = Scale(b);
     for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(v[j]) * d;
 }
-void dq_q4_1(const uint8_t *b, float *y) {
+// Q4_1 / Q5_1: q * d + m (d at offset 0, m at offset 2 in both layouts).
+template <void (*Ints)(const uint8_t *, int8_t *)>
+void dq_legacy_min(const uint8_t *b, float *y) {
     int8_t v[32];
-    q4_1_ints(b, v);
+    Ints(b, v);
     const float d = load_half(b + q4_1::d), m = load_half(b + q4_1::m);
     for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(v[j]) * d + m;
 }
-void dq_q5_0(const uint8_t *b, float *y) {
-    int8_t v[32];
-    q5_0_ints(b, v);
-    const float d = load_half(b + q5_0::d);
-    for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(v[j]) * d;
-}
-void dq_q5_1(const uint8_t *b, float *y) {
-    int8_t v[32];
-    q5_1_ints(b, v);
-    const float d = load_half(b + q5_1::d), m = load_half(b + q5_1::m);
-    for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(v[j]) * d + m;
-}
-void dq_q8_0(const uint8_t *b, float *y) {
-    const float d = load_half(b + q8_0::d);
-    const int8_t *qs = reinterpret_cast<const int8_t *>(b + q8_0::qs);
-    for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(qs[j]) * d;
-}
-void dq_mxfp4(const uint8_t *b, float *y) {
-    int8_t v[32];
-    mxfp4_ints(b, v);
-    const float s = mxfp4_scale(b);
-    for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(v[j]) * s;
-}
+
 template <bool kFive>
 void dq_q45_k(const uint8_t *b, float *y) {
     uint8_t v[256];
@@ -93,12 +75,6 @@ void dq_q3_k(const uint8_t *b, float *y) {
     q3_k_scales(b, s);
     dq_groups16(load_half(b + q3_k::d), s, v, y);
 }
-void dq_iq4_nl(const uint8_t *b, float *y) {
-    int8_t v[32];
-    iq4_nl_ints(b, v);
-    const float d = load_half(b + iq4_nl::d);
-    for (int j = 0; j < 32; ++j) y[j] = d * static_cast<float>(v[j]);
-}
 // IQ4_XS: (d*S)*level per 32-element sub-block.
 void dq_iq4_xs(const uint8_t *b, float *y) {
     int8_t v[256];
@@ -135,19 +111,19 @@ void dequantize_scalar(GgmlType type, const void *src, float *dst, int64_t n) {
     case GgmlType::BF16:
         for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32_inline(load_u16(p + 2 * i));
         return;
-    case GgmlType::Q4_0: dq_blocks<dq_q4_0, 32, q4_0::bytes>(src, dst, n); return;
-    case GgmlType::Q4_1: dq_blocks<dq_q4_1, 32, q4_1::bytes>(src, dst, n); return;
-    case GgmlType::Q5_0: dq_blocks<dq_q5_0, 32, q5_0::bytes>(src, dst, n); return;
-    case GgmlType::Q5_1: dq_blocks<dq_q5_1, 32, q5_1::bytes>(src, dst, n); return;
-    case GgmlType::Q8_0: dq_blocks<dq_q8_0, 32, q8_0::bytes>(src, dst, n); return;
+    case GgmlType::Q4_0: dq_blocks<dq_legacy<q4_0_ints>, 32, q4_0::bytes>(src, dst, n); return;
+    case GgmlType::Q4_1: dq_blocks<dq_legacy_min<q4_1_ints>, 32, q4_1::bytes>(src, dst, n); return;
+    case GgmlType::Q5_0: dq_blocks<dq_legacy<q5_0_ints>, 32, q5_0::bytes>(src, dst, n); return;
+    case GgmlType::Q5_1: dq_blocks<dq_legacy_min<q5_1_ints>, 32, q5_1::bytes>(src, dst, n); return;
+    case GgmlType::Q8_0: dq_blocks<dq_legacy<q8_0_ints>, 32, q8_0::bytes>(src, dst, n); return;
     case GgmlType::Q4_K: dq_blocks<dq_q45_k<false>, 256, q4_k::bytes>(src, dst, n); return;
     case GgmlType::Q5_K: dq_blocks<dq_q45_k<true>, 256, q5_k::bytes>(src, dst, n); return;
     case GgmlType::Q6_K: dq_blocks<dq_q6_k, 256, q6_k::bytes>(src, dst, n); return;
     case GgmlType::Q2_K: dq_blocks<dq_q2_k, 256, q2_k::bytes>(src, dst, n); return;
     case GgmlType::Q3_K: dq_blocks<dq_q3_k, 256, q3_k::bytes>(src, dst, n); return;
-    case GgmlType::IQ4_NL: dq_blocks<dq_iq4_nl, 32, iq4_nl::bytes>(src, dst, n); return;
+    case GgmlType::IQ4_NL: dq_blocks<dq_legacy<iq4_nl_ints>, 32, iq4_nl::bytes>(src, dst, n); return;
     case GgmlType::IQ4_XS: dq_blocks<dq_iq4_xs, 256, iq4_xs::bytes>(src, dst, n); return;
-    case GgmlType::MXFP4: dq_blocks<dq_mxfp4, 32, mxfp4::bytes>(src, dst, n); return;
+    case GgmlType::MXFP4: dq_blocks<dq_legacy<mxfp4_ints, mxfp4_scale>, 32, mxfp4::bytes>(src, dst, n); return;
     default: break;
     }
     fail(Status::unsupported, "dequantize: no kernel for tensor type %s", tr.name);

@@ -17,8 +17,6 @@ inline int32_t dot32(const int8_t *a, const int8_t *b) {
     return s;
 }
 
-inline float fp16_scale(const uint8_t *block) { return load_half(block); }
-
 // Legacy weights (Q4_0 / Q5_0 / Q8_0, and MXFP4 with its own scale) against Q8_0 activations.
 template <void (*Ints)(const uint8_t *, int8_t *), size_t kBytes, float (*Scale)(const uint8_t *) = fp16_scale>
 float dot_legacy_q8_0(int64_t n, const void *w_row, const void *act) {
