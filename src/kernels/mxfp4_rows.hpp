@@ -14,20 +14,27 @@ namespace moe::kernels::detail {
 namespace {
 
 struct Mxfp4Dec {
-    static constexpr size_t kBytes = mxfp4::bytes, kD = mxfp4::e;
-    static constexpr bool kMin = false;
+    static constexpr size_t kBytes = mxfp4::bytes, kD = mxfp4::e, kQs = mxfp4::qs, kQh = 0;
+    static constexpr bool kMin = false, kFive = false;
     static constexpr int32_t kOffset = mxfp4::kOffset;
 
     static constexpr int8_t lifted(int i) { return static_cast<int8_t>(mxfp4::kValues[i] + kOffset); }
+    // The lifted values as a vpshufb table (also Nibbles8's levels on AVX-512).
+    MOE_ALWAYS_INLINE static __m128i levels() {
+        return _mm_setr_epi8(lifted(0), lifted(1), lifted(2), lifted(3), lifted(4), lifted(5), lifted(6), lifted(7),
+                             lifted(8), lifted(9), lifted(10), lifted(11), lifted(12), lifted(13), lifted(14),
+                             lifted(15));
+    }
     MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) {
-        const __m128i table = _mm_setr_epi8(lifted(0), lifted(1), lifted(2), lifted(3), lifted(4), lifted(5),
-                                            lifted(6), lifted(7), lifted(8), lifted(9), lifted(10), lifted(11),
-                                            lifted(12), lifted(13), lifted(14), lifted(15));
+        const __m128i table = levels();
         return _mm256_shuffle_epi8(_mm256_setr_m128i(table, table), avx2::nibbles32(b + mxfp4::qs));
     }
     static float scale1(const uint8_t *b) { return mxfp4_scale(b); }
     MOE_ALWAYS_INLINE static __m256 scales8(const uint8_t *w) {
-        const __m256i e = _mm256_and_si256(gather8_u32<kBytes>(w + mxfp4::e), _mm256_set1_epi32(0xFF));
+        return scales_of(_mm256_and_si256(gather8_u32<kBytes>(w + mxfp4::e), _mm256_set1_epi32(0xFF)));
+    }
+    // The scales of eight blocks from their exponent bytes e (one per 32-bit lane).
+    MOE_ALWAYS_INLINE static __m256 scales_of(__m256i e) {
         const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
         const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
         const __m256i is_tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);

@@ -2,12 +2,12 @@
 // the shared row loops (quant_rows.hpp). The float operations are the shared
 // ones, so results are bit-identical to the scalar reference.
 //
-// Legacy nibble formats (Q4_0, Q4_1, Q5_0, Q5_1) take eight blocks in four
-// 512-bit registers: 64-bit lane j holds 8 consecutive weights of block j, so
-// four vpdpbusd leave two int32 per block. Each token's activations are
-// copied once per call into the same order. Weights are unsigned (Q4_0 +8,
-// Q5_0 +16, Q8_0 +128); the offset times the activation block sum is
-// subtracted. K-quants multiply unsigned weights by activations with
+// Legacy nibble formats (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) take eight
+// blocks in four 512-bit registers: 64-bit lane j holds 8 consecutive
+// weights of block j, so four vpdpbusd leave two int32 per block. Each
+// token's activations are copied once per call into the same order. Weights
+// are unsigned (Q4_0 +8, Q5_0 +16, Q8_0 +128, IQ4_NL levels +128, MXFP4
+// values +12); the offset times the activation block sum is subtracted. K-quants multiply unsigned weights by activations with
 // vpdpbusd too, pack the int32 sums of each sub-block (int16 range) with
 // vpackssdw and apply the sub-block scales with vpdpwssd.
 
@@ -97,6 +97,16 @@ struct Nibbles8 : B {
     }
     static constexpr std::array<int16_t, 32> kScaleIndex = scale_index();
 
+    // MXFP4: a scale byte per block (the exponent at kD), all eight in the
+    // group's first 128 bytes, gathered by the same word permute as Q4_0's d.
+    static constexpr bool kExponentScales = requires { B::scales_of(__m256i{}); };
+    static_assert(!kExponentScales || 7 * S + B::kD < 128);
+    static constexpr std::array<int32_t, 8> kExponentShift = [] {
+        std::array<int32_t, 8> c{};
+        for (int j = 0; j < 8; ++j) c[j] = (j * S + B::kD) % 2 ? 8 : 0;
+        return c;
+    }();
+
     // Q4_0 and Q4_1 read each block's quants with its own 16-byte load into
     // its lane instead of two word permutes over the group: fewer
     // cross-lane operations, and while streaming from memory 1.05-1.2x the
@@ -123,7 +133,13 @@ struct Nibbles8 : B {
         }
         Group g;
         __m512i fields;
-        if constexpr (kScalesInFirstLoads) {
+        if constexpr (kExponentScales) {
+            // The eight exponent bytes: word permute, then the odd ones shifted down.
+            const __m512i words = _mm512_permutex2var_epi16(a0, _mm512_loadu_si512(kScaleIndex.data()), a1);
+            const __m256i e =
+                _mm256_srlv_epi32(_mm256_cvtepu16_epi32(_mm512_castsi512_si128(words)), load256(kExponentShift.data()));
+            g.dw = B::scales_of(_mm256_and_si256(e, _mm256_set1_epi32(0xFF)));
+        } else if constexpr (kScalesInFirstLoads) {
             fields = _mm512_permutex2var_epi16(a0, _mm512_loadu_si512(kScaleIndex.data()), a1);
             g.dw = _mm256_cvtph_ps(_mm512_castsi512_si128(fields));
         } else {
@@ -576,7 +592,7 @@ void fill_avx512_kernels(KernelTable &t) {
     Tiled<KRows512<Q3K512>>::install(t, GgmlType::Q3_K);
     Tiled<KRows512<IQ4XS512>>::install(t, GgmlType::IQ4_XS);
     Tiled<LegacyRows<Nibbles8<IQ4NLDec>>>::install(t, GgmlType::IQ4_NL);
-    Tiled<LegacyRows<PerBlock<Mxfp4Dec, DotVnni>>>::install(t, GgmlType::MXFP4);
+    Tiled<LegacyRows<Nibbles8<Mxfp4Dec>>>::install(t, GgmlType::MXFP4);
 }
 
 bool isa_has_kernels(Isa) { return true; }
