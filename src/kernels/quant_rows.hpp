@@ -240,12 +240,22 @@ struct Q8_0SignedDec {
     MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return load256(b + q8_0::qs); }
 };
 
-// 32 weights x 32 activations -> 8 int32 partial sums.
+// 32 weights x 32 activations -> 8 int32 partial sums (run), and two such
+// pairs of registers -> 8 int32 partial sums of both (pair).
 struct DotMaddubs {  // unsigned weights (<= 31 after decoding)
     MOE_ALWAYS_INLINE static __m256i run(__m256i u, __m256i a) { return dot_u8_i8(u, a); }
+    // The int16 pair sums of both (|sum| <= 2 * 2 * 31 * 127) are added before widening.
+    MOE_ALWAYS_INLINE static __m256i pair(__m256i u0, __m256i a0, __m256i u1, __m256i a1) {
+        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(u0, a0), _mm256_maddubs_epi16(u1, a1));
+        return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+    }
 };
 struct DotSigned {  // signed weights
     MOE_ALWAYS_INLINE static __m256i run(__m256i w, __m256i a) { return dot_i8_signed(w, a); }
+    // Pair sums up to 2 * 127 * 127 each: widened separately.
+    MOE_ALWAYS_INLINE static __m256i pair(__m256i w0, __m256i a0, __m256i w1, __m256i a1) {
+        return _mm256_add_epi32(run(w0, a0), run(w1, a1));
+    }
 };
 
 // A legacy decoder (LegacyRows' D) that dots each block separately and

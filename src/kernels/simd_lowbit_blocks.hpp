@@ -1,7 +1,7 @@
 // Low-bit weight types for the shared row loops (quant_rows.hpp): the block
 // heads of Q2_K, Q3_K and IQ4_XS (scales, mins, fp16 fields; also used by the
 // 512-bit decoders of simd_avx512_lowbit.hpp), their 256-bit decoders (KRows'
-// D, the AVX2 kernels) and IQ4_NL blocks (LegacyRows' PerBlock B on AVX2,
+// D, the AVX2 kernels) and IQ4_NL blocks (LegacyRows' NibblePairs B on AVX2,
 // Nibbles8 on AVX-512); also the frame and the scaled group sums every
 // 256-bit K-quant decoder shares (KDecoder256, group_sums256, with Q4_K-Q6_K
 // of simd_avx2.cpp).
@@ -271,9 +271,10 @@ struct IQ4NLDec {
 };
 // IQ4_NL kept signed (for the vpsignb dot).
 struct IQ4NLSignedDec {
-    static constexpr size_t kBytes = iq4_nl::bytes, kD = iq4_nl::d;
+    static constexpr size_t kBytes = iq4_nl::bytes, kD = iq4_nl::d, kQs = iq4_nl::qs;
     static constexpr bool kMin = false;
     static constexpr int32_t kOffset = 0;
+    MOE_ALWAYS_INLINE static __m128i levels() { return _mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels)); }
     MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return _mm256_shuffle_epi8(iq4_table(), nibbles32(b + iq4_nl::qs)); }
 };
 
