@@ -17,6 +17,7 @@
 
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -69,16 +70,26 @@ MOE_ALWAYS_INLINE __m256i corrected_group_sums256(const Block &k, const uint8_t 
     return group_sums256(k.v, k.sc, act, _mm256_madd_epi16(load256(act + q8_k::bsums), k.corr));
 }
 
+// pair_scales' vpshufb controls, read from memory (an operand of the
+// shuffle) rather than built in registers for each block.
+constexpr std::array<int8_t, 128> pair_scale_picks() {
+    std::array<int8_t, 128> c{};
+    for (int i = 0; i < 4; ++i)
+        for (int half = 0; half < 2; ++half)
+            for (int p = 0; p < 8; ++p) {
+                const int g = 2 * i + half;  // the int16 scale of group g (mod 8) of the duplicated half
+                c[32 * i + 16 * half + 2 * p] = static_cast<int8_t>(2 * g);
+                c[32 * i + 16 * half + 2 * p + 1] = static_cast<int8_t>(2 * g + 1);
+            }
+    return c;
+}
+
 // Sixteen int16 group scales -> per register i (elements 32i..32i+31): the
 // scale of group 2i in every int16 of the low 128-bit lane, of 2i + 1 in the high one.
 MOE_ALWAYS_INLINE void pair_scales(__m256i sc16, __m256i *out) {
+    static constexpr std::array<int8_t, 128> kPicks = pair_scale_picks();
     const __m256i dup[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00), _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-    for (int i = 0; i < 8; ++i) {
-        const int g = (2 * i) % 8;
-        const __m256i pick = _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>((2 * g + 1) << 8 | 2 * g)),
-                                               _mm_set1_epi16(static_cast<short>((2 * g + 3) << 8 | (2 * g + 2))));
-        out[i] = _mm256_shuffle_epi8(dup[i / 4], pick);
-    }
+    for (int i = 0; i < 8; ++i) out[i] = _mm256_shuffle_epi8(dup[i / 4], load256(kPicks.data() + 32 * (i % 4)));
 }
 
 // Eight int16 scales -> register s: scale s in every int16.
