@@ -299,7 +299,8 @@ struct PerBlock : B {
 // d << 16), Partial sums(block, a_arranged, act_block) (int32 partial sums
 // whose total is sumi) and __m256i total8(const Partial *) (lane j = total of
 // partial j). A decoder with mins per 16-element group (Q2_K) sets
-// kGroupMins and provides group_min_sums8(mins, act, act_stride, cnt).
+// kGroupMins and provides group_min_sums8(w, w_stride, act, act_stride, cnt)
+// (the weight blocks' mins against the activation blocks).
 struct KPrep {
     const uint8_t *act;       // Q8_K blocks as given
     const uint8_t *arranged;  // D's order of the quants (or act)
@@ -368,7 +369,7 @@ struct KRows {
             }
             for (int t = 0; t < T; ++t) {
                 const __m256i sumi = D::total8(s[t]);
-                const __m256i summ = D::kMins ? block_min_sums8(mins, p[t], b, cnt) : _mm256_setzero_si256();
+                const __m256i summ = D::kMins ? block_min_sums8(w, mins, p[t], b, cnt) : _mm256_setzero_si256();
                 const __m256 da = _mm256_loadu_ps(p[t].d + b);
                 if (cnt == 8) {
                     acc[t] = _mm256_add_ps(acc[t], terms8(dm, sumi, summ, da));
@@ -419,7 +420,8 @@ struct KRows {
                 const __m256i sumi = D::total8(s[t]);
                 __m256i summ = _mm256_setzero_si256();
                 if constexpr (requires { D::kGroupMins; }) {
-                    summ = D::group_min_sums8(mins, p[t].act + q8_k::bytes * j, 0, 8);  // every row meets block j
+                    // Every row meets block j.
+                    summ = D::group_min_sums8(w + j * D::kBytes, row_bytes, p[t].act + q8_k::bytes * j, 0, 8);
                 } else if constexpr (D::kMins) {
                     alignas(32) int16_t bpair8[64];  // block j's pair sums for each of the 8 rows
                     for (int i = 0; i < 8; ++i) std::memcpy(bpair8 + 8 * i, p[t].bpair + 8 * j, 16);
@@ -447,11 +449,15 @@ struct KRows {
         else return term_k(sumi, half(dm >> 16), da);
     }
 
-    // sum_g m_g * bsum_g of the super-blocks b .. b + cnt - 1: D's own for
-    // mins per 16-element group (kGroupMins), else the 6-bit mins per pair of groups.
-    MOE_ALWAYS_INLINE static __m256i block_min_sums8(const uint64_t *mins, const Prep &p, int64_t b, int cnt) {
-        if constexpr (requires { D::kGroupMins; }) return D::group_min_sums8(mins, p.act + q8_k::bytes * b, q8_k::bytes, cnt);
-        else return min_sums8(mins, p.bpair + 8 * b);
+    // sum_g m_g * bsum_g of the super-blocks b .. b + cnt - 1 (weights from
+    // w): D's own for mins per 16-element group (kGroupMins), else the 6-bit
+    // mins per pair of groups decode() gave.
+    MOE_ALWAYS_INLINE static __m256i block_min_sums8(const uint8_t *w, const uint64_t *mins, const Prep &p, int64_t b,
+                                                     int cnt) {
+        if constexpr (requires { D::kGroupMins; })
+            return D::group_min_sums8(w, D::kBytes, p.act + q8_k::bytes * b, q8_k::bytes, cnt);
+        else
+            return min_sums8(mins, p.bpair + 8 * b);
     }
 
     // The terms of 8 full super-blocks (same operations as term_k_min / term_k).

@@ -487,7 +487,7 @@ struct KRows512 : KRows<D> {
                     const __m256i summ = min_sums8(head.mins, p[t].bpair + 8 * b);
                     acc[t] = _mm256_add_ps(acc[t], Base::terms8(head.dm, sumi, summ, da));
                 } else {
-                    const __m256i summ = D::kMins ? Base::block_min_sums8(mins, p[t], b, 8) : _mm256_setzero_si256();
+                    const __m256i summ = D::kMins ? Base::block_min_sums8(w, mins, p[t], b, 8) : _mm256_setzero_si256();
                     acc[t] = _mm256_add_ps(acc[t], Base::terms8(dm, sumi, summ, da));
                 }
             }
@@ -535,7 +535,7 @@ struct KRows512 : KRows<D> {
                     term = Base::terms8(head.dm, sumi, min_sums8(head.mins, bp, bp), da);
                 } else if constexpr (requires { D::kGroupMins; }) {
                     // Every row's mins meet block j's group sums.
-                    term = Base::terms8(dm, sumi, D::group_min_sums8(mins, p[t].act + q8_k::bytes * j, 0, 8), da);
+                    term = Base::terms8(dm, sumi, D::group_min_sums8(wj, row_bytes, p[t].act + q8_k::bytes * j, 0, 8), da);
                 } else {
                     static_assert(!D::kMins, "decoders with mins per pair of groups decode their heads together");
                     term = Base::terms8(dm, sumi, _mm256_setzero_si256(), da);
@@ -567,7 +567,7 @@ struct KRows512 : KRows<D> {
             _mm256_store_ps(lanes, acc[t]);
             _mm256_store_si256(reinterpret_cast<__m256i *>(si), D::total8(s[t]));
             _mm256_store_si256(reinterpret_cast<__m256i *>(sm),
-                               D::kMins ? Base::block_min_sums8(mins, p[t], b, cnt) : _mm256_setzero_si256());
+                               D::kMins ? Base::block_min_sums8(w, mins, p[t], b, cnt) : _mm256_setzero_si256());
             for (int j = 0; j < cnt; ++j) lanes[j] += Base::term1(dm[j], si[j], sm[j], p[t].d[b + j]);
             acc[t] = _mm256_load_ps(lanes);
         }

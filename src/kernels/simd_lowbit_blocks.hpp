@@ -109,32 +109,34 @@ MOE_ALWAYS_INLINE void two_bit_fields(const uint8_t *qs, __m256i *v) {
 
 // --- block heads, shared with the 512-bit decoders ---------------------------------
 
-// Q2_K: the fp16 fields, the mins as nibbles, and the 16 group scales as int16.
+// Q2_K: the fp16 fields and the 16 group scales as int16 (the mins are
+// read by group_min_sums8).
 MOE_ALWAYS_INLINE __m256i q2_k_head(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+    mins = 0;
     dm = load_u32(w + q2_k::d);
-    const uint64_t high = 0xF0F0F0F0F0F0F0F0ull;
-    mins = _pext_u64(load_u64(w + q2_k::scales), high) | _pext_u64(load_u64(w + q2_k::scales + 8), high) << 32;
     const __m128i sc = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q2_k::scales)),
                                      _mm_set1_epi8(0x0F));
     return _mm256_cvtepu8_epi16(sc);
 }
 
 // Q2_K's mins per 16-element group, for the row loops (kGroupMins): lane
-// j < cnt = sum_g m_g * bsum_g of super-block j (mins[j]) against the
-// activation block at act + j * stride; lanes from cnt on are 0.
+// j < cnt = sum_g m_g * bsum_g of the weight block at w + j * w_stride
+// (its mins: the high nibbles of the scale bytes, read again while the
+// block is in L1) against the activation block at act + j * act_stride;
+// lanes from cnt on are 0.
 struct Q2KGroupMins {
     static constexpr bool kGroupMins = true;
-    MOE_ALWAYS_INLINE static __m256i group_min_sums8(const uint64_t *mins, const uint8_t *act, size_t stride, int cnt) {
+    MOE_ALWAYS_INLINE static __m256i group_min_sums8(const uint8_t *w, size_t w_stride, const uint8_t *act,
+                                                     size_t act_stride, int cnt) {
         __m256i s[8];
-        const uint64_t low = 0x0F0F0F0F0F0F0F0Full;
         for (int j = 0; j < 8; ++j) {
             if (j >= cnt) {
                 s[j] = _mm256_setzero_si256();
                 continue;
             }
-            const __m128i m8 = _mm_set_epi64x(static_cast<long long>(_pdep_u64(mins[j] >> 32, low)),
-                                              static_cast<long long>(_pdep_u64(mins[j] & 0xFFFFFFFFu, low)));
-            s[j] = _mm256_madd_epi16(_mm256_cvtepu8_epi16(m8), load256(act + j * stride + q8_k::bsums));
+            const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + j * w_stride + q2_k::scales));
+            const __m128i m8 = _mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0F));
+            s[j] = _mm256_madd_epi16(_mm256_cvtepu8_epi16(m8), load256(act + j * act_stride + q8_k::bsums));
         }
         return transpose_sum8(s);
     }
@@ -179,8 +181,8 @@ MOE_ALWAYS_INLINE __m128i iq4_xs_head(const uint8_t *w, uint32_t &dm) {
 
 // --- 256-bit decoders -----------------------------------------------------------------
 
-// Q2_K: quants 0..3 with the 4-bit group scales; the 16 4-bit mins (nibble g
-// = min of group g) meet the activation sums per group in group_min_sums8.
+// Q2_K: quants 0..3 with the 4-bit group scales; the 16 4-bit mins meet the
+// activation sums per group in group_min_sums8.
 struct Q2K : KDecoder256<q2_k::bytes, true>, Q2KGroupMins {
 
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
