@@ -3,6 +3,7 @@
 #include <initializer_list>
 
 #include "common/error.hpp"
+#include "tokenizer/regex_split.hpp"
 
 namespace moe::tok {
 namespace {
@@ -48,6 +49,21 @@ const char *const kDeepseekLatin =
 // CJK ideographs, U+0800 up to them, and Hangul syllables.
 const char *const kCjkHangul = "[\\x{4E00}-\\x{9FA5}\\x{0800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+";
 
+// Kimi K2's tiktoken expression: Han runs first, then words of upper- then
+// lower-case letters (CamelCase splits) whose letters are never Han. PCRE2
+// has no class intersection, so "Lu Lt Lm Lo M, not Han" is written as the
+// complement of the other general categories and Han (general categories
+// partition the code points): one class, where a lookahead per character
+// would cost JIT stack on long runs of letters.
+std::string kimi_k2_expression() {
+    const std::string han = script_han();
+    const std::string upper = "[^\\p{Ll}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}" + han + "]";         // Lu Lt Lm Lo M
+    const std::string lower = "[^\\p{Lu}\\p{Lt}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}" + han + "]";  // Ll Lm Lo M
+    const std::string lead = R"([^\r\n\p{L}\p{N}]?)", contraction = "(?i:'s|'t|'re|'ve|'m|'ll|'d)?";
+    return "[" + han + "]+|" + lead + upper + "*" + lower + "+" + contraction + "|" + lead + upper + "+" + lower + "*" +
+           contraction + R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+}
+
 bool one_of(const std::string &name, std::initializer_list<const char *> names) {
     for (const char *n : names)
         if (name == n) return true;
@@ -78,6 +94,9 @@ PreTokenizerSpec pre_tokenizer_spec(const std::string &name) {
                       R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
     } else if (one_of(name, {"gpt-4o", "llama4"})) {
         s.patterns = {kGpt4o};
+    } else if (name == "kimi-k2") {
+        s.patterns = {kimi_k2_expression()};
+        s.ignore_merges = true;  // tiktoken emits a piece that is itself a token whole
     } else {
         fail(Status::unsupported, "pre-tokenizer '%s' (tokenizer.ggml.pre) is not supported", name.c_str());
     }

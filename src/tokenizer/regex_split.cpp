@@ -63,6 +63,14 @@ MatchState &match_state() {
 
 }  // namespace
 
+const char *script_han() {
+#if PCRE2_MAJOR > 10 || (PCRE2_MAJOR == 10 && PCRE2_MINOR >= 40)
+    return "\\p{sc:Han}";
+#else
+    return "\\p{Han}";  // the Script before 10.40
+#endif
+}
+
 struct RegexSplitter::Compiled {
     pcre2_code *code = nullptr;
     std::string pattern;

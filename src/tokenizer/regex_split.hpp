@@ -13,6 +13,12 @@
 
 namespace moe::tok {
 
+// The Unicode Script property Han in PCRE2's syntax. From PCRE2 10.40 on a
+// bare \p{Han} means Script_Extensions, which adds characters Han shares with
+// other scripts (U+3001 and U+3002, the ideographic comma and full stop,
+// among them); expressions written for other engines mean the Script alone.
+const char *script_han();
+
 // A byte range of the text being split.
 struct Piece {
     size_t begin = 0;

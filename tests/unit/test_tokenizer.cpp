@@ -96,7 +96,7 @@ TEST(Tokenizer, BpeMergesInRankOrder) {
 
 TEST(Tokenizer, BpeRoundTripsOnSyntheticVocab) {
     for (const char *pre : {"qwen2", "gpt-2", "llama-bpe", "default", "deepseek-llm", "deepseek-coder", "deepseek-v3",
-                            "gpt-4o"}) {
+                            "gpt-4o", "kimi-k2"}) {
         SCOPED_TRACE(pre);
         const auto t = load(bpe_vocab(pre));
         for (const std::string &s : kRoundTripTexts) {
@@ -303,26 +303,30 @@ TEST(Tokenizer, Gpt4oPreTokenizerSplitsAsTheLookaroundExpression) {
 }
 
 // Runs of one kind of letter far longer than any word: each must come back
-// whole, with no error from the expression engine.
-TEST(Tokenizer, LongLetterRunsSplitWithTheGpt4oPreTokenizer) {
-    const auto t = load(bpe_vocab("gpt-4o"));
+// whole, with no error from the expression engine, with the pre-tokenizers
+// that split words by case.
+TEST(Tokenizer, LongLetterRunsSplitWithTheCasedPreTokenizers) {
     const size_t n = 300000;
     std::string mixed;
     for (size_t i = 0; i < n / 2; ++i) mixed += i % 2 ? "b" : "A";
-    std::string accented, cjk;
+    std::string accented, cjk, hangul;
     for (size_t i = 0; i < n; ++i) accented += "\xC3\xA9";  // é: neither a-z nor A-Z
-    for (size_t i = 0; i < n; ++i) cjk += "\xE6\x97\xA5";       // 日: a letter without case
-    for (const std::string &s : {std::string(n, 'a'), std::string(n, 'A'), "Hello" + std::string(n, 'x') + "'s",
-                                 mixed, accented, cjk}) {
-        SCOPED_TRACE(s.substr(0, 8));
-        std::vector<int32_t> ids;
-        try {
-            t->tokenize(s, false, false, ids);
-        } catch (const moe::Error &e) {
-            ADD_FAILURE() << e.what();
-            continue;
+    for (size_t i = 0; i < n; ++i) cjk += "\xE6\x97\xA5";       // 日: a letter without case (Han)
+    for (size_t i = 0; i < n; ++i) hangul += "\xED\x95\x9C";    // 한: a letter without case (not Han)
+    for (const char *pre : {"gpt-4o", "kimi-k2"}) {
+        const auto t = load(bpe_vocab(pre));
+        for (const std::string &s : {std::string(n, 'a'), std::string(n, 'A'),
+                                     "Hello" + std::string(n, 'x') + "'s", mixed, accented, cjk, hangul}) {
+            SCOPED_TRACE(std::string(pre) + " " + s.substr(0, 8));
+            std::vector<int32_t> ids;
+            try {
+                t->tokenize(s, false, false, ids);
+            } catch (const moe::Error &e) {
+                ADD_FAILURE() << e.what();
+                continue;
+            }
+            EXPECT_EQ(t->detokenize(ids), s);
         }
-        EXPECT_EQ(t->detokenize(ids), s);
     }
 }
 
@@ -348,7 +352,7 @@ TEST(Tokenizer, PiecesBeyondTenMegabytesSplit) {
         for (const Piece &p : pieces) out.emplace_back(p.begin, p.end);
         return out;
     };
-    for (const char *pre : {"qwen2", "gpt-4o"}) {
+    for (const char *pre : {"qwen2", "gpt-4o", "kimi-k2"}) {
         SCOPED_TRACE(pre);
         EXPECT_EQ(split(pre, spaces), (std::vector<std::pair<size_t, size_t>>{{0, n}}));
         // The last space goes with the word.
