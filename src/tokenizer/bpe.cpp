@@ -24,23 +24,36 @@ void BpeTokenizer::tokenize(std::string_view text, Piece range, std::vector<int3
 void BpeTokenizer::tokenize_piece(std::vector<int32_t> &out, BpeScratch &s) const {
     const std::string_view mapped = s.mapped;
     if (mapped.empty()) return;
+    const bool by_token_id = vocab_.merges_by_token_id();
     if (spec_.ignore_merges) {
         const int32_t whole = vocab_.find(mapped);
-        if (whole >= 0) {
+        if (whole >= 0 && (!by_token_id || vocab_.mergeable(whole))) {
             out.push_back(whole);
             return;
         }
     }
-    merge_symbols(
-        mapped, s.merge, [&](std::string_view character) { return vocab_.symbol_id(character); },
-        [&](const MergeSymbol &l, const MergeSymbol &r, double &cost, int32_t &result) {
-            if (l.id < 0 || r.id < 0) return false;
-            const MergeRule *rule = vocab_.merge(l.id, r.id);
-            if (!rule) return false;
-            cost = rule->rank;
-            result = rule->result;
-            return true;
-        });
+    const auto id_of = [&](std::string_view character) { return vocab_.symbol_id(character); };
+    if (by_token_id) {
+        // Merged symbols are contiguous, so a pair's joined text is a slice of the piece.
+        merge_symbols(mapped, s.merge, id_of,
+                      [&](const MergeSymbol &l, const MergeSymbol &r, double &cost, int32_t &result) {
+                          const int32_t joined = vocab_.find(mapped.substr(l.begin, l.len + r.len));
+                          if (joined < 0 || !vocab_.mergeable(joined)) return false;
+                          cost = joined;
+                          result = joined;
+                          return true;
+                      });
+    } else {
+        merge_symbols(mapped, s.merge, id_of,
+                      [&](const MergeSymbol &l, const MergeSymbol &r, double &cost, int32_t &result) {
+                          if (l.id < 0 || r.id < 0) return false;
+                          const MergeRule *rule = vocab_.merge(l.id, r.id);
+                          if (!rule) return false;
+                          cost = rule->rank;
+                          result = rule->result;
+                          return true;
+                      });
+    }
 
     const int32_t n_tokens = vocab_.n_tokens();
     for (int32_t i = 0; i >= 0; i = s.merge.symbols[size_t(i)].next) {

@@ -25,6 +25,10 @@ bool adds_bos_by_default(const std::string &pre) {
     return pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3" || pre == "pixtral";
 }
 
+// Pre-tokenizer names of vocabularies converted from tiktoken, whose token
+// order is the merge order when the file has no merges.
+bool merges_by_token_id_without_merges(const std::string &pre) { return pre == "kimi-k2"; }
+
 std::string printable(std::string_view s) {
     std::string out;
     for (char c : s.substr(0, 40)) {
@@ -145,6 +149,10 @@ const MergeRule *Vocab::merge(int32_t left, int32_t right) const {
 
 void Vocab::load_merges(const gguf::GgufFile &file) {
     const std::vector<std::string_view> merges = file.get_string_array(kMergesKey);
+    if (merges.empty() && merges_by_token_id_without_merges(pre_)) {
+        merges_by_token_id_ = true;
+        return;
+    }
     if (merges.size() >= size_t(std::numeric_limits<int32_t>::max() / 4))
         fail(Status::bad_format, "%s: %s has %zu entries, too many", file.path().c_str(), kMergesKey, merges.size());
     merges_.reserve(merges.size());

@@ -53,6 +53,17 @@ public:
     // merge operands and results that are not tokens themselves.
     int32_t symbol_id(std::string_view text) const;
     const MergeRule *merge(int32_t left, int32_t right) const;
+    // True for a vocabulary whose merge order is its token order, as in
+    // tiktoken, where a token's id is its merge rank: a kimi-k2 vocabulary
+    // without tokenizer.ggml.merges. Two adjacent symbols then merge when
+    // their joined text is a mergeable token, the lowest id first.
+    bool merges_by_token_id() const { return merges_by_token_id_; }
+    // A token that is neither matched literally (control, user-defined,
+    // unknown) nor unused.
+    bool mergeable(int32_t id) const {
+        const TokenType t = types_[size_t(id)];
+        return t == TokenType::normal || t == TokenType::undefined;
+    }
 
     int32_t bos() const { return bos_; }  // -1 when none
     int32_t eos() const { return eos_; }
@@ -85,6 +96,7 @@ private:
     std::vector<int32_t> special_;
     int32_t bos_ = -1, eos_ = -1, unk_ = -1;
     bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = true;
+    bool merges_by_token_id_ = false;
 };
 
 }  // namespace moe::tok

@@ -1,8 +1,9 @@
 // Fuzz target: the tokenizer, on arbitrary text and on arbitrary vocabularies.
 // The first input byte picks the mode:
-//   even: the rest is text for one of three built-in vocabularies (byte-level
-//         BPE with the qwen2 and deepseek-llm pre-tokenizers, SPM); valid
-//         UTF-8 must come back byte for byte from BPE tokens;
+//   even: the rest is text for one of four built-in vocabularies (byte-level
+//         BPE with the qwen2 and deepseek-llm pre-tokenizers, kimi-k2 without
+//         merges, merging by token id; SPM); valid UTF-8 must come back byte
+//         for byte from BPE tokens;
 //   odd:  the rest is a GGUF image whose tokenizer metadata is loaded and
 //         then used on fixed texts.
 // Only moe::Error is an acceptable failure; anything else is a bug.
@@ -88,7 +89,7 @@ std::unique_ptr<moe::tok::Tokenizer> from_image(const std::vector<uint8_t> &imag
     return moe::tok::Tokenizer::from_gguf(*file);
 }
 
-std::unique_ptr<moe::tok::Tokenizer> make_bpe(const char *pre) {
+std::unique_ptr<moe::tok::Tokenizer> make_bpe(const char *pre, bool with_merges = true) {
     VocabTokens v = moe::test::byte_level_tokens();
     std::vector<std::string> merges;
     const char *letters = "etaoinshrdlu";
@@ -108,7 +109,7 @@ std::unique_ptr<moe::tok::Tokenizer> make_bpe(const char *pre) {
     m.string("tokenizer.ggml.pre", pre);
     m.strings("tokenizer.ggml.tokens", v.tokens);
     m.i32s("tokenizer.ggml.token_type", v.types);
-    m.strings("tokenizer.ggml.merges", merges);
+    if (with_merges) m.strings("tokenizer.ggml.merges", merges);
     m.u32("tokenizer.ggml.bos_token_id", uint32_t(v.tokens.size() - 4));
     return from_image(m.bytes());
 }
@@ -128,10 +129,12 @@ std::unique_ptr<moe::tok::Tokenizer> make_spm() {
 const moe::tok::Tokenizer &builtin(uint8_t selector) {
     static const auto qwen2 = make_bpe("qwen2");
     static const auto deepseek = make_bpe("deepseek-llm");
+    static const auto kimi = make_bpe("kimi-k2", false);
     static const auto spm = make_spm();
-    switch ((selector >> 1) % 3) {
+    switch ((selector >> 1) % 4) {
     case 0: return *qwen2;
     case 1: return *deepseek;
+    case 2: return *kimi;
     default: return *spm;
     }
 }

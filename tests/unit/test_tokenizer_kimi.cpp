@@ -1,20 +1,33 @@
-// The kimi-k2 pre-tokenizer (Kimi K2's tiktoken expression). No Kimi
-// vocabulary file is at hand, so the splits are checked against expectations
-// worked out from the expression and against a plain transliteration of it.
+// The kimi-k2 pre-tokenizer (Kimi K2's tiktoken expression) and merges by
+// token id, tiktoken's rank order, for a kimi-k2 vocabulary without
+// tokenizer.ggml.merges. No Kimi vocabulary file is at hand, so the splits
+// are checked against expectations worked out from the expression, against a
+// plain transliteration of it, and the merges against a plain merge loop.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "gguf/gguf_file.hpp"
+#include "support/gguf_builder.hpp"
+#include "support/vocab_tokens.hpp"
 #include "tokenizer/pre_tokenizer.hpp"
 #include "tokenizer/regex_split.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "tokenizer/utf8.hpp"
 
 namespace {
 
+using moe::test::byte_level;
+using moe::test::GgufBuilder;
+using moe::test::VocabTokens;
 using moe::tok::Piece;
 using moe::tok::RegexSplitter;
+using moe::tok::Tokenizer;
 
 using Pieces = std::vector<std::string>;
 
@@ -142,6 +155,137 @@ TEST(KimiK2PreTokenizer, SplitsAsTheLookaheadExpressionOnMixedText) {
         std::string s;
         for (int n = int(rng() % 24) + 1; n > 0; --n) s += parts[rng() % parts.size()];
         EXPECT_EQ(split(kimi_splitter(), s), split(reference, s)) << s;
+    }
+}
+
+// --- merges by token id ---------------------------------------------------
+
+// A byte-level vocabulary (token i is byte i) followed by `extra` (raw bytes)
+// in id order, without merges.
+struct ExtraToken {
+    std::string raw;
+    int32_t type = moe::test::kNormal;
+};
+
+GgufBuilder kimi_vocab(const std::vector<ExtraToken> &extra, const std::string &pre = "kimi-k2") {
+    VocabTokens v = moe::test::byte_level_tokens();
+    for (const ExtraToken &t : extra) v.add(byte_level(t.raw), t.type);
+    GgufBuilder b;
+    b.kv_string("tokenizer.ggml.model", "gpt2")
+        .kv_string("tokenizer.ggml.pre", pre)
+        .kv_array_string("tokenizer.ggml.tokens", v.tokens)
+        .kv_array_i32("tokenizer.ggml.token_type", v.types);
+    return b;
+}
+
+std::unique_ptr<Tokenizer> load(const GgufBuilder &b) {
+    const auto bytes = b.build();
+    const auto file = moe::gguf::GgufFile::parse_memory(bytes.data(), bytes.size(), "test.gguf");
+    return Tokenizer::from_gguf(*file);
+}
+
+std::vector<int32_t> tokenize(const Tokenizer &t, const std::string &s) {
+    std::vector<int32_t> ids;
+    t.tokenize(s, false, false, ids);
+    return ids;
+}
+
+TEST(KimiK2Merges, WithoutMergesTheLowerTokenIdMergesFirst) {
+    // "abc" is one piece; "ab" and "bc" compete for the "b".
+    const auto bc_first = load(kimi_vocab({{"bc"}, {"ab"}}));
+    EXPECT_TRUE(bc_first->vocab().merges_by_token_id());
+    EXPECT_EQ(tokenize(*bc_first, "abc"), (std::vector<int32_t>{'a', 256}));
+    const auto ab_first = load(kimi_vocab({{"ab"}, {"bc"}}));
+    EXPECT_EQ(tokenize(*ab_first, "abc"), (std::vector<int32_t>{256, 'c'}));
+    // Merges build on merges: "ab" + "cd", not "abc" + "d" (no such token).
+    const auto chain = load(kimi_vocab({{"cd"}, {"ab"}, {"abcd"}, {"bc"}}));
+    EXPECT_EQ(tokenize(*chain, "abcde"), (std::vector<int32_t>{258, 'e'}));
+    // A piece that is a token is that token, though merging cannot reach it
+    // here: "bc" merges, then neither "abc" nor "bcd" is a token.
+    const auto whole = load(kimi_vocab({{"bc"}, {"abcd"}}));
+    EXPECT_EQ(tokenize(*whole, "abcd"), (std::vector<int32_t>{257}));
+    EXPECT_EQ(tokenize(*whole, "abcde"), (std::vector<int32_t>{'a', 256, 'd', 'e'}));
+}
+
+TEST(KimiK2Merges, SpecialAndUnusedTokensNeverMerge) {
+    // "xy" is a control token and "yz" unused (type 5): with parse_special
+    // off neither is matched, and merging must not produce them.
+    const auto t = load(kimi_vocab({{"xy", moe::test::kControl}, {"yz", 5}, {"zw"}}));
+    EXPECT_EQ(tokenize(*t, "xy"), (std::vector<int32_t>{'x', 'y'}));
+    EXPECT_EQ(tokenize(*t, "yzw"), (std::vector<int32_t>{'y', 258}));
+}
+
+TEST(KimiK2Merges, AMergesArrayStillGovernsAndOtherVocabulariesDoNotMergeByTokenId) {
+    auto with_merges = kimi_vocab({{"bc"}, {"ab"}});
+    with_merges.kv_array_string("tokenizer.ggml.merges", {"a b"});
+    const auto t = load(with_merges);
+    EXPECT_FALSE(t->vocab().merges_by_token_id());
+    EXPECT_EQ(tokenize(*t, "abc"), (std::vector<int32_t>{257, 'c'}));
+    // A qwen2 vocabulary without merges merges nothing, as before.
+    const auto qwen = load(kimi_vocab({{"bc"}, {"ab"}}, "qwen2"));
+    EXPECT_FALSE(qwen->vocab().merges_by_token_id());
+    EXPECT_EQ(tokenize(*qwen, "xabc"), (std::vector<int32_t>{'x', 'a', 'b', 'c'}));
+}
+
+// tiktoken's encoder written plainly, on raw bytes: a piece that is a token
+// is that token; otherwise, starting from single bytes, merge the adjacent
+// pair whose joined bytes are the token of the lowest id (the leftmost such
+// pair on ties) until no pair joins into a token.
+std::vector<int32_t> reference_encode(const std::map<std::string, int32_t> &ranks, const std::string &piece) {
+    if (const auto it = ranks.find(piece); it != ranks.end()) return {it->second};
+    std::vector<std::string> symbols;
+    for (char c : piece) symbols.emplace_back(1, c);
+    for (;;) {
+        size_t best = symbols.size();
+        int32_t best_rank = 0;
+        for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+            const auto it = ranks.find(symbols[i] + symbols[i + 1]);
+            if (it == ranks.end() || (best < symbols.size() && it->second >= best_rank)) continue;
+            best = i;
+            best_rank = it->second;
+        }
+        if (best == symbols.size()) break;
+        symbols[best] += symbols[best + 1];
+        symbols.erase(symbols.begin() + std::ptrdiff_t(best) + 1);
+    }
+    std::vector<int32_t> ids;
+    for (const std::string &s : symbols) ids.push_back(s.size() == 1 ? int32_t(uint8_t(s[0])) : ranks.at(s));
+    return ids;
+}
+
+TEST(KimiK2Merges, MatchAPlainMergeLoopOnRandomVocabularies) {
+    // Few distinct characters, so tokens overlap and compete.
+    const std::vector<std::string> alphabet = {"a", "b", "c", "A", "B", " ", "é", "1", "!"};
+    std::mt19937 rng(5);
+    auto random_text = [&](size_t n) {
+        std::string s;
+        for (size_t i = 0; i < n; ++i) s += alphabet[rng() % alphabet.size()];
+        return s;
+    };
+    for (int round = 0; round < 20; ++round) {
+        SCOPED_TRACE(round);
+        // Substrings of random texts, in random order, as tokens after the bytes.
+        std::vector<ExtraToken> extra;
+        std::map<std::string, int32_t> ranks;
+        for (int b = 0; b < 256; ++b) ranks[std::string(1, char(b))] = b;
+        while (extra.size() < 60) {
+            const std::string text = random_text(8);
+            const size_t begin = rng() % text.size(), len = 2 + rng() % 4;
+            const std::string raw = text.substr(begin, len);
+            if (raw.size() < 2 || ranks.count(raw)) continue;
+            ranks[raw] = 256 + int32_t(extra.size());
+            extra.push_back({raw});
+        }
+        const auto t = load(kimi_vocab(extra));
+        for (int i = 0; i < 200; ++i) {
+            const std::string text = random_text(1 + rng() % 20);
+            std::vector<int32_t> want;
+            for (const std::string &piece : split(kimi_splitter(), text)) {
+                const std::vector<int32_t> ids = reference_encode(ranks, piece);
+                want.insert(want.end(), ids.begin(), ids.end());
+            }
+            EXPECT_EQ(tokenize(*t, text), want) << text;
+        }
     }
 }
 
