@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/hparams.hpp"
+#include "model/rope.hpp"
 #include "model/router.hpp"
 #include "model/swiglu.hpp"
 #include "model/tensor_binder.hpp"

@@ -13,24 +13,23 @@
 namespace moe {
 namespace {
 
-// What differs between the supported architectures (facts sheet, section 3.5).
+// How each supported architecture's metadata is read (facts sheet, section
+// 3.5). What the forward pass does differently (RoPE pairing, routing, a tied
+// output) is the architecture's ArchTraits (src/model/archs/), not here.
 struct ArchRules {
     const char *name;
-    RopeType rope_type;
-    bool norm_topk_weights;
-    bool tied_output_allowed;
     enum class ExpertFf { expert_key, expert_key_or_ff_per_used, ff_key } expert_ff;
     bool shared_expert;
     int32_t swa_pattern = 0;  // default sliding-window pattern; 0: no sliding window
 };
 
 constexpr ArchRules kArchs[] = {
-    {"qwen3moe", RopeType::neox, true, true, ArchRules::ExpertFf::expert_key_or_ff_per_used, false},
-    {"llama", RopeType::normal, true, true, ArchRules::ExpertFf::ff_key, false},
-    {"olmoe", RopeType::neox, false, false, ArchRules::ExpertFf::ff_key, false},
-    {"qwen2moe", RopeType::neox, false, false, ArchRules::ExpertFf::expert_key, true},
-    {"gpt-oss", RopeType::neox, false, false, ArchRules::ExpertFf::expert_key, false, 2},
-    {"deepseek2", RopeType::normal, false, true, ArchRules::ExpertFf::expert_key, false},
+    {"qwen3moe", ArchRules::ExpertFf::expert_key_or_ff_per_used, false},
+    {"llama", ArchRules::ExpertFf::ff_key, false},
+    {"olmoe", ArchRules::ExpertFf::ff_key, false},
+    {"qwen2moe", ArchRules::ExpertFf::expert_key, true},
+    {"gpt-oss", ArchRules::ExpertFf::expert_key, false, 2},
+    {"deepseek2", ArchRules::ExpertFf::expert_key, false},
 };
 
 const ArchRules *find_arch(const std::string &arch) {
@@ -266,12 +265,11 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
     hp.name = file.get_string("general.name");
     const ArchRules *rules = find_arch(hp.arch);
     if (!rules) {
-        std::string safe;
+        std::string safe, known;
         for (char c : hp.arch.substr(0, 64)) safe += (c >= 0x20 && c < 0x7f) ? c : '?';
-        fail(Status::unsupported,
-             "%s: architecture '%s' is not supported (supported: qwen3moe, llama with experts, olmoe, qwen2moe, "
-             "gpt-oss, deepseek2)",
-             path.c_str(), safe.c_str());
+        for (const ArchRules &a : kArchs) known += std::string(known.empty() ? "" : ", ") + a.name;
+        fail(Status::unsupported, "%s: architecture '%s' is not supported (supported: %s)", path.c_str(),
+             safe.c_str(), known.c_str());
     }
 
     KeyReader keys(file, hp.arch);
@@ -368,7 +366,6 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
         fail(Status::bad_format, "%s: %s %g with %s %g makes the rotary angles overflow (not finite)", path.c_str(),
              keys.key("rope.freq_base").c_str(), static_cast<double>(hp.rope_freq_base),
              keys.key("rope.scaling.factor").c_str(), static_cast<double>(scaling_factor));
-    hp.rope_type = rules->rope_type;
     if (hp.arch == "deepseek2") read_deepseek2(file, keys, hp);
 
     const auto eps = keys.positive_float("attention.layer_norm_rms_epsilon");
@@ -376,7 +373,6 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
         fail(Status::bad_format, "%s: required key %s is missing", path.c_str(),
              keys.key("attention.layer_norm_rms_epsilon").c_str());
     hp.rms_eps = *eps;
-    hp.norm_topk_weights = rules->norm_topk_weights;
     if (rules->swa_pattern > 0) {
         hp.n_swa = keys.required("attention.sliding_window");
         read_swa_pattern(file, keys, hp, rules->swa_pattern);
@@ -398,7 +394,6 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
     if (const auto vocab_size = keys.positive("vocab_size"); vocab_size && *vocab_size != hp.n_vocab)
         fail(Status::bad_format, "%s: %s is %d but token_embd.weight has %d rows (one per token)", path.c_str(),
              keys.key("vocab_size").c_str(), *vocab_size, hp.n_vocab);
-    hp.tied_output = rules->tied_output_allowed && file.tensor("output.weight") == nullptr;
     return hp;
 }
 

@@ -12,8 +12,6 @@
 
 namespace moe {
 
-enum class RopeType : int32_t { normal = 0, neox = 2 };
-
 struct HParams {
     std::string arch;            // general.architecture
     std::string name;            // general.name ("" if absent)
@@ -41,10 +39,7 @@ struct HParams {
     // into this table when the file is read. n_swa 0: no window.
     int32_t n_swa = 0;                // attention.sliding_window
     std::vector<uint8_t> swa_layers;  // n_layer entries (empty without a window)
-    RopeType rope_type = RopeType::normal;
     float rms_eps = 1e-6f;       // attention.layer_norm_rms_epsilon
-    bool norm_topk_weights = false;  // renormalise the top-k routing weights
-    bool tied_output = false;    // output.weight absent and token_embd reused
 
     bool is_swa(int32_t layer) const {
         return n_swa > 0 && layer >= 0 && size_t(layer) < swa_layers.size() && swa_layers[size_t(layer)] != 0;

@@ -7,9 +7,10 @@
 
 #include <cstdint>
 
-#include "model/hparams.hpp"
-
 namespace moe {
+
+// Which dimensions RoPE pairs (the architecture's trait, ArchTraits::rope_type).
+enum class RopeType : int32_t { normal = 0, neox = 2 };
 
 struct RopeParams {
     int32_t n_rot = 0;

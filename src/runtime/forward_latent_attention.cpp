@@ -5,8 +5,8 @@
 // through its slice of attn_k_b, and the latent result of each head is
 // mapped back through its slice of attn_v_b before the output projection.
 // The queries come from attn_q, or from attn_q_b over the RMS-normalised
-// q_lora latent attn_q_a produces. RoPE (NORMAL pairs) touches only the
-// rotary parts. Both per-head maps run all heads in one pass (head_linear.hpp).
+// q_lora latent attn_q_a produces. RoPE (the architecture's pairing) touches
+// only the rotary parts. Both per-head maps run all heads in one pass (head_linear.hpp).
 #include <algorithm>
 
 #include "model/rms_norm.hpp"
@@ -18,6 +18,7 @@ namespace moe {
 
 void ForwardPass::latent_attention_block(int32_t layer, int32_t n_tokens, int32_t n_past) {
     const LayerWeights &lw = model_.layer(layer);
+    const RopeType rope_type = model_.traits().rope_type;
     const size_t E = size_t(n_embd_);
     const int32_t n_head = hp_.n_head, n_rot = hp_.n_rot, kv_lora = hp_.kv_lora_rank;
     const int32_t q_head = hp_.head_dim_k_mla, nope = q_head - n_rot, v_head = hp_.head_dim_v_mla;
@@ -49,11 +50,11 @@ void ForwardPass::latent_attention_block(int32_t layer, int32_t n_tokens, int32_
         const float *cs = &rope_cs_[size_t(t) * size_t(n_rot)];
         float *k = &k_[size_t(t) * size_t(k_dim_)];
         rms_norm(k, lw.kv_a_norm.data(), k, kv_lora, hp_.rms_eps);
-        rope_apply(RopeType::normal, n_rot, cs, k + kv_lora);
+        rope_apply(rope_type, n_rot, cs, k + kv_lora);
         kv_.store(layer, n_past + t, k, nullptr);
         for (int32_t h = 0; h < n_head; ++h) {
             float *qf = &q_full_[size_t(t) * q_row + size_t(h) * size_t(q_head)];
-            rope_apply(RopeType::normal, n_rot, cs, qf + nope);
+            rope_apply(rope_type, n_rot, cs, qf + nope);
             // The rotary part follows the head's absorbed latent query.
             float *q = &q_[size_t(t) * size_t(q_dim_) + size_t(h) * size_t(dk)];
             std::copy(qf + nope, qf + q_head, q + kv_lora);

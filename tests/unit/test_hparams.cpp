@@ -11,7 +11,6 @@
 
 using moe::Error;
 using moe::HParams;
-using moe::RopeType;
 using moe::Status;
 using moe::gguf::GgufFile;
 using moe::test::GgufBuilder;
@@ -70,9 +69,6 @@ TEST(HParams, Qwen3Moe) {
     EXPECT_FLOAT_EQ(hp.rope_freq_base, 1e6f);
     EXPECT_FLOAT_EQ(hp.rope_freq_scale, 1.0f);
     EXPECT_FLOAT_EQ(hp.rms_eps, 1e-5f);
-    EXPECT_EQ(hp.rope_type, RopeType::neox);
-    EXPECT_TRUE(hp.norm_topk_weights);
-    EXPECT_FALSE(hp.tied_output);
 }
 
 // gpt-oss: a required sliding window with pattern 2 by default, YaRN with
@@ -95,7 +91,6 @@ TEST(HParams, GptOssSlidingWindowAndYarn) {
     EXPECT_TRUE(hp.rope_yarn);
     EXPECT_EQ(hp.rope_n_ctx_orig, 4096);
     EXPECT_FLOAT_EQ(hp.rope_freq_scale, 1.0f / 32.0f);
-    EXPECT_FALSE(hp.norm_topk_weights);
     b.kv_u32("gpt-oss.attention.sliding_window_pattern", 3);
     EXPECT_EQ(load(b).swa_layers, (std::vector<uint8_t>{1, 1, 0, 1}));
     b.kv_f32("gpt-oss.rope.freq_base_swa", 12345.0f);
@@ -188,7 +183,6 @@ TEST(HParams, Qwen3MoeDefaultsAndFallbacks) {
     EXPECT_FLOAT_EQ(hp.rope_freq_base, 10000.0f);
     EXPECT_EQ(hp.n_ff, 96);
     EXPECT_EQ(hp.n_ff_expert, 48);              // feed_forward_length / expert_used_count
-    EXPECT_TRUE(hp.tied_output);
     b.remove_kv("qwen3moe.feed_forward_length");
     expect_error(b, Status::bad_format, {"qwen3moe.expert_feed_forward_length", "qwen3moe.feed_forward_length"});
 }
@@ -200,9 +194,6 @@ TEST(HParams, LlamaWithExperts) {
     b.kv_string("llama.rope.scaling.type", "linear").kv_f32("llama.rope.scaling.factor", 4.0f);
     b.kv_u32("llama.rope.dimension_count", 4);
     const HParams hp = load(b);
-    EXPECT_EQ(hp.rope_type, RopeType::normal);
-    EXPECT_TRUE(hp.norm_topk_weights);
-    EXPECT_TRUE(hp.tied_output);
     EXPECT_EQ(hp.n_ff, 32);
     EXPECT_EQ(hp.n_ff_expert, 32);
     EXPECT_EQ(hp.n_rot, 4);
@@ -221,11 +212,7 @@ TEST(HParams, DenseLlamaIsUnsupported) {
 
 TEST(HParams, Olmoe) {
     TinyMoe m = arch("olmoe");
-    m.tied_output = true;  // output.weight absent, but olmoe never ties
     const HParams hp = load(moe::test::tiny_moe(m));
-    EXPECT_EQ(hp.rope_type, RopeType::neox);
-    EXPECT_FALSE(hp.norm_topk_weights);
-    EXPECT_FALSE(hp.tied_output);
     EXPECT_EQ(hp.n_ff_expert, 32);
     EXPECT_EQ(hp.n_head_kv, hp.n_head);
 }
@@ -235,8 +222,6 @@ TEST(HParams, Qwen2Moe) {
     m.n_ff_shared = 48;
     GgufBuilder b = moe::test::tiny_moe(m);
     HParams hp = load(b);
-    EXPECT_EQ(hp.rope_type, RopeType::neox);
-    EXPECT_FALSE(hp.norm_topk_weights);
     EXPECT_EQ(hp.n_ff_expert, 32);
     EXPECT_EQ(hp.n_ff_shared, 48);
     // The shared size falls back to feed_forward_length.

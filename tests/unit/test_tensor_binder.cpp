@@ -65,6 +65,36 @@ TEST(TensorBinder, EveryTensorOfEveryArchitectureIsBound) {
     EXPECT_EQ(bind_status(b, &message), Status::ok) << message;
 }
 
+// The per-architecture facts of the forward pass come from the architecture
+// files alone (ArchTraits): RoPE pairing, top-k renormalisation, whether the
+// output head may be the embedding table.
+TEST(TensorBinder, EachArchitectureHasItsTraits) {
+    struct Want {
+        const char *arch;
+        moe::RopeType rope;
+        bool norm_weights;
+        bool tied_output_allowed;
+    };
+    for (const Want &w : {Want{"qwen3moe", moe::RopeType::neox, true, true},
+                          Want{"llama", moe::RopeType::normal, true, true},
+                          Want{"olmoe", moe::RopeType::neox, false, false},
+                          Want{"qwen2moe", moe::RopeType::neox, false, false}}) {
+        SCOPED_TRACE(w.arch);
+        const auto img = moe::test::tiny_moe(tiny(w.arch)).build();
+        const auto model = moe::Model::bind(moe::gguf::GgufFile::parse_memory(img.data(), img.size(), "m.gguf"));
+        EXPECT_EQ(model->traits().rope_type, w.rope);
+        EXPECT_EQ(model->traits().gating.norm_weights, w.norm_weights);
+        EXPECT_EQ(model->traits().tied_output_allowed, w.tied_output_allowed);
+        // Without output.weight, the embedding table is the head where allowed; elsewhere the file is refused.
+        TinyMoe tied = tiny(w.arch);
+        tied.tied_output = true;
+        std::string message;
+        EXPECT_EQ(bind_status(moe::test::tiny_moe(tied), &message),
+                  w.tied_output_allowed ? Status::ok : Status::bad_format);
+        if (!w.tied_output_allowed) EXPECT_NE(message.find("output.weight"), std::string::npos) << message;
+    }
+}
+
 TEST(TensorBinder, TensorTheArchitectureDoesNotUseIsBadFormat) {
     const TinyMoe qwen3 = tiny("qwen3moe");
     std::string message;
