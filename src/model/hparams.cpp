@@ -179,11 +179,11 @@ void read_deepseek2(const gguf::GgufFile &file, const KeyReader &keys, HParams &
     if (hp.n_layer_dense_lead > 0 && hp.n_ff == 0)
         fail(Status::bad_format, "%s: required key %s (dense layers) is missing", path,
              keys.key("feed_forward_length").c_str());
-    hp.n_expert_shared = count_or(file, keys, "expert_shared_count", 0);
-    if (int64_t(hp.n_ff_expert) * hp.n_expert_shared > INT32_MAX)
-        fail(Status::bad_format, "%s: %d shared experts of %d rows exceed 32 bits", path, hp.n_expert_shared,
+    const int32_t n_expert_shared = count_or(file, keys, "expert_shared_count", 0);
+    if (int64_t(hp.n_ff_expert) * n_expert_shared > INT32_MAX)
+        fail(Status::bad_format, "%s: %d shared experts of %d rows exceed 32 bits", path, n_expert_shared,
              hp.n_ff_expert);
-    hp.n_ff_shared = hp.n_ff_expert * hp.n_expert_shared;
+    hp.n_ff_shared = hp.n_ff_expert * n_expert_shared;
 
     switch (count_or(file, keys, "expert_gating_func", 0)) {
     case 0:  // absent or "none": softmax, as llama.cpp
@@ -212,15 +212,16 @@ void read_deepseek2(const gguf::GgufFile &file, const KeyReader &keys, HParams &
     // YaRN's attention scale (llama.cpp deepseek2.cpp): the file keeps
     // 0.1 mscale_all_dim, and without scaling (factor 1) mscale is 1.
     const std::string log_mul = keys.key("rope.scaling.yarn_log_multiplier");
+    float mscale_all_dim = 0.0f;
     if (file.has(log_mul)) {
         const float stored = file.get_f32(log_mul, 0.0f);
         if (!std::isfinite(stored) || stored < 0.0f)
             fail(Status::bad_format, "%s: %s is %g", path, log_mul.c_str(), static_cast<double>(stored));
         hp.yarn_log_multiplier_given = true;
-        hp.yarn_mscale_all_dim = stored / 0.1f;
+        mscale_all_dim = stored / 0.1f;
     }
     if (hp.rope_yarn && hp.rope_freq_scale < 1.0f) {
-        const float mscale = 1.0f + 0.1f * hp.yarn_mscale_all_dim * std::log(1.0f / hp.rope_freq_scale);
+        const float mscale = 1.0f + 0.1f * mscale_all_dim * std::log(1.0f / hp.rope_freq_scale);
         hp.kq_scale_factor = mscale * mscale;
     }
 

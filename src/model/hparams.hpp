@@ -27,7 +27,10 @@ struct HParams {
     int32_t n_expert_used = 0;   // expert_used_count
     int32_t n_ff = 0;            // feed_forward_length (0 if absent)
     int32_t n_ff_expert = 0;     // expert_feed_forward_length, falling back per arch (see docs)
-    int32_t n_ff_shared = 0;     // expert_shared_feed_forward_length (qwen2moe), 0 without a shared expert
+    // Rows of the shared expert(s), 0 without: qwen2moe's
+    // expert_shared_feed_forward_length; deepseek2's expert_shared_count x
+    // expert_feed_forward_length (its shared experts run as one wider one).
+    int32_t n_ff_shared = 0;
     int32_t n_rot = 0;           // rope.dimension_count (default head_dim_k)
     float rope_freq_base = 10000.0f;
     float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor (linear or YaRN scaling)
@@ -47,7 +50,6 @@ struct HParams {
 
     // deepseek2 (0 / defaults elsewhere; docs/architecture.md, "Metadata keys").
     int32_t n_layer_dense_lead = 0;  // leading_dense_block_count: first layers with a dense FFN, no experts
-    int32_t n_expert_shared = 0;     // expert_shared_count: ungated shared experts (n_ff_shared = n_ff_expert * count)
     GatingFunc gating_func = GatingFunc::softmax;  // expert_gating_func
     bool expert_weights_norm = false;  // expert_weights_norm
     float expert_weights_scale = 0.0f; // expert_weights_scale (0 = none)
@@ -59,9 +61,8 @@ struct HParams {
     int32_t kv_lora_rank = 0;        // attention.kv_lora_rank (0: not latent attention)
     int32_t head_dim_k_mla = 0;      // attention.key_length_mla: qk_nope + qk_rope per query head
     int32_t head_dim_v_mla = 0;      // attention.value_length_mla: value head after decompression
-    // rope.scaling.yarn_log_multiplier / 0.1 (files store 0.1 mscale_all_dim);
-    // given, YaRN's cos/sin keep magnitude 1 (docs/architecture.md, deepseek2).
-    float yarn_mscale_all_dim = 0.0f;
+    // rope.scaling.yarn_log_multiplier present: YaRN's cos/sin keep magnitude
+    // 1 (docs/architecture.md, deepseek2).
     bool yarn_log_multiplier_given = false;
     // Multiplies the softmax scale 1/sqrt(key size): mscale^2 under YaRN for
     // deepseek2, mscale = 1 + 0.1 mscale_all_dim ln(factor); 1 elsewhere.

@@ -32,7 +32,7 @@ public:
         }
         bind_routed_experts(b, hp, layer, hp.n_ff_expert, out);
         out.selection_bias = b.vector(TensorBinder::layer_name(layer, "exp_probs_b.bias"), hp.n_expert, false);
-        if (hp.n_expert_shared > 0) bind_shared_expert(b, hp, layer, hp.n_ff_shared, SharedGate::none, out);
+        if (hp.n_ff_shared > 0) bind_shared_expert(b, hp, layer, hp.n_ff_shared, SharedGate::none, out);
     }
 };
 
