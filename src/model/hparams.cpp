@@ -13,6 +13,10 @@
 namespace moe {
 namespace {
 
+class KeyReader;
+using ReadOwnKeys = void (*)(const gguf::GgufFile &file, const KeyReader &keys, HParams &hp);
+void read_deepseek2(const gguf::GgufFile &file, const KeyReader &keys, HParams &hp);
+
 // How each supported architecture's metadata is read (facts sheet, section
 // 3.5). What the forward pass does differently (RoPE pairing, routing, a tied
 // output) is the architecture's ArchTraits (src/model/archs/), not here.
@@ -21,6 +25,9 @@ struct ArchRules {
     enum class ExpertFf { expert_key, expert_key_or_ff_per_used, ff_key } expert_ff;
     bool shared_expert;
     int32_t swa_pattern = 0;  // default sliding-window pattern; 0: no sliding window
+    // Reads the keys only this architecture has, after the common ones and
+    // RoPE (null: none).
+    ReadOwnKeys read_own_keys = nullptr;
 };
 
 constexpr ArchRules kArchs[] = {
@@ -29,7 +36,8 @@ constexpr ArchRules kArchs[] = {
     {"olmoe", ArchRules::ExpertFf::ff_key, false},
     {"qwen2moe", ArchRules::ExpertFf::expert_key, true},
     {"gpt-oss", ArchRules::ExpertFf::expert_key, false, 2},
-    {"deepseek2", ArchRules::ExpertFf::expert_key, false},
+    {.name = "deepseek2", .expert_ff = ArchRules::ExpertFf::expert_key, .shared_expert = false,
+     .read_own_keys = read_deepseek2},
 };
 
 const ArchRules *find_arch(const std::string &arch) {
@@ -367,7 +375,7 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
         fail(Status::bad_format, "%s: %s %g with %s %g makes the rotary angles overflow (not finite)", path.c_str(),
              keys.key("rope.freq_base").c_str(), static_cast<double>(hp.rope_freq_base),
              keys.key("rope.scaling.factor").c_str(), static_cast<double>(scaling_factor));
-    if (hp.arch == "deepseek2") read_deepseek2(file, keys, hp);
+    if (rules->read_own_keys) rules->read_own_keys(file, keys, hp);
 
     const auto eps = keys.positive_float("attention.layer_norm_rms_epsilon");
     if (!eps)
