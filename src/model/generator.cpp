@@ -254,7 +254,7 @@ std::vector<TensorSpec> tensor_specs(const GeneratorConfig &c) {
     t.push_back({"token_embd.weight", fit(q.embd, E), {E, c.n_vocab}, Init::normal, 1.0f});
     for (int32_t l = 0; l < c.n_layer; ++l) {
         if (is_deepseek2(c)) {
-            gen::deepseek2_layer_specs(c, l, t);
+            gen::deepseek2_layer_specs(c, q, l, t);
             continue;
         }
         const std::string p = "blk." + std::to_string(l) + ".";

@@ -60,9 +60,8 @@ void deepseek2_resolve(GeneratorConfig &c) {
     }
 }
 
-void deepseek2_layer_specs(const GeneratorConfig &c, int32_t layer, std::vector<TensorSpec> &t) {
+void deepseek2_layer_specs(const GeneratorConfig &c, const QuantMix &q, int32_t layer, std::vector<TensorSpec> &t) {
     const Deepseek2Shape &d = c.deepseek2;
-    const QuantMix q = quant_mix(c.quant);
     const std::string p = "blk." + std::to_string(layer) + ".";
     const int64_t E = c.n_embd, H = c.n_head, nope = c.head_dim - d.qk_rope, kv = d.kv_lora_rank;
     const int64_t q_rows = H * c.head_dim, v_rows = H * d.v_head;

@@ -55,11 +55,11 @@ constexpr float kRouterGain = 3.0f;
 inline float inv_sqrt(int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); }
 
 // deepseek2 (generator_deepseek2.cpp): the shape extras of a deepseek2
-// preset (null for other presets), one layer's tensors and the header keys
-// that differ from the common ones.
+// preset (null for other presets), one layer's tensors (of the types of the
+// config's quant mix `q`) and the header keys that differ from the common ones.
 const Deepseek2Shape *deepseek2_preset(const std::string &preset);
 void deepseek2_resolve(GeneratorConfig &c);  // fits the extras to overridden shapes, validates
-void deepseek2_layer_specs(const GeneratorConfig &c, int32_t layer, std::vector<TensorSpec> &out);
+void deepseek2_layer_specs(const GeneratorConfig &c, const QuantMix &q, int32_t layer, std::vector<TensorSpec> &out);
 void deepseek2_header(gguf::GgufWriter &w, const GeneratorConfig &c);
 
 }  // namespace moe::gen
