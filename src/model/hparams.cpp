@@ -118,24 +118,20 @@ RopeScaling rope_scaling(const gguf::GgufFile &file, const KeyReader &keys) {
     return {factor, type == "yarn"};
 }
 
-// Keys that would change the rotation but that this engine does not apply:
-// a value other than the one it uses is refused, never silently ignored.
-// rope.scaling.attn_factor multiplies llama.cpp's cos/sin magnitude;
 // rope.scaling.yarn_ext_factor (llama.cpp: -1 = derived from the scaling
-// type) sets the YaRN mix. rope.scaling.yarn_beta_fast / _slow are left to
-// their defaults 32 / 1: llama.cpp reads them only for other architectures.
-void refuse_unapplied_rope_keys(const gguf::GgufFile &file, const KeyReader &keys, bool yarn) {
-    const auto check = [&](const char *suffix, float used, float also_accepted, const char *what) {
-        const std::string k = keys.key(suffix);
-        if (!file.has(k)) return;
-        const float v = file.get_f32(k, used);
-        if (v != used && v != also_accepted)
-            fail(Status::unsupported, "%s: %s is %g; only %g is supported (%s)", keys.path().c_str(), k.c_str(),
-                 static_cast<double>(v), static_cast<double>(used), what);
-    };
-    check("rope.scaling.attn_factor", 1.0f, 1.0f, "a RoPE magnitude factor is not applied");
-    check("rope.scaling.yarn_ext_factor", yarn ? 1.0f : 0.0f, -1.0f,
-          yarn ? "YaRN is applied fully, as for rope.scaling.type yarn" : "YaRN needs rope.scaling.type yarn");
+// type) sets the YaRN mix; this engine applies the mix the scaling type
+// implies, so another value is refused, never silently ignored.
+// rope.scaling.yarn_beta_fast / _slow are left to their defaults 32 / 1:
+// llama.cpp reads them only for other architectures.
+void refuse_other_yarn_mix(const gguf::GgufFile &file, const KeyReader &keys, bool yarn) {
+    const std::string k = keys.key("rope.scaling.yarn_ext_factor");
+    const float used = yarn ? 1.0f : 0.0f;
+    if (!file.has(k)) return;
+    const float v = file.get_f32(k, used);
+    if (v != used && v != -1.0f)
+        fail(Status::unsupported, "%s: %s is %g; only %g is supported (%s)", keys.path().c_str(), k.c_str(),
+             static_cast<double>(v), static_cast<double>(used),
+             yarn ? "YaRN is applied fully, as for rope.scaling.type yarn" : "YaRN needs rope.scaling.type yarn");
 }
 
 // A non-negative u32 key (absent: fallback) that must also fit an int32.
@@ -217,8 +213,9 @@ void read_deepseek2(const gguf::GgufFile &file, const KeyReader &keys, HParams &
                  hp.n_expert, hp.n_expert_group, hp.n_expert_group_used, hp.n_expert_used);
     }
 
-    // YaRN's attention scale (llama.cpp deepseek2.cpp): the file keeps
-    // 0.1 mscale_all_dim, and without scaling (factor 1) mscale is 1.
+    // The attention scale (llama.cpp deepseek2.cpp): mscale^2, mscale being
+    // rope.scaling.attn_factor times, under YaRN, 1 + 0.1 mscale_all_dim
+    // ln(factor) (1 without scaling, factor 1); the file keeps 0.1 mscale_all_dim.
     const std::string log_mul = keys.key("rope.scaling.yarn_log_multiplier");
     float mscale_all_dim = 0.0f;
     if (file.has(log_mul)) {
@@ -228,10 +225,11 @@ void read_deepseek2(const gguf::GgufFile &file, const KeyReader &keys, HParams &
         hp.yarn_log_multiplier_given = true;
         mscale_all_dim = stored / 0.1f;
     }
-    if (hp.rope_yarn && hp.rope_freq_scale < 1.0f) {
-        const float mscale = 1.0f + 0.1f * mscale_all_dim * std::log(1.0f / hp.rope_freq_scale);
-        hp.kq_scale_factor = mscale * mscale;
-    }
+    const float yarn_mscale = hp.rope_yarn && hp.rope_freq_scale < 1.0f
+                                  ? 1.0f + 0.1f * mscale_all_dim * std::log(1.0f / hp.rope_freq_scale)
+                                  : 1.0f;
+    const float mscale = hp.rope_attn_factor * yarn_mscale;
+    hp.kq_scale_factor = mscale * mscale;
 
     hp.kv_lora_rank = keys.required("attention.kv_lora_rank");
     hp.q_lora_rank = keys.positive("attention.q_lora_rank").value_or(0);
@@ -365,7 +363,10 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
     hp.rope_freq_scale = 1.0f / scaling_factor;
     hp.rope_yarn = scaling.yarn;
     hp.rope_n_ctx_orig = keys.positive("rope.scaling.original_context_length").value_or(hp.n_ctx_train);
-    refuse_unapplied_rope_keys(file, keys, hp.rope_yarn);
+    refuse_other_yarn_mix(file, keys, hp.rope_yarn);
+    // llama.cpp reads this for every architecture and multiplies the cos/sin
+    // of every rotation by it (its context's yarn_attn_factor).
+    hp.rope_attn_factor = keys.positive_float("rope.scaling.attn_factor").value_or(1.0f);
     // One set of rotation angles serves every layer.
     if (const auto swa_base = keys.positive_float("rope.freq_base_swa"); swa_base && *swa_base != hp.rope_freq_base)
         fail(Status::unsupported, "%s: %s %g differs from %s %g; a separate sliding-window RoPE base is not supported",

@@ -36,6 +36,9 @@ struct HParams {
     float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor (linear or YaRN scaling)
     bool rope_yarn = false;        // rope.scaling.type "yarn"
     int32_t rope_n_ctx_orig = 0;   // rope.scaling.original_context_length (default context_length)
+    // rope.scaling.attn_factor (default 1): multiplies every rotation's cos/sin
+    // (RopeParams::mscale) and, for deepseek2, mscale in its attention scale.
+    float rope_attn_factor = 1.0f;
     // Sliding-window attention: the layers flagged in swa_layers (one entry
     // per layer, 1 = the layer slides) see only the last n_swa positions.
     // attention.sliding_window_pattern, a period or per-layer flags, is turned
@@ -64,8 +67,9 @@ struct HParams {
     // rope.scaling.yarn_log_multiplier present: YaRN's cos/sin keep magnitude
     // 1 (docs/architecture.md, deepseek2).
     bool yarn_log_multiplier_given = false;
-    // Multiplies the softmax scale 1/sqrt(key size): mscale^2 under YaRN for
-    // deepseek2, mscale = 1 + 0.1 mscale_all_dim ln(factor); 1 elsewhere.
+    // Multiplies the softmax scale 1/sqrt(key size): mscale^2 for deepseek2,
+    // mscale = rope_attn_factor (1 + 0.1 mscale_all_dim ln(factor) under
+    // YaRN); 1 elsewhere.
     float kq_scale_factor = 1.0f;
 
     bool latent_attention() const { return kv_lora_rank > 0; }

@@ -19,6 +19,7 @@ namespace {
 RopeParams rope_params_of(const HParams &hp, const VectorF32 &rope_freqs) {
     RopeParams p{hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale, data_or_null(rope_freqs)};
     if (hp.rope_yarn) rope_enable_yarn(p, hp.rope_n_ctx_orig, hp.yarn_log_multiplier_given);
+    p.mscale *= hp.rope_attn_factor;
     return p;
 }
 

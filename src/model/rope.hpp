@@ -19,11 +19,12 @@ struct RopeParams {
     const float *freq_factors = nullptr;  // n_rot/2 divisors, or null
     // YaRN (ext_factor 1, set by rope_enable_yarn): pair i's angle is
     // theta_interp (1 - mix_i) + theta_extrap mix_i, mix_i = ramp_i ext_factor
-    // with ramp_i = 1 - clamp((i - low) / max(0.001, high - low), 0, 1), and
-    // cos/sin are multiplied by mscale. Off (ext_factor 0, mscale 1) the
-    // angles are theta_interp and the values unscaled, bit for bit.
+    // with ramp_i = 1 - clamp((i - low) / max(0.001, high - low), 0, 1). Off
+    // (ext_factor 0) the angles are theta_interp.
     float ext_factor = 0.0f;
     float yarn_low = 0.0f, yarn_high = 0.0f;
+    // cos/sin are multiplied by mscale: YaRN's magnitude times
+    // rope.scaling.attn_factor (1 and 1 by default: unscaled, bit for bit).
     float mscale = 1.0f;
 };
 

@@ -150,11 +150,9 @@ def test_multi_token_steps_equal_single_steps(engine, cases, arch, mix, shape):
         assert err < ec.BATCH_TOL_EXACT, f"{c.path.name}: --exact --batch {b} vs --batch 1 differ by {err:.3g}"
 
 
-def gpt_oss_matches_reference(engine, path, skip_unsupported=True, **spec_kw):
-    """Writes a gpt-oss model of the k1-e6-gqa8 shape with spec_kw and compares the engine's exact
-    logits at every one of 12 positions with the reference's."""
-    spec = mm.ModelSpec(arch="gpt-oss", quant_mix="q8_0", seed=11, yarn_orig_ctx=64, **spec_kw,
-                        **SHAPES["k1-e6-gqa8"])
+def exact_logits_match_reference(engine, path, spec, skip_unsupported=True):
+    """Writes the model of `spec` and compares the engine's exact logits at every one of 12
+    positions with the reference's; returns the reference's."""
     mm.make_model(path, spec)
     tokens = [int(t) for t in np.random.default_rng(3).integers(0, spec.n_vocab, 12)]
     ref = Reference(path).run(tokens)
@@ -163,6 +161,32 @@ def gpt_oss_matches_reference(engine, path, skip_unsupported=True, **spec_kw):
     first, rows = run(path, tokens, spec.n_vocab, exact=True, batch=1, extra=("--all",))
     for i, row in enumerate(rows):
         ec.compare_exact(ref.logits[first + i], row, f"{path.name} --exact: position {first + i + 1}")
+    return ref.logits
+
+
+def gpt_oss_matches_reference(engine, path, skip_unsupported=True, **spec_kw):
+    """exact_logits_match_reference for a gpt-oss model of the k1-e6-gqa8 shape with spec_kw."""
+    spec = mm.ModelSpec(arch="gpt-oss", quant_mix="q8_0", seed=11, yarn_orig_ctx=64, **spec_kw,
+                        **SHAPES["k1-e6-gqa8"])
+    return exact_logits_match_reference(engine, path, spec, skip_unsupported)
+
+
+@pytest.mark.parametrize("arch,yarn", [("qwen3moe", False), ("llama", False), ("gpt-oss", True),
+                                       ("deepseek2", True), ("deepseek2", False)])
+def test_rope_attn_factor_is_applied_as_llama_cpp_does(engine, tmp_path, arch, yarn):
+    """rope.scaling.attn_factor multiplies the cos/sin of every rotation, on top of YaRN's
+    magnitude (gpt-oss), and deepseek2's mscale, so its softmax scale by the square (with YaRN's
+    mscale, or alone): the engine follows the reference at every position, and the factor moves
+    the reference's logits far past the tolerance (an engine that ignored or refused it fails)."""
+    spec = dataclasses.replace(_spec(arch, "q8_0", "k1-e6-gqa8"), yarn_orig_ctx=64,
+                               yarn_factor=32.0 if yarn else 0.0)
+    logits = {}
+    for factor in (None, 1.6):
+        path = tmp_path / f"{arch}-attn-factor-{factor}.gguf"
+        logits[factor] = exact_logits_match_reference(engine, path, dataclasses.replace(spec, rope_attn_factor=factor),
+                                                      skip_unsupported=False)
+    diff = np.abs(logits[1.6] - logits[None]).max() / ec.spread(logits[None][-1])
+    assert diff > 3 * ec.NORMAL_TOL, diff
 
 
 @pytest.mark.parametrize("yarn_factor", [0.5, 1.0])

@@ -101,6 +101,7 @@ class HParams:
     yarn_factor: float = 0.0     # 0: no YaRN
     yarn_orig_ctx: int = 0
     yarn_mscale_all_dim: float | None = None   # deepseek2: rope.scaling.yarn_log_multiplier / 0.1, None if absent
+    rope_attn_factor: float = 1.0   # rope.scaling.attn_factor: cos/sin magnitude factor (deepseek2: also its mscale)
     n_swa: int = 0               # sliding window (gpt-oss), 0: none
     swa_pattern: int | list = 0  # a period (0: every layer slides) or per-layer flags
     # deepseek2
@@ -188,6 +189,7 @@ class HParams:
                        rms_eps=float(key("attention.layer_norm_rms_epsilon")),
                        yarn_factor=yarn_factor if yarn_factor > 0.0 else 0.0,   # 0: none, as the engine
                        yarn_orig_ctx=int(key("rope.scaling.original_context_length", key("context_length"))),
+                       rope_attn_factor=float(md.get(f"{arch}.rope.scaling.attn_factor", 1.0)),
                        n_swa=int(key("attention.sliding_window")) if arch == "gpt-oss" else 0,
                        swa_pattern=swa_pattern_of(md.get(f"{arch}.attention.sliding_window_pattern", 2))
                        if arch == "gpt-oss" else 0)
@@ -244,10 +246,11 @@ def yarn_ramp(n_rot: int, base: float, orig_ctx: int) -> np.ndarray:
 
 def rope(x: np.ndarray, positions: np.ndarray, n_rot: int, base: float, neox: bool,
          freq_factors: np.ndarray | None = None, yarn_factor: float = 0.0, yarn_orig_ctx: int = 0,
-         yarn_unit_magnitude: bool = False) -> np.ndarray:
+         yarn_unit_magnitude: bool = False, attn_factor: float = 1.0) -> np.ndarray:
     """x [n_tokens, n_heads, head_dim]; rotates the first n_rot dims of every head. YaRN scales
     cos/sin by 1 + 0.1 ln(factor) unless yarn_unit_magnitude (deepseek2 with a yarn_log_multiplier:
-    llama.cpp's attn_factor cancels it)."""
+    llama.cpp's attn_factor cancels it); attn_factor (rope.scaling.attn_factor) scales them
+    whatever the scaling."""
     half = n_rot // 2
     inv_freq = base ** (-2.0 * np.arange(half, dtype=np.float64) / n_rot)
     if freq_factors is not None:
@@ -258,6 +261,7 @@ def rope(x: np.ndarray, positions: np.ndarray, n_rot: int, base: float, neox: bo
         ramp = yarn_ramp(n_rot, base, yarn_orig_ctx)
         theta = theta / yarn_factor * (1.0 - ramp) + theta * ramp
         mscale = 1.0 if yarn_unit_magnitude or yarn_factor <= 1.0 else 1.0 + 0.1 * np.log(yarn_factor)   # llama.cpp's get_mscale
+    mscale *= attn_factor
     cos, sin = np.cos(theta)[:, None, :] * mscale, np.sin(theta)[:, None, :] * mscale
     out = x.copy()
     if neox:
@@ -420,8 +424,10 @@ class Reference:
             k = rms_norm(k, self.w(p + "attn_k_norm.weight"), hp.rms_eps)
         ff = self.w("rope_freqs.weight") if self.has("rope_freqs.weight") else None
         neox = hp.arch in NEOX_ARCHS
-        q = rope(q, positions, hp.n_rot, hp.rope_base, neox, ff, hp.yarn_factor, hp.yarn_orig_ctx)
-        k = rope(k, positions, hp.n_rot, hp.rope_base, neox, ff, hp.yarn_factor, hp.yarn_orig_ctx)
+        q = rope(q, positions, hp.n_rot, hp.rope_base, neox, ff, hp.yarn_factor, hp.yarn_orig_ctx,
+                 attn_factor=hp.rope_attn_factor)
+        k = rope(k, positions, hp.n_rot, hp.rope_base, neox, ff, hp.yarn_factor, hp.yarn_orig_ctx,
+                 attn_factor=hp.rope_attn_factor)
         if self.kv_f16:
             k, v = actquant.f16_round(k), actquant.f16_round(v)
         state.k[il] = np.concatenate([state.k[il], k], axis=0)
@@ -459,7 +465,7 @@ class Reference:
         c = self._linear(p + "attn_kv_a_mqa.weight", a)
         kv = rms_norm(c[:, :hp.kv_lora], self.w(p + "attn_kv_a_norm.weight"), hp.rms_eps)
         yarn = dict(yarn_factor=hp.yarn_factor, yarn_orig_ctx=hp.yarn_orig_ctx,
-                    yarn_unit_magnitude=hp.yarn_mscale_all_dim is not None)
+                    yarn_unit_magnitude=hp.yarn_mscale_all_dim is not None, attn_factor=hp.rope_attn_factor)
         k_pe = rope(c[:, None, hp.kv_lora:], positions, hp.n_rot, hp.rope_base, False, **yarn)[:, 0, :]
         q_pe = rope(q[:, :, nope:], positions, hp.n_rot, hp.rope_base, False, **yarn)
         q_abs = np.stack([self._matmul(q[:, h, :nope], p + "attn_k_b.weight", h) for h in range(H)], axis=1)
@@ -469,9 +475,9 @@ class Reference:
             row = actquant.f16_round(row)
         state.k[il] = np.concatenate([state.k[il], row], axis=0)
         K = state.k[il][:, 0, :]                                         # [T, kv_lora + rope]
-        mscale = 1.0   # YaRN's attention scale (llama.cpp deepseek2.cpp)
+        mscale = hp.rope_attn_factor   # llama.cpp deepseek2.cpp: attn_factor times YaRN's attention scale
         if hp.yarn_factor:
-            mscale = 1.0 + 0.1 * (hp.yarn_mscale_all_dim or 0.0) * np.log(hp.yarn_factor)
+            mscale *= 1.0 + 0.1 * (hp.yarn_mscale_all_dim or 0.0) * np.log(hp.yarn_factor)
         scores = np.einsum("qhd,kd->hqk", Q, K) * (mscale * mscale / np.sqrt(hp.qk_mla))
         key_pos = np.arange(K.shape[0])
         scores = np.where(key_pos[None, None, :] > positions[None, :, None], -np.inf, scores)

@@ -115,6 +115,7 @@ class ModelSpec:
     yarn_factor: float = 32.0         # gpt-oss, deepseek2 (0: none): YaRN rope.scaling.factor
     yarn_orig_ctx: int = 4096         # gpt-oss, deepseek2: rope.scaling.original_context_length
     yarn_mscale_all_dim: float = 0.707  # deepseek2 (V2-Lite's): written as yarn_log_multiplier = 0.1 * it
+    rope_attn_factor: float | None = None  # rope.scaling.attn_factor (any arch), None: absent
     alignment: int = 32
     write_alignment_key: bool = False
     name: str | None = None
@@ -701,6 +702,8 @@ def _arch_kv(s: ModelSpec):
                    (f"{a}.rope.scaling.factor", ValueType.FLOAT32, s.yarn_factor),
                    (f"{a}.rope.scaling.original_context_length", ValueType.UINT32, s.yarn_orig_ctx),
                    (f"{a}.rope.scaling.yarn_log_multiplier", ValueType.FLOAT32, 0.1 * s.yarn_mscale_all_dim)]
+    if s.rope_attn_factor is not None:
+        kv.append((f"{a}.rope.scaling.attn_factor", ValueType.FLOAT32, s.rope_attn_factor))
     if a == "llama":
         kv += [(f"{a}.rope.dimension_count", ValueType.UINT32, s.head_dim),
                (f"{a}.vocab_size", ValueType.UINT32, s.n_vocab)]

@@ -159,6 +159,13 @@ TEST(HParams, Deepseek2LatentAttentionAndYarnScale) {
     EXPECT_TRUE(hp.rope_yarn && hp.yarn_log_multiplier_given);
     const double mscale = 1.0 + 0.1 * 0.707 * std::log(40.0);
     EXPECT_NEAR(hp.attention_scale(), mscale * mscale / std::sqrt(20.0), 1e-6);
+    // rope.scaling.attn_factor a: llama.cpp's mscale is a times YaRN's, squared in the scale.
+    b.kv_f32("deepseek2.rope.scaling.attn_factor", 1.5f);
+    hp = load(b);
+    EXPECT_FLOAT_EQ(hp.rope_attn_factor, 1.5f);
+    EXPECT_NEAR(hp.attention_scale(), 1.5 * 1.5 * mscale * mscale / std::sqrt(20.0), 1e-6);
+    b.remove_kv("deepseek2.rope.scaling.type").remove_kv("deepseek2.rope.scaling.factor");
+    EXPECT_NEAR(load(b).attention_scale(), 1.5 * 1.5 / std::sqrt(20.0), 1e-6);  // without YaRN: a^2 alone
     b.kv_f32("deepseek2.rope.scaling.yarn_log_multiplier", -1.0f);
     expect_error(b, Status::bad_format, {"deepseek2.rope.scaling.yarn_log_multiplier"});
 }
@@ -324,19 +331,27 @@ TEST(HParams, ValidationErrors) {
     }
 }
 
-// RoPE keys the engine does not apply are refused unless they hold the value
-// it uses: a silently ignored attn_factor would change every logit.
-TEST(HParams, UnappliedRopeKeysAreRefusedUnlessNeutral) {
+// rope.scaling.attn_factor is applied (read for every architecture, as
+// llama.cpp does); yarn_ext_factor is refused unless it is the mix the scaling
+// type implies: a silently ignored key would change every logit.
+TEST(HParams, RopeAttnFactorIsReadAndOtherYarnMixesAreRefused) {
     GgufBuilder b = moe::test::tiny_moe(arch("gpt-oss"));
     b.kv_u32("gpt-oss.attention.sliding_window", 16)
         .kv_string("gpt-oss.rope.scaling.type", "yarn")
         .kv_f32("gpt-oss.rope.scaling.factor", 32.0f);
+    EXPECT_FLOAT_EQ(load(b).rope_attn_factor, 1.0f);
     b.kv_f32("gpt-oss.rope.scaling.attn_factor", 1.0f).kv_f32("gpt-oss.rope.scaling.yarn_ext_factor", 1.0f);
     EXPECT_TRUE(load(b).rope_yarn);
     b.kv_f32("gpt-oss.rope.scaling.yarn_ext_factor", -1.0f);  // llama.cpp's "from the scaling type"
     EXPECT_TRUE(load(b).rope_yarn);
     b.kv_f32("gpt-oss.rope.scaling.attn_factor", 0.5f);
-    expect_error(b, Status::unsupported, {"gpt-oss.rope.scaling.attn_factor", "0.5", "only 1"});
+    HParams hp = load(b);
+    EXPECT_FLOAT_EQ(hp.rope_attn_factor, 0.5f);
+    EXPECT_FLOAT_EQ(hp.attention_scale(), 1.0f / std::sqrt(float(hp.head_dim_k)));  // only deepseek2's scale takes it
+    for (const float bad : {0.0f, -1.0f, std::nanf("")}) {
+        b.kv_f32("gpt-oss.rope.scaling.attn_factor", bad);
+        expect_error(b, Status::bad_format, {"gpt-oss.rope.scaling.attn_factor", "positive finite"});
+    }
     b.kv_f32("gpt-oss.rope.scaling.attn_factor", 1.0f).kv_f32("gpt-oss.rope.scaling.yarn_ext_factor", 0.5f);
     expect_error(b, Status::unsupported, {"gpt-oss.rope.scaling.yarn_ext_factor", "0.5"});
     // Without YaRN the mix is 0.
