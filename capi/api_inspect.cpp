@@ -57,8 +57,7 @@ MOESTREAM_API int moestream_inspect(const char *model_path, uint64_t memory_budg
         moe::capi::require(out, "out");
         moe::capi::require_struct_size(out->struct_size, sizeof(moestream_model_info), "moestream_model_info");
         const auto file = moe::gguf::GgufFile::open(model_path);
-        const moe::HParams hp = moe::Model::check(*file);
-        const moe::ModelBytes bytes = moe::account_bytes(*file);
+        const auto [hp, bytes] = moe::Model::check(*file);
 
         moe::IoModeRequest request;
         request.memory_budget = memory_budget;

@@ -229,7 +229,8 @@ typedef struct moestream_model_info {
     int32_t n_tensors;
     uint64_t file_bytes;         /* all shards */
     uint64_t total_bytes;        /* sum of tensor bytes */
-    uint64_t dense_bytes;        /* tensors that stay resident */
+    uint64_t dense_bytes;        /* tensors that stay resident (with the matrices built at open in place
+                                    of the tensor they are built from: deepseek2's attn_kv_b) */
     uint64_t expert_bytes;       /* routed expert tensors, all layers */
     uint64_t expert_bytes_per_expert; /* gate+up+down of one expert in one layer (max over layers) */
     uint64_t expert_bytes_per_layer;  /* all experts of one layer (max over layers) */

@@ -11,7 +11,7 @@ std::vector<ExpertLayerLayout> expert_layouts_from_gguf(const gguf::GgufFile &fi
     // Every rule open applies (Model::check, as moestream_inspect): the
     // tensors below are taken by name alone, so a file whose tensors do not
     // match its metadata would otherwise be packed although open refuses it.
-    const HParams hp = Model::check(file);
+    const HParams hp = Model::check(file).hp;
     std::vector<ExpertLayerLayout> layers(static_cast<size_t>(hp.n_layer));
     for (const gguf::TensorInfo &t : file.tensors()) {
         if (!is_expert_tensor(t)) continue;

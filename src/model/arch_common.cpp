@@ -1,5 +1,6 @@
 #include "common/error.hpp"
 #include "model/architecture.hpp"
+#include "model/kv_b_split.hpp"
 
 namespace moe {
 
@@ -105,8 +106,12 @@ void bind_latent_attention(TensorBinder &b, const HParams &hp, int32_t layer, La
     }
     out.wkv_a = b.matrix(name("attn_kv_a_mqa.weight"), n_embd, kv_lora + hp.n_rot);
     out.kv_a_norm = b.vector(name("attn_kv_a_norm.weight"), kv_lora);
-    out.wk_b = b.stacked_matrices(name("attn_k_b.weight"), nope, kv_lora, n_head);
-    out.wv_b = b.stacked_matrices(name("attn_v_b.weight"), kv_lora, hp.head_dim_v_mla, n_head);
+    if (hp.joint_kv_b) {
+        bind_split_kv_b(b, hp, layer, out);
+    } else {
+        out.wk_b = b.stacked_matrices(name("attn_k_b.weight"), nope, kv_lora, n_head);
+        out.wv_b = b.stacked_matrices(name("attn_v_b.weight"), kv_lora, hp.head_dim_v_mla, n_head);
+    }
     out.wo = b.matrix(name("attn_output.weight"), n_head * hp.head_dim_v_mla, n_embd);
 }
 

@@ -59,7 +59,8 @@ void bind_shared_expert(TensorBinder &b, const HParams &hp, int32_t layer, int64
 // ffn_norm and the dense SwiGLU FFN ffn_{gate,up,down} of a layer without experts.
 void bind_dense_ffn(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff, LayerWeights &out);
 // attn_norm and latent attention (absorbed MLA): attn_q (or attn_q_a, attn_q_a_norm,
-// attn_q_b when hp.q_lora_rank > 0), attn_kv_a_mqa, attn_kv_a_norm, attn_k_b, attn_v_b, attn_output.
+// attn_q_b when hp.q_lora_rank > 0), attn_kv_a_mqa, attn_kv_a_norm, attn_k_b, attn_v_b
+// (built from attn_kv_b when hp.joint_kv_b: kv_b_split.hpp), attn_output.
 void bind_latent_attention(TensorBinder &b, const HParams &hp, int32_t layer, LayerWeights &out);
 
 }  // namespace moe

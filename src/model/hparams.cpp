@@ -233,14 +233,32 @@ void read_deepseek2(const gguf::GgufFile &file, const KeyReader &keys, HParams &
 
     hp.kv_lora_rank = keys.required("attention.kv_lora_rank");
     hp.q_lora_rank = keys.positive("attention.q_lora_rank").value_or(0);
-    const auto k_mla = keys.positive("attention.key_length_mla");
-    if (!k_mla)
-        fail(Status::unsupported,
-             "%s: %s is missing: files with the attn_kv_b projection (converted before absorbed latent attention) "
-             "are not supported; convert the model again",
-             path, keys.key("attention.key_length_mla").c_str());
-    hp.head_dim_k_mla = *k_mla;
-    hp.head_dim_v_mla = keys.required("attention.value_length_mla");
+    if (const auto k_mla = keys.positive("attention.key_length_mla")) {
+        hp.head_dim_k_mla = *k_mla;
+        hp.head_dim_v_mla = keys.required("attention.value_length_mla");
+    } else {
+        // Converted before the absorbed form: the file describes attention as
+        // llama.cpp then ran it, one key/value head per query head of
+        // key_length = qk_nope + qk_rope and value_length = v_head, with one
+        // attn_kv_b a layer. It runs absorbed all the same (kv_b_split.hpp),
+        // so the sizes become the absorbed form's.
+        if (hp.n_head_kv != hp.n_head || hp.n_rot >= hp.head_dim_k)
+            fail(Status::bad_format,
+                 "%s: without %s (one attn_kv_b a layer) attention needs head_count_kv = head_count (%d vs %d) "
+                 "and key_length > rope.dimension_count (%d vs %d)",
+                 path, keys.key("attention.key_length_mla").c_str(), hp.n_head_kv, hp.n_head, hp.head_dim_k,
+                 hp.n_rot);
+        const int64_t cached_row = int64_t(hp.kv_lora_rank) + hp.n_rot;
+        if (int64_t(hp.n_head) * cached_row > INT32_MAX)
+            fail(Status::bad_format, "%s: latent attention rows of %d heads x (%d + %d) exceed 32 bits", path,
+                 hp.n_head, hp.kv_lora_rank, hp.n_rot);
+        hp.head_dim_k_mla = hp.head_dim_k;
+        hp.head_dim_v_mla = hp.head_dim_v;
+        hp.n_head_kv = 1;
+        hp.head_dim_k = int32_t(cached_row);
+        hp.head_dim_v = hp.kv_lora_rank;
+        hp.joint_kv_b = true;
+    }
     if (hp.n_head_kv != 1 || hp.head_dim_k != hp.kv_lora_rank + hp.n_rot || hp.head_dim_v != hp.kv_lora_rank ||
         hp.n_rot >= hp.head_dim_k_mla)
         fail(Status::bad_format,

@@ -64,6 +64,12 @@ struct HParams {
     int32_t kv_lora_rank = 0;        // attention.kv_lora_rank (0: not latent attention)
     int32_t head_dim_k_mla = 0;      // attention.key_length_mla: qk_nope + qk_rope per query head
     int32_t head_dim_v_mla = 0;      // attention.value_length_mla: value head after decompression
+    // The file has one attn_kv_b a layer instead of attn_k_b / attn_v_b (no
+    // key_length_mla: converted before the absorbed form, whose keys then
+    // describe plain multi-head attention, read as key_length = qk_nope +
+    // qk_rope and value_length = v_head). The sizes above are the absorbed
+    // form's all the same; binding builds attn_k_b / attn_v_b (kv_b_split.hpp).
+    bool joint_kv_b = false;
     // rope.scaling.yarn_log_multiplier present: YaRN's cos/sin keep magnitude
     // 1 (docs/architecture.md, deepseek2).
     bool yarn_log_multiplier_given = false;

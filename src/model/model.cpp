@@ -39,6 +39,8 @@ struct Binding {
     const Architecture *arch = nullptr;
     ArchTraits traits;
     ModelWeights weights;
+    DerivedMatrices derived;  // what weights' views built at open point into
+    ModelBytes bytes;
 };
 
 // Every rule a model file must meet, for Model::bind and Model::check alike.
@@ -78,12 +80,19 @@ Binding bind_file(const gguf::GgufFile &f, TensorBinder::Values values) {
     w.layers.resize(size_t(hp.n_layer));
     for (int32_t l = 0; l < hp.n_layer; ++l) out.arch->bind_layer(b, hp, l, w.layers[size_t(l)]);
     reject_unbound(b, hp);
+    // Resident: the matrices built at open in place of the tensors they were built from.
+    out.bytes = account_bytes(f);
+    out.bytes.dense = out.bytes.dense - b.consumed_bytes() + b.derived().bytes();
+    out.derived = std::move(b.derived());
     return out;
 }
 
 }  // namespace
 
-HParams Model::check(const gguf::GgufFile &file) { return bind_file(file, TensorBinder::Values::skip).hp; }
+Model::Checked Model::check(const gguf::GgufFile &file) {
+    Binding bound = bind_file(file, TensorBinder::Values::skip);
+    return {std::move(bound.hp), std::move(bound.bytes)};
+}
 
 void Model::bind_all() {
     Binding bound = bind_file(*file_, TensorBinder::Values::read);
@@ -91,7 +100,8 @@ void Model::bind_all() {
     arch_ = bound.arch;
     traits_ = bound.traits;
     weights_ = std::move(bound.weights);
-    bytes_ = account_bytes(*file_);
+    derived_ = std::move(bound.derived);
+    bytes_ = std::move(bound.bytes);
 }
 
 namespace {
@@ -109,14 +119,14 @@ void visit_matrices(Weights &w, F &&f) {
 std::vector<const uint8_t *> Model::matrix_data() const {
     std::vector<const uint8_t *> out;
     visit_matrices(weights_, [&](const MatrixView &m) {
-        if (m.data) out.push_back(m.data);
+        if (m.data && !derived_.holds(m.data)) out.push_back(m.data);
     });
     return out;
 }
 
 void Model::relocate_matrices(const std::function<const uint8_t *(const uint8_t *)> &where) {
     visit_matrices(weights_, [&](MatrixView &m) {
-        if (m.data) m.data = where(m.data);
+        if (m.data && !derived_.holds(m.data)) m.data = where(m.data);
     });
 }
 

@@ -12,6 +12,7 @@
 
 #include "gguf/gguf_file.hpp"
 #include "model/architecture.hpp"
+#include "model/derived_matrices.hpp"
 #include "model/hparams.hpp"
 #include "model/rope.hpp"
 #include "model/tensor_roles.hpp"
@@ -30,8 +31,12 @@ public:
     // type, no tensor left over, the RoPE frequency factors. Of the tensor
     // data it reads rope_freqs.weight alone (a few hundred bytes), so it
     // costs a walk of the tensor table: moestream_inspect refuses with it
-    // the files moestream_open refuses.
-    static HParams check(const gguf::GgufFile &file);
+    // the files moestream_open refuses, and reports the bytes open counts.
+    struct Checked {
+        HParams hp;
+        ModelBytes bytes;  // as bytes() of the opened model
+    };
+    static Checked check(const gguf::GgufFile &file);
 
     const gguf::GgufFile &file() const { return *file_; }
     const HParams &hparams() const { return hp_; }
@@ -43,18 +48,21 @@ public:
     // RoPE as the hyper-parameters and rope_freqs.weight (if present) set it.
     RopeParams rope_params() const;
 
-    // Where every bound matrix view points (one entry per view; a tied
-    // output head repeats the embeddings' pointer).
+    // Where every matrix view into the file mapping points (one entry per
+    // view; a tied output head repeats the embeddings' pointer). Matrices
+    // built at open (derived_matrices.hpp) are not listed.
     std::vector<const uint8_t *> matrix_data() const;
-    // Points every matrix view at `where(view.data)` instead of the file
-    // mapping: used when the dense weights are copied out of the file
+    // Points every matrix view into the file mapping at `where(view.data)`
+    // instead: used when the dense weights are copied out of the file
     // (runtime/dense_copy.hpp). The bytes must be the same.
     void relocate_matrices(const std::function<const uint8_t *(const uint8_t *)> &where);
 
-    // Byte accounting shared with `inspect` (tensor_roles.hpp).
+    // Byte accounting shared with `inspect` (tensor_roles.hpp, and check()).
     const ModelBytes &bytes() const { return bytes_; }
     uint64_t expert_bytes() const { return bytes_.expert; }  // routed experts, all layers
-    uint64_t dense_bytes() const { return bytes_.dense; }    // every other tensor
+    // Every other tensor, except those only read at open to build matrices,
+    // plus the matrices built (derived_matrices.hpp): what stays resident.
+    uint64_t dense_bytes() const { return bytes_.dense; }
 
 private:
     Model() = default;
@@ -65,6 +73,7 @@ private:
     const Architecture *arch_ = nullptr;
     ArchTraits traits_;
     ModelWeights weights_;
+    DerivedMatrices derived_;  // matrices built at open that weights_ points into
     ModelBytes bytes_;
 };
 

@@ -26,7 +26,7 @@ void check_3d(const gguf::GgufFile &file, const gguf::TensorInfo &t, int64_t col
 }  // namespace
 
 TensorBinder::TensorBinder(const gguf::GgufFile &file, Values values)
-    : file_(file), values_(values), bound_(file.tensors().size(), false) {}
+    : file_(file), values_(values), bound_(file.tensors().size(), false), derived_(values == Values::read) {}
 
 std::string TensorBinder::layer_name(int32_t layer, const char *suffix) {
     return "blk." + std::to_string(layer) + "." + suffix;
@@ -74,6 +74,12 @@ MatrixView TensorBinder::matrix(const std::string &name, int64_t cols, int64_t r
     m.cols = cols;
     m.rows = rows;
     m.row_bytes = t.row_bytes();
+    return m;
+}
+
+MatrixView TensorBinder::source_matrix(const std::string &name, int64_t cols, int64_t rows) {
+    const MatrixView m = matrix(name, cols, rows);
+    consumed_bytes_ += file_.tensor(name)->nbytes;
     return m;
 }
 

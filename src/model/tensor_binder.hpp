@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gguf/gguf_file.hpp"
+#include "model/derived_matrices.hpp"
 #include "model/weights.hpp"
 
 namespace moe {
@@ -47,6 +48,15 @@ public:
     ExpertMatrixLayout experts(const std::string &name, int64_t cols, int64_t rows, int64_t n_expert,
                                bool required = true);
 
+    // A 2-D tensor read at open to build other matrices (derived()), checked
+    // and bound as matrix() does, but not kept: once the model is open its
+    // bytes are not resident (consumed_bytes()).
+    MatrixView source_matrix(const std::string &name, int64_t cols, int64_t rows);
+    uint64_t consumed_bytes() const { return consumed_bytes_; }
+    // Where the matrices built from source matrices go: with memory when the
+    // binder reads values, their bytes counted only when it skips them.
+    DerivedMatrices &derived() { return derived_; }
+
     const gguf::GgufFile &file() const { return file_; }
 
     // The file's tensors no call above has bound, in file order.
@@ -60,6 +70,8 @@ private:
     const gguf::GgufFile &file_;
     Values values_;
     std::vector<bool> bound_;  // per file tensor
+    DerivedMatrices derived_;
+    uint64_t consumed_bytes_ = 0;
 };
 
 }  // namespace moe

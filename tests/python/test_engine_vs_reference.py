@@ -150,17 +150,19 @@ def test_multi_token_steps_equal_single_steps(engine, cases, arch, mix, shape):
         assert err < ec.BATCH_TOL_EXACT, f"{c.path.name}: --exact --batch {b} vs --batch 1 differ by {err:.3g}"
 
 
-def exact_logits_match_reference(engine, path, spec, skip_unsupported=True):
-    """Writes the model of `spec` and compares the engine's exact logits at every one of 12
-    positions with the reference's; returns the reference's."""
+def exact_logits_match_reference(engine, path, spec, skip_unsupported=True, normal_too=False):
+    """Writes the model of `spec` and compares the engine's exact logits (and normal-mode ones
+    with normal_too) at every one of 12 positions with the reference's; returns the reference's."""
     mm.make_model(path, spec)
     tokens = [int(t) for t in np.random.default_rng(3).integers(0, spec.n_vocab, 12)]
     ref = Reference(path).run(tokens)
     ec.require_clear_routing(ref.margins, len(tokens), path.name)
     run = engine.try_positions if skip_unsupported else engine.positions
-    first, rows = run(path, tokens, spec.n_vocab, exact=True, batch=1, extra=("--all",))
-    for i, row in enumerate(rows):
-        ec.compare_exact(ref.logits[first + i], row, f"{path.name} --exact: position {first + i + 1}")
+    for exact in (True, False) if normal_too else (True,):
+        first, rows = run(path, tokens, spec.n_vocab, exact=exact, batch=1, extra=("--all",))
+        compare = ec.compare_exact if exact else ec.compare_normal
+        for i, row in enumerate(rows):
+            compare(ref.logits[first + i], row, f"{path.name} exact={exact}: position {first + i + 1}")
     return ref.logits
 
 
@@ -232,6 +234,19 @@ def test_sliding_window_rings_over_contexts_many_windows_long(engine, tmp_path):
         assert np.array_equal(steps, rows[ends]), f"exact={exact}: steps of 37 tokens differ from one-token steps"
         whole = engine.logits(path, tokens, spec.n_vocab, exact=exact)
         assert np.array_equal(whole, rows[-1]), f"exact={exact}: one step of 150 tokens differs"
+
+
+@pytest.mark.parametrize("mix", ["q8_0", "q4_k_m", "mixed", "bf16"])
+def test_deepseek2_with_one_attn_kv_b_a_layer_matches_reference(engine, tmp_path, mix):
+    """deepseek2 files converted before absorbed latent attention have one attn_kv_b a layer and
+    no key_length_mla; open builds the absorbed attn_k_b (the key rows transposed: F32 from
+    quantised blocks, in its own type from a float type) and attn_v_b (the value rows as they
+    are). The engine follows the reference at every position, in exact and normal mode, with
+    attn_kv_b in Q8_0, Q5_0 (q4_k_m's fallback for its rows), Q4_0 and F16 (the mixed rotation's)
+    and BF16, with YaRN."""
+    spec = dataclasses.replace(_spec("deepseek2", mix, "k1-e6-gqa8"), joint_kv_b=True, yarn_factor=32.0,
+                               yarn_orig_ctx=64)
+    exact_logits_match_reference(engine, tmp_path / f"kv-b-{mix}.gguf", spec, skip_unsupported=False, normal_too=True)
 
 
 def test_engine_check_criteria_can_fail():

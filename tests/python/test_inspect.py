@@ -118,6 +118,30 @@ def test_inspect_json_matches_reference_sums(cli_path, lib, tmp_path, key):
     assert info["name"] == (ref["reader"].get("general.name") or "")
 
 
+def test_dense_bytes_count_the_matrices_open_builds_from_attn_kv_b(cli_path, binding, tmp_path):
+    """deepseek2 converted before absorbed latent attention (one attn_kv_b a layer, Q8_0 here): open
+    builds attn_k_b (the key rows transposed, F32) and attn_v_b (the value rows, Q8_0) from it and
+    keeps those instead, so the resident dense bytes are the file's other dense tensors plus the
+    built matrices, in inspect and in the opened model alike; the sizes are the absorbed form's."""
+    spec = ModelSpec(arch="deepseek2", n_embd=128, n_layer=2, n_head=4, n_expert=4, n_ff_expert=64,
+                     quant_mix="q8_0", seed=8, joint_kv_b=True)
+    path = tmp_path / "ds-kv-b.gguf"
+    make_model(path, spec)
+    ref, s = reference_sums(path), spec.resolved()
+    kv_b = sum(t.nbytes for t in ref["reader"].tensors.values() if t.name.endswith(".attn_kv_b.weight"))
+    assert kv_b > 0 and ref["reader"].tensors["blk.0.attn_kv_b.weight"].type == 8   # Q8_0
+    built = s.n_layer * s.n_head * (s.kv_lora_rank * s.mla_nope * 4 + s.mla_v * s.kv_lora_rank // 32 * 34)
+    info = inspect_json(cli_path, path)
+    assert info["dense_bytes"] == ref["dense_bytes"] - kv_b + built
+    assert info["total_bytes"] == ref["total_bytes"] and info["expert_bytes"] == ref["expert_bytes"]
+    assert (info["n_head_kv"], info["head_dim"]) == (1, s.kv_lora_rank + s.mla_rope)
+    ctx = binding.Context(str(path), io_mode="pread")
+    try:
+        assert ctx.info["dense_bytes"] == info["dense_bytes"]
+    finally:
+        ctx.close()
+
+
 def test_budget_drives_the_io_mode(cli_path, tmp_path):
     path = tmp_path / "m.gguf"
     make_model(path, SPECS["qwen3moe-q4_k_m"])

@@ -110,6 +110,7 @@ class HParams:
     kv_lora: int = 0
     qk_mla: int = 0            # nope + rope per query head
     v_mla: int = 0
+    joint_kv_b: bool = False   # one attn_kv_b a layer (no key_length_mla: converted before MLA absorption)
     n_shared: int = 0
     sigmoid_gating: bool = False
     weights_norm: bool = False
@@ -167,12 +168,19 @@ class HParams:
         if arch == "qwen2moe":
             n_ff_shared = int(md.get(f"{arch}.expert_shared_feed_forward_length", md.get(f"{arch}.feed_forward_length", 0)))
         emb = r.tensors["token_embd.weight"]
+        n_rot = int(key("rope.dimension_count", hdk))
         ds = {}
         if arch == "deepseek2":
             ff = key("expert_feed_forward_length")
+            kv_lora = int(key("attention.kv_lora_rank"))
+            joint = f"{arch}.attention.key_length_mla" not in md
+            if joint:   # the keys describe one K/V head per query head; the latent cache is the same
+                qk_mla, v_mla, n_head_kv, hdk, hdv = hdk, hdv, 1, kv_lora + n_rot, kv_lora
+            else:
+                qk_mla, v_mla = int(key("attention.key_length_mla")), int(key("attention.value_length_mla"))
             ds = dict(n_dense_lead=int(key("leading_dense_block_count", 0)),
-                      q_lora=int(key("attention.q_lora_rank", 0)), kv_lora=int(key("attention.kv_lora_rank")),
-                      qk_mla=int(key("attention.key_length_mla")), v_mla=int(key("attention.value_length_mla")),
+                      q_lora=int(key("attention.q_lora_rank", 0)), kv_lora=kv_lora,
+                      qk_mla=qk_mla, v_mla=v_mla, joint_kv_b=joint,
                       n_shared=int(key("expert_shared_count", 0)),
                       sigmoid_gating=int(key("expert_gating_func", 1)) == 2,
                       weights_norm=bool(key("expert_weights_norm", False)),
@@ -183,7 +191,7 @@ class HParams:
                 ds["yarn_mscale_all_dim"] = float(log_mul) / 0.1
         return HParams(**ds, arch=arch, n_layer=int(key("block_count")), n_embd=n_embd, n_head=n_head,
                        n_head_kv=n_head_kv, head_dim_k=hdk, head_dim_v=hdv,
-                       n_rot=int(key("rope.dimension_count", hdk)), n_expert=n_expert, n_expert_used=n_used,
+                       n_rot=n_rot, n_expert=n_expert, n_expert_used=n_used,
                        n_ff_expert=int(ff), n_ff_shared=n_ff_shared, n_vocab=int(emb.ne[1]),
                        n_ctx=int(key("context_length")), rope_base=float(key("rope.freq_base", 10000.0)),
                        rms_eps=float(key("attention.layer_norm_rms_epsilon")),
@@ -357,8 +365,11 @@ class Reference:
             for il in range(hp.n_layer):
                 p = f"blk.{il}."
                 expect(p + "attn_kv_a_mqa.weight", (hp.n_embd, hp.kv_lora + hp.n_rot))
-                expect(p + "attn_k_b.weight", (nope, hp.kv_lora, hp.n_head))
-                expect(p + "attn_v_b.weight", (hp.kv_lora, hp.v_mla, hp.n_head))
+                if hp.joint_kv_b:
+                    expect(p + "attn_kv_b.weight", (hp.kv_lora, hp.n_head * (nope + hp.v_mla)))
+                else:
+                    expect(p + "attn_k_b.weight", (nope, hp.kv_lora, hp.n_head))
+                    expect(p + "attn_v_b.weight", (hp.kv_lora, hp.v_mla, hp.n_head))
                 expect(p + "attn_output.weight", (hp.n_head * hp.v_mla, hp.n_embd))
         if "output.weight" in t:
             expect("output.weight", (hp.n_embd, hp.n_vocab))
@@ -373,9 +384,24 @@ class Reference:
 
     def _act(self, x, weight_name):
         """The matmul input as the engine sees it for this weight (identity unless act_quant)."""
-        if not self.act_quant:
-            return x
-        return actquant.activation_values(x, self.reader.tensors[weight_name].type)
+        return self._act_for(x, self.reader.tensors[weight_name].type)
+
+    def _act_for(self, x, weight_type):
+        return actquant.activation_values(x, weight_type) if self.act_quant else x
+
+    def _joint_kv_b_maps(self, il):
+        """deepseek2 layer il with one attn_kv_b ([kv_lora, H * (nope + v)]: per head nope key rows,
+        then v value rows): per head h the absorption map [kv_lora, nope] (the key rows transposed)
+        and the decompression map [v, kv_lora] (the value rows), with the weight types the engine
+        computes them in (the key part F32 unless attn_kv_b is a float type)."""
+        hp, name = self.hp, f"blk.{il}.attn_kv_b.weight"
+        kv_b_type = self.reader.tensors[name].type
+        if self.act_quant and kv_b_type in (dequant.Q4_1, dequant.Q5_1):
+            raise NotImplementedError("activation rounding for a Q4_1 / Q5_1 attn_kv_b is not emulated")
+        nope = hp.qk_mla - hp.n_rot
+        w = self.w(name).reshape(hp.n_head, nope + hp.v_mla, hp.kv_lora)
+        k_type = kv_b_type if dequant.TYPES[kv_b_type][1] == 1 else dequant.F32
+        return [w[h, :nope].T for h in range(hp.n_head)], k_type, [w[h, nope:] for h in range(hp.n_head)], kv_b_type
 
     def _block_mins(self, name, e=None):
         """Per-block min m [rows, K/32] of a Q4_1/Q5_1 weight (expert e of a 3-D tensor)."""
@@ -468,7 +494,14 @@ class Reference:
                     yarn_unit_magnitude=hp.yarn_mscale_all_dim is not None, attn_factor=hp.rope_attn_factor)
         k_pe = rope(c[:, None, hp.kv_lora:], positions, hp.n_rot, hp.rope_base, False, **yarn)[:, 0, :]
         q_pe = rope(q[:, :, nope:], positions, hp.n_rot, hp.rope_base, False, **yarn)
-        q_abs = np.stack([self._matmul(q[:, h, :nope], p + "attn_k_b.weight", h) for h in range(H)], axis=1)
+        if hp.joint_kv_b:
+            k_maps, k_type, v_maps, v_type = self._joint_kv_b_maps(il)
+            def absorb(x, h): return self._act_for(x, k_type) @ k_maps[h].T
+            def decompress(x, h): return self._act_for(x, v_type) @ v_maps[h].T
+        else:
+            def absorb(x, h): return self._matmul(x, p + "attn_k_b.weight", h)
+            def decompress(x, h): return self._matmul(x, p + "attn_v_b.weight", h)
+        q_abs = np.stack([absorb(q[:, h, :nope], h) for h in range(H)], axis=1)
         Q = np.concatenate([q_abs, q_pe], axis=-1)                      # [n, H, kv_lora + rope]
         row = np.concatenate([kv, k_pe], axis=-1)[:, None, :]          # [n, 1, kv_lora + rope]
         if self.kv_f16:
@@ -482,7 +515,7 @@ class Reference:
         key_pos = np.arange(K.shape[0])
         scores = np.where(key_pos[None, None, :] > positions[None, :, None], -np.inf, scores)
         lat = np.einsum("hqk,kd->qhd", softmax(scores, axis=-1), K[:, :hp.kv_lora])   # [n, H, kv_lora]
-        o = np.stack([self._matmul(lat[:, h, :], p + "attn_v_b.weight", h) for h in range(H)], axis=1)
+        o = np.stack([decompress(lat[:, h, :], h) for h in range(H)], axis=1)
         return self._linear(p + "attn_output.weight", o.reshape(n, H * hp.v_mla))
 
     def _swiglu(self, m, gate, up, down):

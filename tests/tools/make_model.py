@@ -125,6 +125,7 @@ class ModelSpec:
     mla_nope: int = 32                # qk_nope_head_dim
     mla_rope: int = 16                # qk_rope_head_dim (rope.dimension_count)
     mla_v: int = 32                   # v_head_dim
+    joint_kv_b: bool = False          # one attn_kv_b a layer, no key_length_mla (files converted before MLA absorption)
     n_dense_lead: int = 1
     n_ff_dense: int | None = None     # default 2 * n_ff_expert
     n_expert_shared: int = 1
@@ -250,8 +251,10 @@ def _deepseek2_layer(s, il) -> list:
         L.append(TensorPlan(p + "attn_q.weight", [E, H * qk], T.F32, "attn_q", il))
     L += [TensorPlan(p + "attn_kv_a_mqa.weight", [E, s.kv_lora_rank + s.mla_rope], T.F32, "attn_k", il),
           TensorPlan(p + "attn_kv_a_norm.weight", [s.kv_lora_rank], T.F32, "norm", il),
-          TensorPlan(p + "attn_k_b.weight", [s.mla_nope, s.kv_lora_rank, H], T.F32, "attn_k", il),
-          TensorPlan(p + "attn_v_b.weight", [s.kv_lora_rank, s.mla_v, H], T.F32, "attn_v", il),
+          *([TensorPlan(p + "attn_kv_b.weight", [s.kv_lora_rank, H * (s.mla_nope + s.mla_v)], T.F32, "attn_k", il)]
+            if s.joint_kv_b else
+            [TensorPlan(p + "attn_k_b.weight", [s.mla_nope, s.kv_lora_rank, H], T.F32, "attn_k", il),
+             TensorPlan(p + "attn_v_b.weight", [s.kv_lora_rank, s.mla_v, H], T.F32, "attn_v", il)]),
           TensorPlan(p + "attn_output.weight", [H * s.mla_v, E], T.F32, "attn_output", il),
           TensorPlan(p + "ffn_norm.weight", [E], T.F32, "norm", il)]
     if il < s.n_dense_lead:
@@ -659,7 +662,8 @@ def _arch_kv(s: ModelSpec):
     else:                   # qwen2moe: real files carry the shared-expert size here
         kv.append((f"{a}.feed_forward_length", ValueType.UINT32, s.n_ff_shared))
     kv += [(f"{a}.attention.head_count", ValueType.UINT32, s.n_head),
-           (f"{a}.attention.head_count_kv", ValueType.UINT32, s.n_head_kv),
+           # the layout before MLA absorption describes one key/value head per query head
+           (f"{a}.attention.head_count_kv", ValueType.UINT32, s.n_head if s.joint_kv_b else s.n_head_kv),
            (f"{a}.rope.freq_base", ValueType.FLOAT32, s.rope_theta),
            (f"{a}.attention.layer_norm_rms_epsilon", ValueType.FLOAT32, s.rms_eps),
            (f"{a}.expert_count", ValueType.UINT32, s.n_expert),
@@ -684,10 +688,12 @@ def _arch_kv(s: ModelSpec):
         kv += [(f"{a}.expert_feed_forward_length", ValueType.UINT32, s.n_ff_expert),
                (f"{a}.leading_dense_block_count", ValueType.UINT32, s.n_dense_lead),
                (f"{a}.attention.kv_lora_rank", ValueType.UINT32, s.kv_lora_rank),
-               (f"{a}.attention.key_length", ValueType.UINT32, s.kv_lora_rank + s.mla_rope),
-               (f"{a}.attention.value_length", ValueType.UINT32, s.kv_lora_rank),
-               (f"{a}.attention.key_length_mla", ValueType.UINT32, s.mla_nope + s.mla_rope),
-               (f"{a}.attention.value_length_mla", ValueType.UINT32, s.mla_v),
+               *([(f"{a}.attention.key_length", ValueType.UINT32, s.mla_nope + s.mla_rope),
+                  (f"{a}.attention.value_length", ValueType.UINT32, s.mla_v)] if s.joint_kv_b else
+                 [(f"{a}.attention.key_length", ValueType.UINT32, s.kv_lora_rank + s.mla_rope),
+                  (f"{a}.attention.value_length", ValueType.UINT32, s.kv_lora_rank),
+                  (f"{a}.attention.key_length_mla", ValueType.UINT32, s.mla_nope + s.mla_rope),
+                  (f"{a}.attention.value_length_mla", ValueType.UINT32, s.mla_v)]),
                (f"{a}.rope.dimension_count", ValueType.UINT32, s.mla_rope),
                (f"{a}.expert_shared_count", ValueType.UINT32, s.n_expert_shared),
                (f"{a}.expert_gating_func", ValueType.UINT32, 2 if s.gating == "sigmoid" else 1),

@@ -170,6 +170,45 @@ TEST(HParams, Deepseek2LatentAttentionAndYarnScale) {
     expect_error(b, Status::bad_format, {"deepseek2.rope.scaling.yarn_log_multiplier"});
 }
 
+// Without key_length_mla (files with one attn_kv_b a layer, converted before
+// the absorbed form) the keys describe multi-head attention; the sizes read
+// are the absorbed form's all the same, as the split layout's keys give them.
+TEST(HParams, Deepseek2WithoutKeyLengthMlaHasOneAttnKvBALayer) {
+    TinyMoe m = arch("deepseek2");
+    m.n_head_kv = m.n_head;
+    GgufBuilder b = moe::test::tiny_moe(m);
+    b.kv_u32("deepseek2.attention.kv_lora_rank", 16)
+        .kv_u32("deepseek2.rope.dimension_count", 8)
+        .kv_u32("deepseek2.attention.key_length", 20)    // qk_nope 12 + qk_rope 8
+        .kv_u32("deepseek2.attention.value_length", 12)  // v_head
+        .kv_u32("deepseek2.expert_feed_forward_length", 32);
+    HParams hp = load(b);
+    EXPECT_TRUE(hp.latent_attention() && hp.joint_kv_b);
+    EXPECT_EQ(hp.n_head_kv, 1);
+    EXPECT_EQ(hp.head_dim_k, 24);  // kv_lora_rank + rope: the cached row
+    EXPECT_EQ(hp.head_dim_v, 16);
+    EXPECT_EQ(hp.head_dim_k_mla, 20);
+    EXPECT_EQ(hp.head_dim_v_mla, 12);
+    EXPECT_FLOAT_EQ(hp.attention_scale(), 1.0f / std::sqrt(20.0f));
+    // The split layout's keys of the same model read the same.
+    GgufBuilder split = b;
+    split.kv_u32("deepseek2.attention.head_count_kv", 1)
+        .kv_u32("deepseek2.attention.key_length", 24)
+        .kv_u32("deepseek2.attention.value_length", 16)
+        .kv_u32("deepseek2.attention.key_length_mla", 20)
+        .kv_u32("deepseek2.attention.value_length_mla", 12);
+    const HParams absorbed = load(split);
+    EXPECT_FALSE(absorbed.joint_kv_b);
+    EXPECT_EQ(absorbed.n_head_kv, hp.n_head_kv);
+    EXPECT_EQ(absorbed.head_dim_k, hp.head_dim_k);
+    EXPECT_EQ(absorbed.head_dim_v, hp.head_dim_v);
+    // One key/value head per query head, and a key longer than its rotary part.
+    b.kv_u32("deepseek2.attention.head_count_kv", 2);
+    expect_error(b, Status::bad_format, {"deepseek2.attention.key_length_mla", "head_count_kv = head_count (2 vs 4)"});
+    b.kv_u32("deepseek2.attention.head_count_kv", 4).kv_u32("deepseek2.attention.key_length", 8);
+    expect_error(b, Status::bad_format, {"key_length > rope.dimension_count (8 vs 8)"});
+}
+
 TEST(HParams, AVocabSizeThatMatchesTheEmbeddingIsAccepted) {
     GgufBuilder b = moe::test::tiny_moe(arch("qwen3moe"));
     b.kv_u32("qwen3moe.vocab_size", 64);

@@ -177,7 +177,7 @@ TEST(TensorBinder, CheckAcceptsWhatBindAccepts) {
         const GgufBuilder b = moe::test::tiny_moe(tiny(arch));
         const auto img = b.build();
         const auto file = moe::gguf::GgufFile::parse_memory(img.data(), img.size(), "m.gguf");
-        const moe::HParams hp = moe::Model::check(*file);
+        const moe::HParams hp = moe::Model::check(*file).hp;
         EXPECT_EQ(hp.arch, arch);
         EXPECT_EQ(hp.n_layer, 2);
         EXPECT_EQ(bind_status(b), Status::ok);
