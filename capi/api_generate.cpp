@@ -1,12 +1,19 @@
 // C API of the random-weight model generator.
+#include <cstddef>
+
 #include "firewall.hpp"
 #include "model/generator.hpp"
 
 namespace {
 
+// The layout before deepseek2_attn_kv_b ended at progress_user_data: that field keeps its default.
+constexpr size_t kKvBOffset = offsetof(moestream_generate_params, deepseek2_attn_kv_b);
+constexpr std::initializer_list<size_t> kEarlierGenerateSizes = {kKvBOffset};
+
 moe::GeneratorConfig to_config(const moestream_generate_params *p) {
     moe::capi::require(p, "params");
-    moe::capi::require_struct_size(p->struct_size, sizeof(moestream_generate_params), "moestream_generate_params");
+    moe::capi::require_struct_size(p->struct_size, sizeof(moestream_generate_params), kEarlierGenerateSizes,
+                                   "moestream_generate_params");
     moe::GeneratorConfig c;
     if (p->architecture) c.arch = p->architecture;
     if (p->preset) c.preset = p->preset;
@@ -21,6 +28,7 @@ moe::GeneratorConfig to_config(const moestream_generate_params *p) {
     c.n_ff_expert = p->n_ff_expert;
     c.n_vocab = p->n_vocab;
     c.seed = p->seed;
+    if (p->struct_size > kKvBOffset) c.attn_kv_b = p->deepseek2_attn_kv_b != 0;
     return c;
 }
 

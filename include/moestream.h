@@ -526,6 +526,10 @@ typedef struct moestream_generate_params {
     uint64_t seed;               /* same parameters and seed = same bytes */
     moestream_progress_fn progress; /* may be NULL; called with bytes written */
     void *progress_user_data;
+    int32_t deepseek2_attn_kv_b; /* deepseek2 only: nonzero writes, per layer, one F32 attn_kv_b and the
+                                    metadata of files converted before absorbed latent attention instead
+                                    of attn_k_b / attn_v_b, holding the same weights (0 = split layout).
+                                    Earlier layouts end before this field (their struct_size is accepted) */
 } moestream_generate_params;
 
 MOESTREAM_API void moestream_generate_params_init(moestream_generate_params *params);

@@ -112,7 +112,7 @@ SamplerParams = _struct("SamplerParams", "moestream_sampler_params", """
 GenerateParams = _struct("GenerateParams", "moestream_generate_params", """
     size_t struct_size; char* architecture, preset, quant;
     int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_expert, n_expert_used, n_ff_expert, n_vocab;
-    uint64_t seed; progress_fn progress; void* progress_user_data""")
+    uint64_t seed; progress_fn progress; void* progress_user_data; int32_t deepseek2_attn_kv_b""")
 
 TraceSynthParams = _struct("TraceSynthParams", "moestream_trace_synth_params", """
     size_t struct_size; char* heat_path; int32_t n_layer, n_expert, n_expert_used; int64_t n_tokens;

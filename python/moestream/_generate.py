@@ -9,9 +9,10 @@ _INT_FIELDS = ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_expert
                "n_ff_expert", "n_vocab")
 
 
-def _params(architecture, preset, quant, seed, progress, shape):
+def _params(architecture, preset, quant, seed, progress, shape, deepseek2_attn_kv_b=False):
     p = _ffi.GenerateParams()
     _ffi.lib().moestream_generate_params_init(ctypes.byref(p))
+    p.deepseek2_attn_kv_b = 1 if deepseek2_attn_kv_b else 0
     if architecture is not None:
         p.architecture = architecture.encode()
     if preset is not None:
@@ -35,7 +36,8 @@ def _params(architecture, preset, quant, seed, progress, shape):
     return p, callback
 
 
-def generate_model(path, *, architecture=None, preset=None, quant=None, seed=0, progress=None, **shape):
+def generate_model(path, *, architecture=None, preset=None, quant=None, seed=0, progress=None,
+                   deepseek2_attn_kv_b=False, **shape):
     """Writes a random-weight GGUF model to path.
 
     architecture: "qwen3moe", "gpt-oss" or "deepseek2" (default: the preset's,
@@ -46,17 +48,19 @@ def generate_model(path, *, architecture=None, preset=None, quant=None, seed=0, 
     "small" (default) or "tiny"; quant:
     "q4_k_m" (default), "q3_k_m", "q2_k", "iq4_xs", "q8_0" or "f32"; shape fields (n_layer, n_embd, n_head,
     n_head_kv, head_dim, n_expert, n_expert_used, n_ff_expert, n_vocab)
-    override the preset. progress(done_bytes, total_bytes) is called while
-    writing. The same arguments and seed always give the same bytes.
+    override the preset. deepseek2_attn_kv_b writes one F32 attn_kv_b a layer
+    (files converted before absorbed latent attention) instead of attn_k_b /
+    attn_v_b, with the same weights. progress(done_bytes, total_bytes) is
+    called while writing. The same arguments and seed always give the same bytes.
     """
-    p, keep = _params(architecture, preset, quant, seed, progress, shape)
+    p, keep = _params(architecture, preset, quant, seed, progress, shape, deepseek2_attn_kv_b)
     _ffi.lib().moestream_generate_model(ctypes.byref(p), os.fsencode(os.fspath(path)))
     del keep
 
 
-def generate_model_size(*, architecture=None, preset=None, quant=None, seed=0, **shape):
+def generate_model_size(*, architecture=None, preset=None, quant=None, seed=0, deepseek2_attn_kv_b=False, **shape):
     """Bytes generate_model would write for the same arguments."""
-    p, _ = _params(architecture, preset, quant, seed, None, shape)
+    p, _ = _params(architecture, preset, quant, seed, None, shape, deepseek2_attn_kv_b)
     out = ctypes.c_uint64(0)
     _ffi.lib().moestream_generate_model_size(ctypes.byref(p), ctypes.byref(out))
     return out.value

@@ -23,8 +23,10 @@ const char *kUsage =
     "                                    deepseek2-tiny|demo|small|tiny]\n"
     "                          [--quant q4_k_m|q3_k_m|q2_k|iq4_xs|q8_0|f32] [--layers N] [--embd N] [--heads N]\n"
     "                          [--kv-heads N] [--head-dim N] [--experts N] [--top-k N]\n"
-    "                          [--ff-expert N] [--vocab N] [--seed N] [--size-only] -o PATH\n"
+    "                          [--ff-expert N] [--vocab N] [--seed N] [--attn-kv-b] [--size-only] -o PATH\n"
     "Writes a GGUF with random weights (valid quant blocks, finite activations).\n"
+    "--attn-kv-b (deepseek2): one F32 attn_kv_b a layer, as files converted before absorbed latent\n"
+    "attention have it, instead of attn_k_b / attn_v_b; the same weights as without it.\n"
     "Shape limits: --layers " LIMIT(LAYERS) ", --embd " LIMIT(EMBD) ", --heads and --kv-heads " LIMIT(HEADS)
     ", --head-dim " LIMIT(HEAD_DIM) ",\n--experts and --top-k " LIMIT(EXPERTS) ", --ff-expert " LIMIT(FF_EXPERT)
     ", --vocab " LIMIT(VOCAB) ".\n";
@@ -55,7 +57,7 @@ int cmd_generate(const Args &args) {
     if (!parse_args(args,
                     {"--arch", "--preset", "--quant", "--layers", "--embd", "--heads", "--kv-heads", "--head-dim",
                      "--experts", "--top-k", "--ff-expert", "--vocab", "--seed", "-o"},
-                    {"--size-only", "--help"}, a, error, {{"--output", "-o"}}))
+                    {"--size-only", "--attn-kv-b", "--help"}, a, error, {{"--output", "-o"}}))
         return usage_error("generate", error);
     if (a.flags.count("--help")) {
         std::printf("%s", kUsage);
@@ -89,6 +91,7 @@ int cmd_generate(const Args &args) {
             *o.field = static_cast<int32_t>(x);
         }
     }
+    p.deepseek2_attn_kv_b = a.flags.count("--attn-kv-b") ? 1 : 0;
     if (auto v = a.get("--seed")) {
         int64_t x = 0;
         if (!parse_int(*v, x)) return usage_error("generate", "bad --seed '" + *v + "'");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <future>
+#include <optional>
 #include <vector>
 
 #include "common/atomic_file.hpp"
@@ -18,40 +19,15 @@
 namespace moe {
 namespace {
 
+using gen::fill_blocks;
 using gen::fit;
 using gen::Init;
+using gen::Rng;
 using gen::inv_sqrt;
 using gen::quant_mix;
 using gen::QuantMix;
 using gen::kAttnOutputScale;
 using gen::TensorSpec;
-
-// ---- random numbers: fast and reproducible per tensor ----------------------
-
-struct Rng {
-    uint64_t s;
-    explicit Rng(uint64_t seed) : s(seed ^ 0x9E3779B97F4A7C15ull) {}
-    uint64_t next() { return splitmix64(s); }
-    float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0,1)
-    void fill(uint8_t *p, size_t n) {
-        while (n >= 8) {
-            uint64_t v = next();
-            std::memcpy(p, &v, 8);
-            p += 8;
-            n -= 8;
-        }
-        if (n) {
-            uint64_t v = next();
-            std::memcpy(p, &v, n);
-        }
-    }
-};
-
-uint64_t hash_name(const std::string &s) {
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    return h;
-}
 
 // Scales of wide matrices (e.g. Q6_K d = sigma / 879 for n_embd 2048) fall in
 // the fp16 subnormal range, so the conversion must keep subnormals.
@@ -64,7 +40,30 @@ void put_half(uint8_t *p, float f) {
     std::memcpy(p, &h, 2);
 }
 
-// ---- tensors ----------------------------------------------------------------
+}  // namespace
+
+namespace gen {
+
+uint64_t Rng::next() { return splitmix64(s); }
+
+void Rng::fill(uint8_t *p, size_t n) {
+    while (n >= 8) {
+        uint64_t v = next();
+        std::memcpy(p, &v, 8);
+        p += 8;
+        n -= 8;
+    }
+    if (n) {
+        uint64_t v = next();
+        std::memcpy(p, &v, n);
+    }
+}
+
+Rng tensor_rng(const GeneratorConfig &c, const std::string &name) {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+    return Rng(c.seed * 0x2545F4914F6CDD1Dull ^ h);
+}
 
 // Blocks of `type` whose dequantised values have mean ~0 and std ~sigma.
 // Scales are drawn per block (as real quantisation produces) and quants uniformly.
@@ -199,6 +198,12 @@ void fill_blocks(GgmlType type, uint8_t *out, uint64_t n_blocks, float sigma, Rn
         fail(Status::unsupported, "generator cannot write %s blocks", type_traits(type).name);
     }
 }
+
+}  // namespace gen
+
+namespace {
+
+// ---- tensors ----------------------------------------------------------------
 
 void fill_tensor_chunk(const TensorSpec &t, uint8_t *out, uint64_t first_elem, uint64_t n_elems, Rng &rng) {
     const TypeTraits &tr = type_traits(t.type);
@@ -364,8 +369,8 @@ void build_header(gguf::GgufWriter &w, const GeneratorConfig &c, const std::vect
     if (!is_gpt_oss(c) && !is_deepseek2(c))
         w.add_u32(a + "feed_forward_length", static_cast<uint32_t>(c.n_ff_expert * 8));
     w.add_u32(a + "attention.head_count", static_cast<uint32_t>(c.n_head));
-    w.add_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.n_head_kv));
-    if (!is_deepseek2(c)) {
+    if (!is_deepseek2(c)) {  // deepseek2_header writes these as its layout has them
+        w.add_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.n_head_kv));
         w.add_u32(a + "attention.key_length", static_cast<uint32_t>(c.head_dim));
         w.add_u32(a + "attention.value_length", static_cast<uint32_t>(c.head_dim));
     }
@@ -442,6 +447,9 @@ GeneratorConfig resolve_generator_config(const GeneratorConfig &r) {
     for (int32_t v : {c.n_embd, c.n_ff_expert, c.n_head * c.head_dim})
         if (v % 32) fail(Status::invalid_argument, "generator: dimension %d is not a multiple of 32", v);
     if (c.n_vocab < 320) fail(Status::invalid_argument, "generator: n_vocab %d < 320 (byte tokens + specials)", c.n_vocab);
+    if (c.attn_kv_b && !is_deepseek2(c))
+        fail(Status::invalid_argument, "generator: attn_kv_b is a layout of deepseek2's latent attention, not of %s",
+             c.arch.c_str());
     if (is_deepseek2(c)) gen::deepseek2_resolve(c);
     return c;
 }
@@ -470,16 +478,25 @@ void generate_model(const GeneratorConfig &requested, const std::string &path,
     int which = 0;
     uint64_t done = 0;
     for (const TensorSpec &t : specs) {
-        Rng rng(c.seed * 0x2545F4914F6CDD1Dull ^ hash_name(t.name));
+        Rng rng = gen::tensor_rng(c, t.name);
         const TypeTraits &tr = type_traits(t.type);
         uint64_t n_elems = 1;
         for (int64_t d : t.ne) n_elems *= static_cast<uint64_t>(d);
-        const uint64_t elems_per_chunk = std::max<uint64_t>(tr.block_elems, kChunk / tr.block_bytes * tr.block_elems);
+        // attn_kv_b is written a head at a time (F32).
+        std::optional<gen::JointKvB> joint;
+        if (t.init == Init::joint_kv_b) joint.emplace(c, t);
+        const uint64_t elems_per_chunk = joint ? joint->elems_per_head()
+                                               : std::max<uint64_t>(tr.block_elems, kChunk / tr.block_bytes * tr.block_elems);
         for (uint64_t first = 0; first < n_elems; first += elems_per_chunk) {
             const uint64_t n = std::min(elems_per_chunk, n_elems - first);
             std::vector<uint8_t> &buf = buffers[which];
-            fill_tensor_chunk(t, buf.data(), first, n, rng);
             const size_t bytes = static_cast<size_t>(n / tr.block_elems * tr.block_bytes);
+            if (joint) {
+                if (buf.size() < bytes) buf.resize(bytes);  // its write finished: only the other buffer's is pending
+                joint->next_head(reinterpret_cast<float *>(buf.data()));
+            } else {
+                fill_tensor_chunk(t, buf.data(), first, n, rng);
+            }
             if (pending.valid()) pending.get();  // rethrows a write error
             pending = std::async(std::launch::async, [&w, &buf, bytes] { w.write_data(buf.data(), bytes); });
             which ^= 1;

@@ -37,6 +37,10 @@ struct GeneratorConfig {
     // window lets tests run contexts many windows long. Not in the C API.
     int32_t sliding_window = 0;
     Deepseek2Shape deepseek2;  // filled from the preset by resolve_generator_config
+    // deepseek2: one F32 attn_kv_b a layer and the keys of files converted
+    // before absorbed latent attention, instead of attn_k_b / attn_v_b; the
+    // same weights as the split layout of the same seed (generator_parts.hpp, JointKvB).
+    bool attn_kv_b = false;
 };
 
 // The largest value of each shape field (moestream.h documents them).

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "kernels/kernels.hpp"
 #include "model/generator_parts.hpp"
 
 namespace moe::gen {
@@ -65,9 +66,12 @@ void deepseek2_layer_specs(const GeneratorConfig &c, const QuantMix &q, int32_t 
     const std::string p = "blk." + std::to_string(layer) + ".";
     const int64_t E = c.n_embd, H = c.n_head, nope = c.head_dim - d.qk_rope, kv = d.kv_lora_rank;
     const int64_t q_rows = H * c.head_dim, v_rows = H * d.v_head;
-    auto matrix = [&](const char *name, GgmlType type, std::vector<int64_t> ne, float gain = 1.0f) {
+    auto spec = [&](const char *name, GgmlType type, std::vector<int64_t> ne, float gain = 1.0f) {
         const int64_t row = ne[0];
-        t.push_back({p + name, fit(type, row), std::move(ne), Init::normal, gain * inv_sqrt(row)});
+        return TensorSpec{p + name, fit(type, row), std::move(ne), Init::normal, gain * inv_sqrt(row)};
+    };
+    auto matrix = [&](const char *name, GgmlType type, std::vector<int64_t> ne, float gain = 1.0f) {
+        t.push_back(spec(name, type, std::move(ne), gain));
     };
     auto ones = [&](const char *name, int64_t n) { t.push_back({p + name, GgmlType::F32, {n}, Init::ones, 0}); };
     ones("attn_norm.weight", E);
@@ -80,8 +84,15 @@ void deepseek2_layer_specs(const GeneratorConfig &c, const QuantMix &q, int32_t 
     }
     matrix("attn_kv_a_mqa.weight", q.attn_qko, {E, kv + d.qk_rope});
     ones("attn_kv_a_norm.weight", kv);
-    matrix("attn_k_b.weight", q.attn_qko, {nope, kv, H});
-    matrix("attn_v_b.weight", q.attn_v, {kv, d.v_head, H});
+    TensorSpec k_b = spec("attn_k_b.weight", q.attn_qko, {nope, kv, H});
+    TensorSpec v_b = spec("attn_v_b.weight", q.attn_v, {kv, d.v_head, H});
+    if (c.attn_kv_b) {
+        t.push_back({p + "attn_kv_b.weight", GgmlType::F32, {kv, H * (nope + d.v_head)}, Init::joint_kv_b, 0,
+                     {std::move(k_b), std::move(v_b)}});
+    } else {
+        t.push_back(std::move(k_b));
+        t.push_back(std::move(v_b));
+    }
     matrix("attn_output.weight", q.attn_qko, {v_rows, E}, kAttnOutputScale);
     ones("ffn_norm.weight", E);
     if (layer < d.n_dense_lead) {
@@ -109,11 +120,20 @@ void deepseek2_header(gguf::GgufWriter &w, const GeneratorConfig &c) {
     auto u32 = [&](const char *key, int64_t v) { w.add_u32(a + key, static_cast<uint32_t>(v)); };
     u32("feed_forward_length", d.n_ff_dense);
     u32("leading_dense_block_count", d.n_dense_lead);
-    // The absorbed form caches one row of kv_lora latent values and the rotary part.
-    u32("attention.key_length", d.kv_lora_rank + d.qk_rope);
-    u32("attention.value_length", d.kv_lora_rank);
-    u32("attention.key_length_mla", c.head_dim);
-    u32("attention.value_length_mla", d.v_head);
+    if (c.attn_kv_b) {
+        // As converters wrote them before the absorbed form: multi-head
+        // attention of qk_nope + qk_rope keys and v_head values per head.
+        u32("attention.head_count_kv", c.n_head);
+        u32("attention.key_length", c.head_dim);
+        u32("attention.value_length", d.v_head);
+    } else {
+        // The absorbed form caches one row of kv_lora latent values and the rotary part.
+        u32("attention.head_count_kv", c.n_head_kv);
+        u32("attention.key_length", d.kv_lora_rank + d.qk_rope);
+        u32("attention.value_length", d.kv_lora_rank);
+        u32("attention.key_length_mla", c.head_dim);
+        u32("attention.value_length_mla", d.v_head);
+    }
     u32("attention.kv_lora_rank", d.kv_lora_rank);
     if (d.q_lora_rank > 0) u32("attention.q_lora_rank", d.q_lora_rank);
     u32("rope.dimension_count", d.qk_rope);
@@ -129,6 +149,29 @@ void deepseek2_header(gguf::GgufWriter &w, const GeneratorConfig &c) {
     w.add_f32(a + "expert_weights_scale", d.weights_scale);
     u32("expert_group_count", d.n_group > 1 ? d.n_group : 1);
     u32("expert_group_used_count", d.n_group > 1 ? d.n_group_used : 1);
+}
+
+JointKvB::JointKvB(const GeneratorConfig &c, const TensorSpec &kv_b)
+    : k_b_(kv_b.parts.at(0)), v_b_(kv_b.parts.at(1)), nope_(k_b_.ne[0]), v_head_(v_b_.ne[1]), kv_lora_(v_b_.ne[0]),
+      k_rng_(tensor_rng(c, k_b_.name)), v_rng_(tensor_rng(c, v_b_.name)), k_(size_t(nope_ * kv_lora_)),
+      v_(size_t(v_head_ * kv_lora_)) {}
+
+void JointKvB::next_head(float *out) {
+    // One head of each split tensor, drawn as the split layout draws it
+    // (its blocks in order from the tensor's own generator), then dequantised.
+    auto draw = [this](const TensorSpec &t, Rng &rng, std::vector<float> &values) {
+        const TypeTraits &tr = type_traits(t.type);
+        const uint64_t n_blocks = values.size() / tr.block_elems;
+        blocks_.resize(size_t(n_blocks * tr.block_bytes));
+        fill_blocks(t.type, blocks_.data(), n_blocks, t.sigma, rng);
+        kernels::dequantize_row(t.type, blocks_.data(), values.data(), int64_t(values.size()));
+    };
+    draw(k_b_, k_rng_, k_);
+    draw(v_b_, v_rng_, v_);
+    // Key row d: column d of the head's kv_lora rows of attn_k_b; then the attn_v_b rows.
+    for (int64_t d = 0; d < nope_; ++d)
+        for (int64_t r = 0; r < kv_lora_; ++r) out[d * kv_lora_ + r] = k_[size_t(r * nope_ + d)];
+    std::copy(v_.begin(), v_.end(), out + nope_ * kv_lora_);
 }
 
 }  // namespace moe::gen

@@ -13,7 +13,8 @@
 
 namespace moe::gen {
 
-enum class Init { normal, ones, router };
+// joint_kv_b: deepseek2's attn_kv_b holding the weights of `parts` (JointKvB).
+enum class Init { normal, ones, router, joint_kv_b };
 
 struct TensorSpec {
     std::string name;
@@ -21,7 +22,25 @@ struct TensorSpec {
     std::vector<int64_t> ne;
     Init init;
     float sigma;  // standard deviation of the weights
+    std::vector<TensorSpec> parts = {};  // Init::joint_kv_b: attn_k_b, attn_v_b
 };
+
+// Random numbers for tensor data: fast, and reproducible per tensor.
+struct Rng {
+    uint64_t s;
+    explicit Rng(uint64_t seed) : s(seed ^ 0x9E3779B97F4A7C15ull) {}
+    uint64_t next();
+    float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0,1)
+    void fill(uint8_t *p, size_t n);
+};
+
+// The generator of the tensor named `name`: its data is the same whatever
+// else the file holds.
+Rng tensor_rng(const GeneratorConfig &c, const std::string &name);
+
+// n_blocks blocks of `type` whose dequantised values have mean ~0 and std
+// ~sigma, drawn in order from `rng` (generator.cpp).
+void fill_blocks(GgmlType type, uint8_t *out, uint64_t n_blocks, float sigma, Rng &rng);
 
 struct QuantMix {
     GgmlType attn_qko, attn_v, exp_gate_up, exp_down, embd, output;
@@ -61,5 +80,23 @@ const Deepseek2Shape *deepseek2_preset(const std::string &preset);
 void deepseek2_resolve(GeneratorConfig &c);  // fits the extras to overridden shapes, validates
 void deepseek2_layer_specs(const GeneratorConfig &c, const QuantMix &q, int32_t layer, std::vector<TensorSpec> &out);
 void deepseek2_header(gguf::GgufWriter &w, const GeneratorConfig &c);
+
+// deepseek2's attn_kv_b (GeneratorConfig::attn_kv_b), one head's rows at a
+// time: the F32 values of the split layout's attn_k_b (transposed) and
+// attn_v_b of the same seed, so that both layouts hold the same weights.
+class JointKvB {
+public:
+    JointKvB(const GeneratorConfig &c, const TensorSpec &kv_b);
+    uint64_t elems_per_head() const { return uint64_t(nope_ + v_head_) * uint64_t(kv_lora_); }
+    // Writes the next head's nope key rows then v_head value rows, kv_lora floats each.
+    void next_head(float *out);
+
+private:
+    const TensorSpec &k_b_, &v_b_;
+    int64_t nope_, v_head_, kv_lora_;
+    Rng k_rng_, v_rng_;
+    std::vector<uint8_t> blocks_;
+    std::vector<float> k_, v_;
+};
 
 }  // namespace moe::gen

@@ -293,3 +293,45 @@ def test_generated_deepseek2_runs_and_matches_the_reference(cli_path, tmp_path):
                                                     batch=1)
     for i, row in enumerate(eng):
         ec.compare_exact(ref.logits[first + i], row, f"deepseek2-tiny position {first + i}")
+
+
+@pytest.mark.parametrize("quant", ["f32", "q4_k_m"])
+def test_deepseek2_attn_kv_b_layout_holds_the_split_layouts_weights(cli_path, tmp_path, quant):
+    """--attn-kv-b writes deepseek2 as files converted before absorbed latent attention have it: one
+    F32 attn_kv_b a layer, no key_length_mla, a key/value head per query head, holding the split
+    layout's attn_k_b (transposed) and attn_v_b of the same seed. Open builds attn_k_b / attn_v_b
+    from it again: in F32 the same matrices as the split file's, so the logits are bit-identical,
+    streamed (pread) as mapped, in normal and exact mode; in Q4_K_M they are F32 where the split
+    file has quantised blocks of the same values, so in exact mode (no activation rounding, which
+    these Gaussian models are sensitive to) the logits agree within its tolerance. Both files
+    follow the reference, which finds the same weights in either."""
+    import engine_check as ec
+    from reference.forward import Reference
+    split, joint = tmp_path / "split.gguf", tmp_path / "joint.gguf"
+    args = ("--preset", "deepseek2-tiny", "--layers", "3", "--seed", "3", "--quant", quant)
+    generate(cli_path, split, *args)
+    generate(cli_path, joint, *args, "--attn-kv-b")
+    _, kv, tensors, _ = read_gguf(joint)
+    a, names = "deepseek2.", {t[0]: t for t in tensors}
+    assert "blk.2.attn_k_b.weight" not in names and a + "attention.key_length_mla" not in kv
+    assert kv[a + "attention.head_count_kv"] == kv[a + "attention.head_count"]
+    assert kv[a + "attention.key_length"] == 64 and kv[a + "attention.value_length"] == 32   # qk_nope + qk_rope, v_head
+    assert names["blk.2.attn_kv_b.weight"][1:3] == ([128, 4 * (32 + 32)], 0)               # kv_lora x heads (nope + v), F32
+
+    tokens = [5, 77, 300, 12, 450, 9]
+    ref, ref_split = Reference(joint).run(tokens), Reference(split).run(tokens)
+    n_vocab = ref.logits.shape[1]
+    assert np.abs(ref.logits - ref_split.logits).max() < 1e-9 * ec.spread(ref.logits[-1])   # the same weights
+    margins = ref.margins[np.isfinite(ref.margins)]
+    assert margins.min() > 1e-3, margins.min()
+    eng = ec.Engine(str(cli_path))
+    for exact in (False, True):
+        runs = {(p, io): eng.positions(p, tokens, n_vocab, exact=exact, batch=1, extra=("--all", "--io-mode", io))[1]
+                for p in (split, joint) for io in ("mmap", "pread")}
+        assert np.array_equal(runs[(joint, "mmap")], runs[(joint, "pread")]), exact
+        if quant == "f32":
+            assert np.array_equal(runs[(split, "mmap")], runs[(joint, "mmap")]), exact
+        if exact:
+            for i in range(len(tokens)):
+                ec.compare_exact(runs[(split, "mmap")][i], runs[(joint, "mmap")][i], f"{quant} split / joint: position {i}")
+                ec.compare_exact(ref.logits[i], runs[(joint, "mmap")][i], f"{quant} attn_kv_b --exact: position {i}")

@@ -1,7 +1,7 @@
 """struct_size is accepted only when it is exactly the size of a layout the
 library knows: the struct this header declares or, for the structs that have
-grown (moestream_params, moestream_stats, moestream_trace_synth_params), one
-of their earlier layouts. Any
+grown (moestream_params, moestream_stats, moestream_trace_synth_params,
+moestream_generate_params), one of their earlier layouts. Any
 other size would have the library read or write part of a field, so it is
 INVALID_ARGUMENT naming struct_size, for every struct that carries one."""
 import ctypes
@@ -19,6 +19,8 @@ PARAMS_SIZES = (88, 96, 104, 112, ctypes.sizeof(_ffi.Params))
 STATS_SIZES = (_ffi.Stats.io_busy_ns.offset, _ffi.Stats.attention_ns.offset, ctypes.sizeof(_ffi.Stats))
 # 0.2's moestream_trace_synth_params ended at seed; today's adds window and recall.
 SYNTH_SIZES = (_ffi.TraceSynthParams.window.offset, ctypes.sizeof(_ffi.TraceSynthParams))
+# moestream_generate_params ended at progress_user_data before deepseek2_attn_kv_b was added.
+GENERATE_SIZES = (_ffi.GenerateParams.deepseek2_attn_kv_b.offset, ctypes.sizeof(_ffi.GenerateParams))
 
 
 def wrong_sizes(known):
@@ -95,6 +97,25 @@ def test_trace_synth_sizes(lib, tmp_path):
         assert not path.exists()
 
 
+def test_generate_sizes(lib):
+    """The earlier layout is read without deepseek2_attn_kv_b: the bytes beyond it are not looked at."""
+    assert GENERATE_SIZES == (96, 104)
+    size_of = lib.raw("moestream_generate_model_size")
+
+    def model_size(struct_size, attn_kv_b):
+        p = _ffi.GenerateParams()
+        lib.moestream_generate_params_init(ctypes.byref(p))
+        p.preset, p.deepseek2_attn_kv_b, p.struct_size = b"deepseek2-tiny", attn_kv_b, struct_size
+        out = ctypes.c_uint64(0)
+        return size_of(ctypes.byref(p), ctypes.byref(out)), out.value
+
+    old, split, joint = model_size(GENERATE_SIZES[0], 1), model_size(GENERATE_SIZES[1], 0), model_size(GENERATE_SIZES[1], 1)
+    assert old[0] == split[0] == joint[0] == Status.OK, lib.last_error()
+    assert old[1] == split[1] != joint[1]
+    for size in wrong_sizes(GENERATE_SIZES):
+        refused(lib, model_size(size, 0)[0])
+
+
 def single_size_calls(lib, ctx, model_path, tmp_path):
     """(struct type, call taking an instance) for every other sized struct."""
     sampler = _ffi.SamplerPtr()
@@ -123,8 +144,6 @@ def single_size_calls(lib, ctx, model_path, tmp_path):
          lambda s: lib.raw("moestream_sampler_new")(ctypes.byref(s), ctypes.byref(_ffi.SamplerPtr()))),
         (_ffi.SamplerParams, lambda s: lib.raw("moestream_sampler_params_get")(sampler, ctypes.byref(s))),
         (_ffi.ReadReplay, lambda s: lib.raw("moestream_read_log_replay")(ctx, ctypes.byref(s))),
-        (_ffi.GenerateParams, lambda s: lib.raw("moestream_generate_model_size")(ctypes.byref(s),
-                                                                               ctypes.byref(ctypes.c_uint64()))),
         (_ffi.TraceInfo, lambda s: lib.raw("moestream_trace_info_get")(trace, ctypes.byref(s))),
         (_ffi.ReplayParams, replay_params),
         (_ffi.ReplayResult, replay_result),
@@ -133,7 +152,7 @@ def single_size_calls(lib, ctx, model_path, tmp_path):
 
 
 INIT = {_ffi.ModelInfo: "moestream_model_info_init", _ffi.SamplerParams: "moestream_sampler_params_init",
-        _ffi.ReadReplay: "moestream_read_replay_init", _ffi.GenerateParams: "moestream_generate_params_init",
+        _ffi.ReadReplay: "moestream_read_replay_init",
         _ffi.TraceSynthParams: "moestream_trace_synth_params_init", _ffi.TraceInfo: "moestream_trace_info_init",
         _ffi.ReplayParams: "moestream_replay_params_init", _ffi.ReplayResult: "moestream_replay_result_init"}
 

@@ -151,6 +151,7 @@ int main() {
     FIELD(moestream_generate_params, seed);
     FIELD(moestream_generate_params, progress);
     FIELD(moestream_generate_params, progress_user_data);
+    FIELD(moestream_generate_params, deepseek2_attn_kv_b);
     end();
     STRUCT(moestream_trace_synth_params, false);
     FIELD(moestream_trace_synth_params, struct_size);
