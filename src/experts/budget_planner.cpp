@@ -9,9 +9,14 @@
 
 namespace moe {
 
+int32_t context_length(const HParams &hp, int32_t n_ctx) {
+    if (n_ctx > 0) return n_ctx;
+    return hp.n_ctx_train > 0 ? std::min(hp.n_ctx_train, 4096) : 4096;
+}
+
 uint64_t forward_scratch_bound(const HParams &hp, int32_t max_batch, int32_t n_ctx, int32_t n_threads) {
     const uint64_t B = uint64_t(std::max(max_batch, 1));
-    const uint64_t ctx = uint64_t(n_ctx > 0 ? n_ctx : hp.n_ctx_train > 0 ? std::min(hp.n_ctx_train, 4096) : 4096);
+    const uint64_t ctx = uint64_t(context_length(hp, n_ctx));
     const uint64_t threads = uint64_t(n_threads > 0 ? n_threads : topology::physical_cores());
     const uint64_t E = uint64_t(std::max(hp.n_embd, 0)), K = uint64_t(std::max(hp.n_expert_used, 0));
     const uint64_t n_exp = uint64_t(std::max(hp.n_expert, 0));
@@ -32,7 +37,7 @@ uint64_t forward_scratch_bound(const HParams &hp, int32_t max_batch, int32_t n_c
 }
 
 uint64_t runtime_bytes_bound(const HParams &hp, int32_t n_ctx, int32_t max_batch, int32_t n_threads, bool exact) {
-    const int32_t ctx = n_ctx > 0 ? n_ctx : hp.n_ctx_train > 0 ? std::min(hp.n_ctx_train, 4096) : 4096;
+    const int32_t ctx = context_length(hp, n_ctx);
     return estimate_runtime_overhead(hp, ctx, max_batch, exact) +
            forward_scratch_bound(hp, std::min(max_batch, ctx), ctx, n_threads);
 }

@@ -128,9 +128,10 @@ struct NoExpertSource final : ExpertSource {
 // Streamed steps read each expert they route to once per chunk, so a long
 // prompt in chunks of 64 tokens reads nearly every expert once per 64 tokens.
 // When the caller leaves the chunk size to the engine, it grows to 512 or 256
-// tokens if the budget still plans every slot it did, give or take 1/32 of
-// them (the scratch of a Qwen3-30B-A3B-shaped model at 512 tokens is about
-// 140 MiB): prompts then read several times fewer bytes, decode keeps its cache.
+// tokens (at most the context length, which no step can exceed) if the budget
+// still plans every slot it did, give or take 1/32 of them (the scratch of a
+// Qwen3-30B-A3B-shaped model at 512 tokens is about 140 MiB): prompts then
+// read several times fewer bytes, decode keeps its cache.
 struct StreamingBatch {
     int32_t max_batch = 0;  // 0: keep the default
     uint32_t slots = 0;
@@ -138,7 +139,10 @@ struct StreamingBatch {
 
 StreamingBatch streaming_max_batch(const CachePlanInput &plan, uint32_t slots, const HParams &hp,
                                    const ContextParams &params) {
-    for (const int32_t batch : {512, 256}) {
+    const int32_t n_ctx = context_length(hp, params.n_ctx);
+    for (const int32_t wanted : {512, 256}) {
+        const int32_t batch = std::min(wanted, n_ctx);
+        if (batch <= kDefaultMaxBatch) break;  // a context this short steps in default chunks already
         CachePlanInput wider = plan;
         wider.runtime_bytes = runtime_bytes_bound(hp, params.n_ctx, batch, params.n_threads, params.exact);
         try {

@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/monotonic_clock.hpp"
+#include "experts/budget_planner.hpp"
 #include "io/observed_backend.hpp"
 
 namespace moe {
@@ -15,9 +16,7 @@ namespace {
 
 int32_t choose_n_ctx(const ContextParams &p, const HParams &hp) {
     if (p.n_ctx < 0) fail(Status::invalid_argument, "n_ctx %d is negative", p.n_ctx);
-    if (p.n_ctx > 0) return p.n_ctx;
-    const int32_t train = hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096;
-    return std::min(train, 4096);
+    return context_length(hp, p.n_ctx);
 }
 
 bool wants_lookahead(int32_t prefetch, bool resident) {

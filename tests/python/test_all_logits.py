@@ -119,6 +119,23 @@ def test_automatic_chunks_grow_when_streaming_and_never_cost_the_open(binding, t
         assert ctx.stats()["resident_bytes"] <= least
 
 
+def test_automatic_chunks_are_named_as_clamped_to_the_context(binding, tmp_path):
+    """A context shorter than the automatic chunk steps in chunks of n_ctx
+    tokens, and its reason names that chunk; one no longer than the default
+    64 keeps the default chunk and names none."""
+    from tools.make_model import ModelSpec, make_model
+    path = tmp_path / "m.gguf"
+    make_model(path, ModelSpec(arch="qwen3moe", n_embd=128, n_layer=2, n_expert=8, n_expert_used=2, n_vocab=300,
+                               quant_mix="q8_0", seed=4))
+    big = 256 << 20
+    for n_ctx in (100, 300):
+        with binding.Context(path, n_ctx=n_ctx, io_mode="pread", memory_budget=big, profile_path="") as ctx:
+            assert f"steps in chunks of {n_ctx} tokens" in ctx.io_mode_reason
+            assert "chunks of 512" not in ctx.io_mode_reason and "chunks of 256" not in ctx.io_mode_reason
+    with binding.Context(path, n_ctx=64, io_mode="pread", memory_budget=big, profile_path="") as ctx:
+        assert "chunks of" not in ctx.io_mode_reason
+
+
 def _opens(binding, path, budget, max_batch):
     try:
         binding.Context(path, n_ctx=1024, io_mode="pread", memory_budget=budget, profile_path="",
