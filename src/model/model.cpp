@@ -58,12 +58,7 @@ Binding bind_file(const gguf::GgufFile &f, TensorBinder::Values values) {
              hp.arch.c_str(), known.c_str());
     }
     out.traits = out.arch->traits(hp);
-    if (hp.n_rot <= 0 || hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0)
-        fail(Status::bad_format, "%s: rope.dimension_count %d must be even and at most head_dim %d",
-             f.path().c_str(), hp.n_rot, hp.head_dim_k);
-    if (hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0)
-        fail(Status::bad_format, "%s: head_count %d is not a multiple of head_count_kv %d", f.path().c_str(),
-             hp.n_head, hp.n_head_kv);
+    // HParams::from_gguf has checked the sizes (head counts, RoPE dimensions) the tensors are bound by.
 
     TensorBinder b(f, values);
     ModelWeights &w = out.weights;
