@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string_view>
 
 #include "common/error.hpp"
 #include "tokenizer/utf8.hpp"
@@ -61,6 +62,50 @@ MatchState &match_state() {
     return state;
 }
 
+// Whitespace as the reference tokenizer has it: the Unicode White_Space
+// property. PCRE2's \s with Unicode properties also matches U+180E MONGOLIAN
+// VOWEL SEPARATOR (a format character since Unicode 6.3), so every \s and \S
+// of an expression is written as this class before it is compiled.
+constexpr std::string_view kWhiteSpace =
+    "\\x{9}-\\x{D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+
+// The expression with \s as [kWhiteSpace] (its ranges alone inside a class)
+// and \S as [^kWhiteSpace]. Other escapes are copied whole, so an escaped
+// backslash before an s stays literal; a ] first in a class is a literal ].
+// \S inside a class and \Q quoting have no such spelling and are refused
+// (the expressions are built in: a new one using them fails every test).
+std::string with_white_space(std::string_view pattern) {
+    std::string out;
+    bool in_class = false;
+    for (size_t i = 0; i < pattern.size(); ++i) {
+        const char c = pattern[i];
+        if (c == '\\' && i + 1 < pattern.size()) {
+            const char escaped = pattern[++i];
+            if (escaped == 's') {
+                out += in_class ? std::string(kWhiteSpace) : "[" + std::string(kWhiteSpace) + "]";
+            } else if (escaped == 'S' && !in_class) {
+                out += "[^" + std::string(kWhiteSpace) + "]";
+            } else if (escaped == 'S' || escaped == 'Q') {
+                fail(Status::internal, "pre-tokenizer expression '%.*s' uses \\%c, which cannot be limited to White_Space",
+                     int(pattern.size()), pattern.data(), escaped);
+            } else {
+                out += c;
+                out += escaped;
+            }
+            continue;
+        }
+        out += c;
+        if (in_class) {
+            in_class = c != ']';
+        } else if (c == '[') {
+            in_class = true;
+            if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+            if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 const char *script_han() {
@@ -81,9 +126,10 @@ RegexSplitter::RegexSplitter(const std::vector<std::string> &patterns) {
     for (const std::string &p : patterns) {
         auto c = std::make_unique<Compiled>();
         c->pattern = p;
+        const std::string compiled = with_white_space(p);
         int err = 0;
         PCRE2_SIZE err_offset = 0;
-        c->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),
+        c->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(),
                                 PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &err, &err_offset, nullptr);
         if (!c->code)
             fail(Status::internal, "pre-tokenizer expression '%s' does not compile at offset %zu: %s", p.c_str(),
