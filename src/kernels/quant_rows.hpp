@@ -197,8 +197,10 @@ struct LegacyRows {
     }
 };
 
-// Legacy blocks decoded one at a time into 32 bytes in element order, for
-// decoders that dot each block separately (PerBlock below).
+// Legacy block layouts (field offsets, the offset the unsigned weights are
+// stored with) for the group decoders, and uints(): one block decoded alone
+// into 32 bytes in element order, for PerBlock below and the blocks after a
+// row's last full group.
 struct Q4_0Dec {
     static constexpr size_t kBytes = q4_0::bytes, kD = q4_0::d, kQs = q4_0::qs, kQh = 0;
     static constexpr bool kMin = false, kFive = false;

@@ -79,41 +79,77 @@ struct Q6K : KDecoder256<q6_k::bytes, false> {
     }
 };
 
-// Eight one- or two-byte fields (kWidth), one per block of kStride bytes at
-// offset kOffset, from the group's first 128 bytes in four 32-byte loads:
-// load c holds the field of block 2c in its low 128-bit lane and that of
-// block 2c + 1 in its high lane (true of 17- and 18-byte blocks with the
-// field at offset 0), so in-lane shuffles and one permute place them.
+// Eight fields of one to four bytes (kWidth), one per block of kStride
+// bytes at offset kOffset, from four 32-byte loads at blocks 0, 2, 4 and 6
+// of the group: load c holds the field of block 2c in its low 128-bit lane
+// and that of block 2c + 1 in its high lane (true of the 17- to 24-byte
+// legacy blocks, whose fields lie in their first 8 bytes), so one in-lane
+// shuffle per load, three blends and one permute place them. The fields of
+// one group (d, m, qh) share the four loads.
 template <size_t kStride, size_t kOffset, int kWidth>
 struct PairedFields {
-    static constexpr size_t at(int j) { return j * kStride + kOffset; }
-    static constexpr bool in_lanes() {
-        for (int j = 0; j < 8; ++j) {
-            const size_t lane = 16 * static_cast<size_t>(j);  // load j / 2, lane j % 2
-            if (at(j) < lane || at(j) + kWidth > lane + 16) return false;
-        }
-        return true;
-    }
-    static_assert(in_lanes());
-    // vpshufb control of load c: 32-bit lane c of each half takes the field
-    // of block 2c (low half) or 2c + 1 (high half), zero-extended.
-    static constexpr std::array<int8_t, 128> controls() {
-        std::array<int8_t, 128> x{};
-        for (auto &v : x) v = -1;
-        for (int j = 0; j < 8; ++j)
-            for (int b = 0; b < kWidth; ++b)
-                x[32 * (j / 2) + 16 * (j % 2) + 4 * (j / 2) + b] = static_cast<int8_t>(at(j) - 16 * j + b);
+    static_assert(kWidth <= 4 && kOffset + kWidth <= 16 && kStride + kOffset >= 16 &&
+                  kStride + kOffset + kWidth <= 32);
+    static_assert(kStride >= 16, "the last load (at block 6) must end inside the group");
+    // Every 32-bit lane of the low (high) half takes the field at byte
+    // kOffset (kStride + kOffset) of the load, zero-extended.
+    static constexpr std::array<int8_t, 32> control() {
+        std::array<int8_t, 32> x{};
+        for (int i = 0; i < 32; ++i)
+            x[i] = i % 4 < kWidth ? static_cast<int8_t>((i < 16 ? kOffset : kStride + kOffset - 16) + i % 4) : -1;
         return x;
     }
-    static constexpr std::array<int8_t, 128> kControls = controls();
+    static constexpr std::array<int8_t, 32> kControl = control();
 
     // Lane j: the field of block j.
     MOE_ALWAYS_INLINE static __m256i gather(const uint8_t *w) {
-        __m256i x = _mm256_shuffle_epi8(load256(w), load256(kControls.data()));
-        for (int c = 1; c < 4; ++c)
-            x = _mm256_or_si256(x, _mm256_shuffle_epi8(load256(w + 32 * c), load256(kControls.data() + 32 * c)));
-        // Lanes 0..3: blocks 0, 2, 4, 6; lanes 4..7: blocks 1, 3, 5, 7.
+        const __m256i ctl = load256(kControl.data());
+        const auto load = [&](int c) { return _mm256_shuffle_epi8(load256(w + 2 * c * kStride), ctl); };
+        // 32-bit lane c of each half from load c: lanes 0..3 blocks 0, 2, 4, 6; lanes 4..7 blocks 1, 3, 5, 7.
+        const __m256i x = _mm256_blend_epi32(_mm256_blend_epi32(load(0), load(1), 0x22),
+                                             _mm256_blend_epi32(load(2), load(3), 0x88), 0xCC);
         return _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    }
+};
+
+// vpshufb controls of FifthBits: register r = 2k (elements 0..15 of blocks
+// k and 4 + k) and 2k + 1 (elements 16..31) take in byte i the byte of
+// src[k / 2] that holds element i's bit at bit 4..7: qh byte i / 8 of the
+// word itself for bits 4..7 of that byte, of the shifted word for bits 0..3.
+constexpr std::array<int8_t, 256> fifth_bit_picks() {
+    std::array<int8_t, 256> c{};
+    for (int r = 0; r < 8; ++r)
+        for (int i = 0; i < 32; ++i) {
+            const int bit = 16 * (r % 2) + i % 16, word = 2 * ((r / 2) % 2) + (bit % 8 < 4 ? 1 : 0);
+            c[32 * r + i] = static_cast<int8_t>(4 * word + bit / 8);
+        }
+    return c;
+}
+
+// Q5_0 / Q5_1: the fifth bits of a group (qh: bit i = element i) added as
+// 0x10 to the nibbles of NibblePairs' registers. Each gathered qh word is
+// paired in-lane with itself shifted left by 4, so every bit sits at bit
+// 4..7 of some byte: src[0] holds the words of blocks 0 and 1 (low lane) and
+// 4 and 5 (high lane), each followed by its shifted copy; src[1] those of
+// blocks 2, 3 and 6, 7. Per register one vpshufb spreads the bytes, one and
+// isolates the bits (16..128) and vpminub makes them 16: four operations per
+// 32 weights (a compare against a bit mask needs one more).
+struct FifthBits {
+    static constexpr std::array<int8_t, 256> kPicks = fifth_bit_picks();
+    __m256i src[2]{};
+
+    FifthBits() = default;
+    // qh: lane j = the qh word of block j.
+    MOE_ALWAYS_INLINE explicit FifthBits(__m256i qh) {
+        const __m256i shifted = _mm256_slli_epi32(qh, 4);
+        src[0] = _mm256_unpacklo_epi32(qh, shifted);
+        src[1] = _mm256_unpackhi_epi32(qh, shifted);
+    }
+    // The nibbles v of register r with their fifth bits.
+    MOE_ALWAYS_INLINE __m256i add(__m256i v, int r) const {
+        const __m256i select = _mm256_set1_epi64x(static_cast<long long>(0x8040201080402010ull));
+        const __m256i spread = _mm256_shuffle_epi8(src[r / 4], load256(kPicks.data() + 32 * r));
+        return _mm256_or_si256(v, _mm256_min_epu8(_mm256_and_si256(spread, select), _mm256_set1_epi8(0x10)));
     }
 };
 
@@ -124,8 +160,9 @@ struct PairedFields {
 // 16..31, without crossing lanes. Each token's activations are arranged once
 // per call in the same order; three vphaddd turn the four pair registers'
 // partial sums into the eight block sums (lane j: block j). B provides kQs,
-// levels() (the nibbles' vpshufb table) and either scales_of (MXFP4's
-// exponent bytes) or the fp16 d at kD; blocks after the last full group
+// kMin (the fp16 m after d), kFive (the qh word at kQh) and optionally
+// levels() (the nibbles' vpshufb table) and scales_of (MXFP4's exponent
+// bytes, instead of the fp16 d at kD); blocks after the last full group
 // take PerBlock's sum1.
 template <typename B, typename Dot>
 struct NibblePairs : PerBlock<B, Dot> {
@@ -137,18 +174,34 @@ struct NibblePairs : PerBlock<B, Dot> {
     };
 
     MOE_ALWAYS_INLINE static Group decode8(const uint8_t *w) {
-        const __m256i table = _mm256_broadcastsi128_si256(B::levels()), low4 = _mm256_set1_epi8(0x0F);
+        const __m256i low4 = _mm256_set1_epi8(0x0F);
+        FifthBits fifth;
+        if constexpr (B::kFive) fifth = FifthBits(PairedFields<S, B::kQh, 4>::gather(w));
         Group g;
         for (int k = 0; k < 4; ++k) {
             const __m256i q = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(w + (4 + k) * S + B::kQs),
                                                   reinterpret_cast<const __m128i *>(w + k * S + B::kQs));
-            g.lo[k] = _mm256_shuffle_epi8(table, _mm256_and_si256(q, low4));
-            g.hi[k] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), low4));
+            g.lo[k] = _mm256_and_si256(q, low4);
+            g.hi[k] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            if constexpr (requires { B::levels(); }) {
+                const __m256i table = _mm256_broadcastsi128_si256(B::levels());
+                g.lo[k] = _mm256_shuffle_epi8(table, g.lo[k]);
+                g.hi[k] = _mm256_shuffle_epi8(table, g.hi[k]);
+            }
+            if constexpr (B::kFive) {
+                g.lo[k] = fifth.add(g.lo[k], 2 * k);
+                g.hi[k] = fifth.add(g.hi[k], 2 * k + 1);
+            }
         }
-        if constexpr (requires { B::scales_of(__m256i{}); })
+        if constexpr (requires { B::scales_of(__m256i{}); }) {
             g.dw = B::scales_of(PairedFields<S, B::kD, 1>::gather(w));
-        else
+        } else if constexpr (B::kMin) {
+            const __m256i dm = PairedFields<S, B::kD, 4>::gather(w);  // d | m << 16
+            g.dw = half8<false>(dm);
+            g.mw = half8<true>(dm);
+        } else {
             g.dw = half8<false>(PairedFields<S, B::kD, 2>::gather(w));
+        }
         return g;
     }
 
@@ -175,10 +228,10 @@ void fill_avx2_kernels(KernelTable &t) {
     Tiled<FloatRows<FloatKind::f32>>::install(t, GgmlType::F32);
     Tiled<FloatRows<FloatKind::f16>>::install(t, GgmlType::F16);
     Tiled<FloatRows<FloatKind::bf16>>::install(t, GgmlType::BF16);
-    Tiled<LegacyRows<PerBlock<Q4_0Dec, DotMaddubs>>>::install(t, GgmlType::Q4_0);
-    Tiled<LegacyRows<PerBlock<Q5_0Dec, DotMaddubs>>>::install(t, GgmlType::Q5_0);
-    Tiled<LegacyRows<PerBlock<Q4_1Dec, DotMaddubs>>>::install(t, GgmlType::Q4_1);
-    Tiled<LegacyRows<PerBlock<Q5_1Dec, DotMaddubs>>>::install(t, GgmlType::Q5_1);
+    Tiled<LegacyRows<NibblePairs<Q4_0Dec, DotMaddubs>>>::install(t, GgmlType::Q4_0);
+    Tiled<LegacyRows<NibblePairs<Q5_0Dec, DotMaddubs>>>::install(t, GgmlType::Q5_0);
+    Tiled<LegacyRows<NibblePairs<Q4_1Dec, DotMaddubs>>>::install(t, GgmlType::Q4_1);
+    Tiled<LegacyRows<NibblePairs<Q5_1Dec, DotMaddubs>>>::install(t, GgmlType::Q5_1);
     Tiled<LegacyRows<PerBlock<Q8_0SignedDec, DotSigned>>>::install(t, GgmlType::Q8_0);
     Tiled<KRows<Q45K<false>>>::install(t, GgmlType::Q4_K);
     Tiled<KRows<Q45K<true>>>::install(t, GgmlType::Q5_K);

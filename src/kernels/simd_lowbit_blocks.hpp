@@ -297,8 +297,8 @@ struct IQ4NLDec {
 };
 // IQ4_NL kept signed (for the vpsignb dot).
 struct IQ4NLSignedDec {
-    static constexpr size_t kBytes = iq4_nl::bytes, kD = iq4_nl::d, kQs = iq4_nl::qs;
-    static constexpr bool kMin = false;
+    static constexpr size_t kBytes = iq4_nl::bytes, kD = iq4_nl::d, kQs = iq4_nl::qs, kQh = 0;
+    static constexpr bool kMin = false, kFive = false;
     static constexpr int32_t kOffset = 0;
     MOE_ALWAYS_INLINE static __m128i levels() { return _mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels)); }
     MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return _mm256_shuffle_epi8(iq4_table(), nibbles32(b + iq4_nl::qs)); }
