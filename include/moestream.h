@@ -131,7 +131,8 @@ typedef enum moestream_cache_policy {
 } moestream_cache_policy;
 
 /* Where the engine's own large buffers live on a machine with several NUMA
- * nodes: the expert cache and, when experts are streamed (direct and pread
+ * nodes: the expert cache, the matrices built at open (deepseek2 files with
+ * one attn_kv_b a layer) and, when experts are streamed (direct and pread
  * modes), the copy of the dense weights. The placement is a preference: a
  * node that runs out spills to the others. On one node both are the same. */
 typedef enum moestream_numa_placement {

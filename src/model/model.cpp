@@ -5,12 +5,14 @@
 
 namespace moe {
 
-std::unique_ptr<Model> Model::open(const std::string &path) { return bind(gguf::GgufFile::open(path)); }
+std::unique_ptr<Model> Model::open(const std::string &path, const ModelOpenOptions &options) {
+    return bind(gguf::GgufFile::open(path), options);
+}
 
-std::unique_ptr<Model> Model::bind(std::unique_ptr<gguf::GgufFile> file) {
+std::unique_ptr<Model> Model::bind(std::unique_ptr<gguf::GgufFile> file, const ModelOpenOptions &options) {
     std::unique_ptr<Model> m(new Model());
     m->file_ = std::move(file);
-    m->bind_all();
+    m->bind_all(options);
     return m;
 }
 
@@ -45,8 +47,9 @@ struct Binding {
 
 // Every rule a model file must meet, for Model::bind and Model::check alike.
 // With Values::skip no tensor data is read but rope_freqs.weight's (its
-// values are checked), and the weights' 1-D tensors are left empty.
-Binding bind_file(const gguf::GgufFile &f, TensorBinder::Values values) {
+// values are checked), the weights' 1-D tensors are left empty and no matrix
+// is built.
+Binding bind_file(const gguf::GgufFile &f, TensorBinder::Values values, const ModelOpenOptions &options = {}) {
     Binding out;
     out.hp = HParams::from_gguf(f);
     const HParams &hp = out.hp;
@@ -75,6 +78,7 @@ Binding bind_file(const gguf::GgufFile &f, TensorBinder::Values values) {
     w.layers.resize(size_t(hp.n_layer));
     for (int32_t l = 0; l < hp.n_layer; ++l) out.arch->bind_layer(b, hp, l, w.layers[size_t(l)]);
     reject_unbound(b, hp);
+    b.derived().build(options.placement, options.pool);
     // Resident: the matrices built at open in place of the tensors they were built from.
     out.bytes = account_bytes(f);
     out.bytes.dense = out.bytes.dense - b.consumed_bytes() + b.derived().bytes();
@@ -89,8 +93,8 @@ Model::Checked Model::check(const gguf::GgufFile &file) {
     return {std::move(bound.hp), std::move(bound.bytes)};
 }
 
-void Model::bind_all() {
-    Binding bound = bind_file(*file_, TensorBinder::Values::read);
+void Model::bind_all(const ModelOpenOptions &options) {
+    Binding bound = bind_file(*file_, TensorBinder::Values::read, options);
     hp_ = std::move(bound.hp);
     arch_ = bound.arch;
     traits_ = bound.traits;

@@ -17,15 +17,25 @@
 #include "model/rope.hpp"
 #include "model/tensor_roles.hpp"
 #include "model/weights.hpp"
+#include "runtime/numa_memory.hpp"
 
 namespace moe {
 
+class ThreadPool;
+
+// Where and by whom the matrices built at open (derived_matrices.hpp) are made.
+struct ModelOpenOptions {
+    NumaPlacement placement = NumaPlacement::local;  // their memory's, as the dense weights' copy
+    ThreadPool *pool = nullptr;                      // builds them; null: the calling thread
+};
+
 class Model {
 public:
-    // Opens and binds; throws bad_format / unsupported naming the tensor or key.
-    static std::unique_ptr<Model> open(const std::string &path);
+    // Opens and binds; throws bad_format / unsupported naming the tensor or
+    // key, out_of_memory when the matrices built at open cannot be had.
+    static std::unique_ptr<Model> open(const std::string &path, const ModelOpenOptions &options = {});
     // Binds an already opened file (tests).
-    static std::unique_ptr<Model> bind(std::unique_ptr<gguf::GgufFile> file);
+    static std::unique_ptr<Model> bind(std::unique_ptr<gguf::GgufFile> file, const ModelOpenOptions &options = {});
     // The checks of bind(), with the same errors, without binding: the
     // hyper-parameters, the architecture, every tensor's name, shape and
     // type, no tensor left over, the RoPE frequency factors. Of the tensor
@@ -66,7 +76,7 @@ public:
 
 private:
     Model() = default;
-    void bind_all();
+    void bind_all(const ModelOpenOptions &options);
 
     std::unique_ptr<gguf::GgufFile> file_;
     HParams hp_;

@@ -64,10 +64,22 @@ int32_t numa_placement(const ContextParams &p) {
     return v;
 }
 
+// The parameters with the environment's overrides applied and checked, as
+// the context keeps them: before the model opens, whose built matrices take
+// the NUMA placement.
+ContextParams resolved(const ContextParams &given) {
+    ContextParams p = given;
+    p.numa_placement = numa_placement(p);
+    p.lookahead_layers = lookahead_layers(p);
+    return p;
+}
+
 }  // namespace
 
 Context::Context(const ContextParams &params)
-    : params_(params), model_(Model::open(params.model_path)), pool_(params.n_threads) {
+    : params_(resolved(params)),
+      pool_(params_.n_threads),
+      model_(Model::open(params_.model_path, {numa_placement_of(params_.numa_placement), &pool_})) {
     if (params_.max_batch < 0) fail(Status::invalid_argument, "max_batch %d is negative", params_.max_batch);
     if (params_.io_mode < MOESTREAM_IO_AUTO || params_.io_mode > MOESTREAM_IO_PREAD)
         fail(Status::invalid_argument, "io_mode %d is not a moestream_io_mode", params_.io_mode);
@@ -76,8 +88,6 @@ Context::Context(const ContextParams &params)
     // Checked here, whatever the mode: only the streaming source looks at it.
     if (params_.cache_policy < MOESTREAM_CACHE_AUTO || params_.cache_policy > MOESTREAM_CACHE_REUSE_AWARE)
         fail(Status::invalid_argument, "cache_policy %d is not a moestream_cache_policy", params_.cache_policy);
-    params_.numa_placement = numa_placement(params_);
-    params_.lookahead_layers = lookahead_layers(params_);
     n_ctx_ = choose_n_ctx(params_, model_->hparams());
     tokens_.assign(size_t(n_ctx_), 0);
     source_ = select_expert_source(*model_, params_, stats_);

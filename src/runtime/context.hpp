@@ -43,7 +43,7 @@ struct ContextParams {
     // (expert_source_factory.cpp, streaming_max_batch).
     int32_t max_batch = kDefaultMaxBatch;
     std::string routing_trace_path;  // "" = no routing trace
-    int32_t numa_placement = MOESTREAM_NUMA_LOCAL;  // the expert cache's and the dense copy's memory
+    int32_t numa_placement = MOESTREAM_NUMA_LOCAL;  // the expert cache's, the dense copy's, the built matrices' memory
     Log log;  // the caller's callback: what closing cannot return as a status is reported here
 };
 
@@ -112,10 +112,10 @@ private:
     ContextParams params_;
     // Declared before the model so that it outlives the views pointing into it.
     std::unique_ptr<DenseCopy> dense_;  // the dense matrices when experts are streamed
+    ThreadPool pool_;                   // before the model: it builds the model's matrices built at open
     std::unique_ptr<Model> model_;
     int32_t n_ctx_ = 0;
     Stats stats_;
-    ThreadPool pool_;
     ExpertSourceChoice source_;
     std::unique_ptr<RoutingTraceWriter> routing_trace_;
     std::unique_ptr<ForwardPass> forward_;

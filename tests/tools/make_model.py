@@ -778,6 +778,8 @@ def _parse_args(argv):
     ap.add_argument("--alignment", type=int, default=d.alignment)
     ap.add_argument("--write-alignment-key", action="store_true")
     ap.add_argument("--n-swa", type=int, default=d.n_swa, help="gpt-oss: the sliding window")
+    ap.add_argument("--joint-kv-b", action="store_true",
+                    help="deepseek2: one attn_kv_b a layer (files converted before absorbed latent attention)")
     return ap.parse_args(argv)
 
 
@@ -789,7 +791,8 @@ def main(argv=None):
                      rope_theta=a.rope_theta, rms_eps=a.rms_eps, quant_mix=a.quant_mix, seed=a.seed,
                      tokenizer=a.tokenizer, router_mode=a.router_mode, router_scale=a.router_scale,
                      router_context=a.router_context, tie_output=a.tie_output, qkv_bias=a.qkv_bias,
-                     alignment=a.alignment, write_alignment_key=a.write_alignment_key, n_swa=a.n_swa)
+                     alignment=a.alignment, write_alignment_key=a.write_alignment_key, n_swa=a.n_swa,
+                     joint_kv_b=a.joint_kv_b)
     info = make_model(a.out, spec)
     types = {}
     for ne, t in info["tensors"].values():
