@@ -330,11 +330,11 @@ int cmd_bench(const Args &args) {
             return usage_error("bench", "bad --memory-budget '" + *mb + "' (a positive size or share)");
         budgets.push_back(bytes);
     }
-    // Weight bytes a decode token touches, from the tensor table.
+    // Weight bytes a decode token touches, from the tensor table and the model's facts.
     std::vector<GgufTensorSize> tensor_sizes;
     std::string gguf_why;
     if (read_gguf_tensor_sizes(*model, tensor_sizes, gguf_why)) {
-        const TouchedBytes touched = touched_bytes_model(tensor_sizes, info.n_layer, info.n_expert, info.n_vocab);
+        const TouchedBytes touched = touched_bytes_model(tensor_sizes, info);
         base.touched_dense = touched.dense;
         base.touched_expert_bytes = touched.bytes_per_expert;
     } else if (any_resident) {

@@ -159,8 +159,8 @@ bool read_gguf_tensor_sizes(const std::string &path, std::vector<GgufTensorSize>
     return true;
 }
 
-TouchedBytes touched_bytes_model(const std::vector<GgufTensorSize> &tensors, int32_t n_layer, int32_t n_expert,
-                                 int32_t n_vocab) {
+TouchedBytes touched_bytes_model(const std::vector<GgufTensorSize> &tensors, const moestream_model_info &info) {
+    const int32_t n_layer = info.n_layer, n_expert = info.n_expert, n_vocab = info.n_vocab;
     TouchedBytes t;
     t.bytes_per_expert.assign(size_t(std::max(0, n_layer)), 0);
     bool has_output = false;
@@ -179,6 +179,10 @@ TouchedBytes touched_bytes_model(const std::vector<GgufTensorSize> &tensors, int
         t.dense += s.bytes;
     }
     t.dense += has_output ? (n_vocab > 0 ? embd / uint64_t(n_vocab) : 0) : embd;
+    // dense_bytes = total - experts - the built-from tensors + the matrices built.
+    const uint64_t file_dense = info.total_bytes - info.expert_bytes;
+    if (info.dense_bytes >= file_dense) t.dense += info.dense_bytes - file_dense;
+    else t.dense -= std::min(t.dense, file_dense - info.dense_bytes);
     return t;
 }
 

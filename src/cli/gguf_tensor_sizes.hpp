@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "moestream.h"
+
 namespace cli {
 
 struct GgufTensorSize {
@@ -19,16 +21,19 @@ struct GgufTensorSize {
 // Returns false with `why` when the file is not a readable GGUF (v2/v3).
 bool read_gguf_tensor_sizes(const std::string &path, std::vector<GgufTensorSize> &out, std::string &why);
 
-// Weight bytes one decode token reads from a model's tensor table: every
-// tensor except routed experts and the token embedding table, one row of the
-// embedding table (or all of it when it doubles as the output head), and, per
-// layer, `experts_used[l]` experts' gate/up/down bytes. bytes_per_expert[l] is
-// filled with layer l's bytes of one routed expert.
+// Weight bytes one decode token reads from a model's tensor table and the
+// facts moestream_inspect gives: every tensor except routed experts and the
+// token embedding table, one row of the embedding table (or all of it when it
+// doubles as the output head), and, per layer, `experts_used[l]` experts'
+// gate/up/down bytes. bytes_per_expert[l] is filled with layer l's bytes of
+// one routed expert. Tensors open only reads to build other matrices from
+// (deepseek2's attn_kv_b) count as the matrices built, which the forward pass
+// reads instead: their difference is what inspect's dense bytes add to the
+// file's (within the built-from tensors' alignment padding, counted still).
 struct TouchedBytes {
     uint64_t dense = 0;                      // per token, without experts
     std::vector<uint64_t> bytes_per_expert;  // per layer
 };
-TouchedBytes touched_bytes_model(const std::vector<GgufTensorSize> &tensors, int32_t n_layer, int32_t n_expert,
-                                 int32_t n_vocab);
+TouchedBytes touched_bytes_model(const std::vector<GgufTensorSize> &tensors, const moestream_model_info &info);
 
 }  // namespace cli

@@ -252,6 +252,38 @@ def test_bench_resident_roofline(cli_path, small_model):
     assert run["roofline_ratio"] == pytest.approx(run["decode_tok_s"] / run["roofline_tok_s"], rel=1e-2)
 
 
+def test_bench_touched_bytes_count_the_matrices_open_builds_from_attn_kv_b(cli_path, tmp_path):
+    """A deepseek2 file with one attn_kv_b a layer (Q8_0) is run with the attn_k_b (key rows
+    transposed, F32) and attn_v_b (value rows, Q8_0) open builds from it, not with attn_kv_b: a
+    decode token reads those, so its touched bytes are the split layout's of the same seed with
+    that layout's attn_k_b / attn_v_b replaced by the built matrices' sizes."""
+    from reference.gguf_reader import GGUFReader
+    from tools.make_model import ModelSpec, make_model
+
+    touched, readers = {}, {}
+    for joint in (False, True):
+        spec = ModelSpec(arch="deepseek2", n_embd=128, n_layer=2, n_head=4, n_expert=4, n_ff_expert=64,
+                         quant_mix="q8_0", seed=8, joint_kv_b=joint)
+        path = tmp_path / f"ds-{'kv-b' if joint else 'split'}.gguf"
+        make_model(path, spec)
+        readers[joint] = GGUFReader(path)
+        out = subprocess.run([str(cli_path), "bench", "-m", str(path), "-n", "3", "--prompt", "2", "--io-mode",
+                              "resident", "--membw-size", "16MiB", "--threads", "1", "--json"],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        run = json.loads(out.stdout)["runs"][0]
+        assert run["ok"], run["error"]
+        touched[joint] = run["bytes_touched_per_token"]
+    s = spec.resolved()
+    split = readers[False].tensors
+    split_kv = sum(t.nbytes for t in split.values() if t.name.endswith((".attn_k_b.weight", ".attn_v_b.weight")))
+    assert split["blk.0.attn_k_b.weight"].type == 8 and readers[True].tensors["blk.0.attn_kv_b.weight"].type == 8
+    built = s.n_layer * s.n_head * (s.kv_lora_rank * s.mla_nope * 4 + s.mla_v * s.kv_lora_rank // 32 * 34)
+    # The bench counts tensors with their alignment padding (under 32 bytes each).
+    assert touched[True] == pytest.approx(touched[False] - split_kv + built, abs=3 * 32 * s.n_layer)
+    assert abs(touched[True] - touched[False]) > 1000  # F32 keys against Q8_0 ones: the sizes differ
+
+
 def test_bench_profile_is_written_only_when_asked(cli_path, small_model, tmp_path):
     profile = tmp_path / "usage.moeusage"
     args = [str(cli_path), "bench", "-m", str(small_model), "-n", "3", "--prompt", "2", "--memory-budget", "22MiB",
