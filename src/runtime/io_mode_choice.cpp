@@ -11,6 +11,7 @@
 #include "common/cgroup_memory.hpp"
 #include "common/error.hpp"
 #include "common/saturating.hpp"
+#include "experts/budget_planner.hpp"
 #include "model/hparams.hpp"
 #include "model/kv_cache.hpp"
 
@@ -87,7 +88,7 @@ uint64_t automatic_memory_budget() {
 // Saturating arithmetic: absurd hyper-parameters give a huge estimate, never a wrapped one.
 uint64_t estimate_runtime_overhead(const HParams &hp, int32_t n_ctx, int32_t max_batch, bool f32_kv) {
     constexpr uint64_t kFixed = 8ull << 20;  // thread stacks, tables, I/O queues
-    const uint64_t ctx = n_ctx > 0 ? uint64_t(n_ctx) : uint64_t(std::clamp(hp.n_ctx_train, 0, 4096));
+    const uint64_t ctx = uint64_t(context_length(hp, n_ctx));
     const uint64_t kv =
         kv_layout_for(hp, int32_t(ctx), std::min<int64_t>(max_batch, int64_t(ctx))).bytes(f32_kv ? 4 : 2);
     const uint64_t widest = std::max({uint64_t(hp.n_embd), uint64_t(hp.n_ff), uint64_t(hp.n_ff_shared),

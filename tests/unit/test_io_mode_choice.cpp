@@ -9,6 +9,7 @@
 
 #include "common/cgroup_memory.hpp"
 #include "common/error.hpp"
+#include "experts/budget_planner.hpp"
 #include "support/paths.hpp"
 #include "model/hparams.hpp"
 #include "runtime/io_mode_choice.hpp"
@@ -173,6 +174,11 @@ TEST(IoModeChoice, OverheadEstimateGrowsWithContext) {
     EXPECT_GT(def, kv4096);
     EXPECT_LT(def, kv4096 + 64 * MiB);
     EXPECT_GT(moe::estimate_runtime_overhead(hp, 8192, 64), def + kv4096 - 1);
+    // A file that does not give its training length: a context opened with
+    // n_ctx 0 has 4096 positions, and the estimate holds their KV cache.
+    hp.n_ctx_train = 0;
+    EXPECT_EQ(moe::estimate_runtime_overhead(hp, 0, 64), moe::estimate_runtime_overhead(hp, 4096, 64));
+    EXPECT_EQ(moe::context_length(hp, 0), 4096);
 }
 
 // A v2 hierarchy written out by hand: the limit nearest the top can bind,
