@@ -1,7 +1,10 @@
 #include "common/cgroup_memory.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <string_view>
 
 namespace moe {
@@ -101,6 +104,46 @@ std::optional<uint64_t> process_cgroup_memory_headroom() {
     for (const char *mount : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"})
         if (const auto room = cgroup_memory_headroom(v2, mount)) return room;
     return cgroup_v1_memory_headroom(own_cgroup_v1_memory_path());
+}
+
+std::optional<uint64_t> parse_mem_available(std::string_view meminfo) {
+    constexpr std::string_view kKey = "MemAvailable:";
+    size_t at = 0;
+    while (at < meminfo.size()) {
+        const size_t eol = std::min(meminfo.find('\n', at), meminfo.size());
+        std::string_view line = meminfo.substr(at, eol - at);
+        at = eol + 1;
+        if (line.substr(0, kKey.size()) != kKey) continue;
+        line.remove_prefix(kKey.size());
+        while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+        uint64_t kib = 0;
+        size_t digits = 0;
+        while (digits < line.size() && line[digits] >= '0' && line[digits] <= '9') {
+            if (kib > (UINT64_MAX >> 10) / 10) return std::nullopt;
+            kib = kib * 10 + uint64_t(line[digits] - '0');
+            ++digits;
+        }
+        if (digits == 0) return std::nullopt;
+        return kib << 10;  // the kernel reports kB meaning KiB
+    }
+    return std::nullopt;
+}
+
+uint64_t process_available_memory() {
+    uint64_t available = 0;
+    std::ifstream meminfo("/proc/meminfo");
+    if (meminfo) {
+        const std::string text((std::istreambuf_iterator<char>(meminfo)), std::istreambuf_iterator<char>());
+        available = parse_mem_available(text).value_or(0);
+    }
+    if (available == 0) {
+        const long pages = ::sysconf(_SC_AVPHYS_PAGES);
+        const long page_size = ::sysconf(_SC_PAGESIZE);
+        if (pages > 0 && page_size > 0) available = uint64_t(pages) * uint64_t(page_size);
+    }
+    // In a container the cgroup's limit binds long before the machine runs short.
+    if (const auto room = process_cgroup_memory_headroom()) available = std::min(available, *room);
+    return available;
 }
 
 }  // namespace moe

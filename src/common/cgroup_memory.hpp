@@ -1,11 +1,13 @@
-// Memory limits of the cgroup the process runs in (v2, or the v1 memory
-// controller): inside a container the machine's MemAvailable says nothing
-// about what the process may use.
+// Memory the process may still use: the machine's MemAvailable and the
+// limits of the cgroup the process runs in (v2, or the v1 memory controller).
+// Inside a container the machine's MemAvailable says nothing about what the
+// process may use.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace moe {
 
@@ -31,5 +33,13 @@ std::optional<uint64_t> cgroup_v1_memory_headroom(const std::string &cgroup_path
 // This process's headroom: v2 (at /sys/fs/cgroup or, on hybrid systems,
 // /sys/fs/cgroup/unified), else the v1 memory controller.
 std::optional<uint64_t> process_cgroup_memory_headroom();
+
+// MemAvailable in bytes from the text of /proc/meminfo; nullopt if absent.
+std::optional<uint64_t> parse_mem_available(std::string_view meminfo);
+// Memory the process may still fill, counting page cache the kernel can drop
+// (the process's own mapped file pages among it) as free: MemAvailable
+// (/proc/meminfo, falling back to sysconf's available pages) or the cgroup's
+// headroom, whichever is less. 0 when neither can be read.
+uint64_t process_available_memory();
 
 }  // namespace moe

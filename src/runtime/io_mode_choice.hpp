@@ -49,11 +49,9 @@ IoModeChoice choose_io_mode(const IoModeRequest &request);
 // Same, with env_mode taken from the MOESTREAM_IO_MODE environment variable.
 IoModeChoice choose_io_mode_from_env(IoModeRequest request);
 
-// 80% of MemAvailable (/proc/meminfo, falling back to sysconf's available
-// pages) or of what the process's memory cgroup still allows, if less.
+// 80% of process_available_memory() (common/cgroup_memory.hpp): MemAvailable
+// or what the process's memory cgroup still allows, if less.
 uint64_t automatic_memory_budget();
-// MemAvailable in bytes from the text of /proc/meminfo; nullopt if absent.
-std::optional<uint64_t> parse_mem_available(std::string_view meminfo);
 
 // Mode name as in the public API ("auto", "mmap", "direct", "pread"); nullptr if unknown.
 const char *io_mode_name(int32_t mode);
