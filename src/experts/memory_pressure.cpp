@@ -58,6 +58,12 @@ public:
         return share > 1 ? 1 : share;
     }
 
+    std::optional<uint64_t> available_bytes() override {
+        const uint64_t available = process_available_memory();
+        if (available == 0) return std::nullopt;
+        return available;
+    }
+
     static int64_t read_total(int fd) {
         char buf[512];
         if (::lseek(fd, 0, SEEK_SET) != 0) return -1;

@@ -16,6 +16,7 @@ MmapExpertSource::MmapExpertSource(MmapSourceConfig config)
       advisor_(config.advisor ? std::move(config.advisor) : make_system_advisor()),
       pressure_(std::move(config.pressure)),
       pressure_stall_share_(config.pressure_stall_share),
+      pressure_polls_in_a_row_(std::max<uint32_t>(config.pressure_polls_in_a_row, 1)),
       stats_(config.stats),
       open_layer_(layers_, "mmap expert source") {
     uint64_t total = 0;
@@ -121,14 +122,40 @@ uint64_t MmapExpertSource::limit() const {
     return pressure_limit_ == 0 ? share_ : std::min(share_, pressure_limit_);
 }
 
+bool MmapExpertSource::short_of_memory(uint64_t ceiling, uint64_t turnover) const {
+    const std::optional<uint64_t> available = pressure_->available_bytes();
+    if (!available) return true;
+    const uint64_t need = ceiling + counters_.dense_bytes_advised + turnover;
+    return *available < need + need / 16;
+}
+
 void MmapExpertSource::react_to_pressure() {
     const double stall = pressure_->stall_share();
     ++counters_.pressure_polls;
     if (stall < 0) return;
     const uint64_t ceiling = share_ ? share_ : all_expert_bytes_;
-    if (stall >= pressure_stall_share_) {
-        // Give back an eighth of what we hold per poll while the stalls last:
-        // enough to matter within a few steps, not so much that one noisy
+    stalled_polls_ = stall >= pressure_stall_share_ ? stalled_polls_ + 1 : 0;
+    // The experts released since the previous poll to stay within the limit
+    // stay in the page cache until the kernel reclaims them: with a share,
+    // streaming through it drives that much more into the cache per step.
+    // The reaction's own releases are left out: counting them would make
+    // each reaction the reason for the next.
+    const uint64_t turnover_total = counters_.bytes_released - counters_.bytes_released_under_pressure;
+    const uint64_t turnover = turnover_total - turnover_at_poll_;
+    turnover_at_poll_ = turnover_total;
+    // Stalls are pressure only when they persist and the memory available
+    // could not hold what we drive into the page cache: otherwise they are
+    // someone else's (the system's signal counts every task) or of our own
+    // making (filling the page cache with the model, compacting huge pages),
+    // and releasing would only make us fault the same pages back in.
+    bool pressure = stalled_polls_ >= pressure_polls_in_a_row_;
+    if (pressure && !short_of_memory(ceiling, turnover)) {
+        pressure = false;
+        ++counters_.pressure_stalls_with_room;
+    }
+    if (pressure) {
+        // Give back an eighth of what we hold per poll while the pressure
+        // lasts: enough to matter within a few steps, not so much that one
         // reading empties the cache. The open layer's experts stay.
         const uint64_t held = std::min(tracked_bytes_, ceiling);
         pressure_limit_ = std::max<uint64_t>(held - held / 8, 1);
@@ -137,7 +164,7 @@ void MmapExpertSource::react_to_pressure() {
         shrink_to_share();
         counters_.bytes_released_under_pressure += counters_.bytes_released - before;
     } else if (pressure_limit_ != 0) {
-        // Calm again: let the limit grow back by an eighth of the ceiling per poll.
+        // No pressure: let the limit grow back by an eighth of the ceiling per poll.
         pressure_limit_ += std::max<uint64_t>(ceiling / 8, 1);
         if (pressure_limit_ >= ceiling) pressure_limit_ = 0;
     }

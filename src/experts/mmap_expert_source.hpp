@@ -5,9 +5,10 @@
 // the budget's share for experts, the least recently used ones that are not in
 // use are released (MemoryAdvisor::release) and leave the resident set. Dense
 // weights are advised once at open and never released. Under memory pressure
-// (tasks stalling on memory, see memory_pressure.hpp) the source gives back an
-// eighth of its experts per poll, least recently used first, and lets the
-// limit grow back once the stalls stop.
+// (tasks stalling on memory for consecutive polls while the memory available
+// could not hold all the source may keep, see memory_pressure.hpp) the source
+// gives back an eighth of its experts per poll, least recently used first,
+// and lets the limit grow back once the pressure is gone.
 //
 // Views always point into the mapping, so results cannot depend on what was
 // advised or released: a released expert that is routed again simply faults
@@ -48,8 +49,13 @@ struct MmapSourceConfig {
     std::unique_ptr<MemoryAdvisor> advisor; // null = make_system_advisor()
     // Polled once per step (at layer 0's begin_layer); null = never react.
     std::unique_ptr<MemoryPressure> pressure;
-    // Stall share (of wall time since the previous poll) taken as pressure.
+    // Stall share (of wall time since the previous poll) taken as a stall.
     double pressure_stall_share = 0.02;
+    // Polls in a row that must find stalls before the source reacts: one
+    // step's window can be a fraction of a second, and a single stalled
+    // window (a compaction, another process's burst) is noise, not a
+    // shortage. At least 1.
+    uint32_t pressure_polls_in_a_row = 2;
     Stats *stats = nullptr;                 // may be null
 };
 
@@ -65,6 +71,10 @@ struct MmapSourceCounters {
     uint64_t dense_bytes_advised = 0;
     uint64_t pressure_polls = 0;       // stall shares read
     uint64_t pressure_events = 0;      // polls that found pressure and lowered the limit
+    // Polls that found stalls persisting but memory enough for what the
+    // source drives into the page cache (see short_of_memory) with a
+    // sixteenth to spare: not pressure the source could relieve.
+    uint64_t pressure_stalls_with_room = 0;
     uint64_t bytes_released_under_pressure = 0;
 };
 
@@ -113,6 +123,12 @@ private:
     uint64_t limit() const;
     // Reads the pressure signal and lowers or relaxes pressure_limit_.
     void react_to_pressure();
+    // Whether the memory available is short of what the source drives into
+    // the page cache, plus a sixteenth: what it may keep (`ceiling` of
+    // experts and the dense weights) and the experts it released to stay
+    // within its limit since the previous poll (`turnover`, still cached
+    // until the kernel reclaims them). True when the signal cannot tell.
+    bool short_of_memory(uint64_t ceiling, uint64_t turnover) const;
 
     std::vector<ExpertLayerLayout> layers_;
     std::vector<uint32_t> layer_base_;  // first flat index of each layer
@@ -121,6 +137,11 @@ private:
     std::unique_ptr<MemoryAdvisor> advisor_;
     std::unique_ptr<MemoryPressure> pressure_;
     double pressure_stall_share_ = 0;
+    uint32_t pressure_polls_in_a_row_ = 1;
+    uint32_t stalled_polls_ = 0;  // consecutive polls that found stalls
+    // Bytes released to stay within the limit (not by a pressure reaction
+    // itself) up to the previous poll.
+    uint64_t turnover_at_poll_ = 0;
     uint64_t pressure_limit_ = 0;
     uint64_t all_expert_bytes_ = 0;
     Stats *stats_;

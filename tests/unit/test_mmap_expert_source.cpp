@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -331,15 +332,19 @@ TEST_F(MmapSource, ResidentSourceServesTheSameViewsAndRejectsTheSameMisuse) {
     resident.end_layer(0);
 }
 
-// Stall shares handed out in order (then "unreadable").
+// Stall shares handed out in order (then "unreadable"); the memory available
+// is whatever *available holds at the time (unknown without one).
 class ScriptedPressure final : public MemoryPressure {
 public:
-    explicit ScriptedPressure(std::vector<double> shares) : shares_(std::move(shares)) {}
+    explicit ScriptedPressure(std::vector<double> shares, const std::optional<uint64_t> *available = nullptr)
+        : shares_(std::move(shares)), available_(available) {}
     const char *name() const override { return "scripted"; }
     double stall_share() override { return next_ < shares_.size() ? shares_[next_++] : -1; }
+    std::optional<uint64_t> available_bytes() override { return available_ ? *available_ : std::nullopt; }
 
 private:
     std::vector<double> shares_;
+    const std::optional<uint64_t> *available_;
     size_t next_ = 0;
 };
 
@@ -355,10 +360,16 @@ std::vector<std::pair<int32_t, int32_t>> released_experts(const std::vector<Call
     return out;
 }
 
+// What the fixture's source may keep without a share: every expert and the
+// 512 dense bytes; memory below this plus a sixteenth is short of it.
+constexpr uint64_t kNeedAll = kLayers * kExperts * kPerExpert + 512;
+constexpr uint64_t with_spare(uint64_t need) { return need + need / 16; }
+
 TEST_F(MmapSource, MemoryPressureReleasesLeastRecentExpertsAndTheLimitRecovers) {
-    // Polled at each step's first layer: calm, stalled, stalled, then calm for
-    // as long as the limit needs to grow back.
-    std::vector<double> shares = {0.0, 0.5, 0.3};
+    // Polled at each step's first layer: calm, stalled three times, then calm
+    // for as long as the limit needs to grow back. The available memory is
+    // unknown, so persistent stalls alone count as pressure.
+    std::vector<double> shares = {0.0, 0.5, 0.5, 0.3};
     for (int i = 0; i < 9; ++i) shares.push_back(0.001);
     auto s = make(8, nullptr, 0, std::make_unique<ScriptedPressure>(shares));
     take();
@@ -368,19 +379,25 @@ TEST_F(MmapSource, MemoryPressureReleasesLeastRecentExpertsAndTheLimitRecovers) 
     EXPECT_EQ(s->tracked_bytes(), 8 * kPerExpert);
     take();
 
-    // Poll 2 (stalled half the time): an eighth of the 8 experts goes, the
-    // least recently used (layer 0 expert 0); the step's own experts are then
-    // tracked again as hits or misses.
+    // Poll 2 (stalled half the time): the first stalled poll in a row is not
+    // pressure yet.
+    run_layer(*s, 0, {0});
+    EXPECT_EQ(s->counters().pressure_events, 0u);
+    EXPECT_TRUE(released_experts(take(), bytes_.data()).empty());
+
+    // Poll 3, stalled again: an eighth of the 8 experts goes, the least
+    // recently used (layer 0 expert 1, expert 0 was just used); the step's
+    // own experts are then tracked again as hits or misses.
     run_layer(*s, 0, {3, 2});
     EXPECT_EQ(s->counters().pressure_events, 1u);
     EXPECT_EQ(s->pressure_limit_bytes(), 7 * kPerExpert);
     EXPECT_EQ(s->counters().bytes_released_under_pressure, kPerExpert);
     const auto first = released_experts(take(), bytes_.data());
     ASSERT_EQ(first.size(), 1u);
-    EXPECT_EQ(first[0], std::make_pair(0, 0));
+    EXPECT_EQ(first[0], std::make_pair(0, 1));
     EXPECT_LE(s->tracked_bytes(), 7 * kPerExpert);
 
-    // Poll 3, still stalled: an eighth of what is held now goes as well.
+    // Poll 4, still stalled: an eighth of what is held now goes as well.
     run_layer(*s, 0, {3});
     EXPECT_EQ(s->counters().pressure_events, 2u);
     EXPECT_LT(s->pressure_limit_bytes(), 7 * kPerExpert);
@@ -399,6 +416,7 @@ TEST_F(MmapSource, MemoryPressureReleasesLeastRecentExpertsAndTheLimitRecovers) 
     }
     EXPECT_EQ(s->pressure_limit_bytes(), 0u);
     EXPECT_EQ(s->counters().pressure_events, 2u);
+    EXPECT_EQ(s->counters().pressure_stalls_with_room, 0u);
     // Unreadable signal from now on: nothing changes.
     run_layer(*s, 0, {0, 1, 2, 3});
     run_layer(*s, 1, {0, 1, 2, 3});
@@ -407,15 +425,109 @@ TEST_F(MmapSource, MemoryPressureReleasesLeastRecentExpertsAndTheLimitRecovers) 
 
 TEST_F(MmapSource, MemoryPressureLimitsEvenWithoutAShare) {
     // No share: everything may stay, until tasks stall on memory.
-    auto s = make(0, nullptr, 0, std::make_unique<ScriptedPressure>(std::vector<double>{0.0, 1.0}));
+    auto s = make(0, nullptr, 0, std::make_unique<ScriptedPressure>(std::vector<double>{0.0, 1.0, 1.0}));
     run_layer(*s, 0, {0, 1, 2, 3});
     run_layer(*s, 1, {0, 1, 2, 3});
+    run_layer(*s, 0, {1});  // poll 2: the first stalled one
     EXPECT_EQ(s->tracked_bytes(), 8 * kPerExpert);
     take();
-    run_layer(*s, 0, {1});
+    run_layer(*s, 0, {1});  // poll 3: stalled in a row
     EXPECT_EQ(s->pressure_limit_bytes(), 7 * kPerExpert);
     EXPECT_EQ(released_experts(take(), bytes_.data()).size(), 1u);
     EXPECT_LE(s->tracked_bytes(), 7 * kPerExpert);
+}
+
+TEST_F(MmapSource, MemoryPressureIgnoresASingleStalledPoll) {
+    // A stalled window between calm ones (a compaction, another process's
+    // burst) is noise: nothing is released, whatever memory is left.
+    const std::optional<uint64_t> scarce = 0;
+    auto s = make(0, nullptr, 0,
+                  std::make_unique<ScriptedPressure>(std::vector<double>{0.0, 0.9, 0.0, 0.9, 0.0, 0.9}, &scarce));
+    for (int step = 0; step < 6; ++step) {
+        run_layer(*s, 0, {0, 1, 2, 3});
+        run_layer(*s, 1, {0, 1, 2, 3});
+    }
+    EXPECT_EQ(s->counters().pressure_polls, 6u);
+    EXPECT_EQ(s->counters().pressure_events, 0u);
+    EXPECT_EQ(s->counters().evictions, 0u);
+    EXPECT_EQ(s->pressure_limit_bytes(), 0u);
+    EXPECT_EQ(s->tracked_bytes(), 8 * kPerExpert);
+}
+
+TEST_F(MmapSource, MemoryPressureKeepsWhatFitsWithRoomToSpare) {
+    // Stalls in every window, but the memory available holds all experts and
+    // the dense weights with a sixteenth to spare: the stalls are someone
+    // else's or our own page-cache filling, and nothing is released. Once the
+    // memory available falls short of that by a byte, they are pressure.
+    std::optional<uint64_t> available = with_spare(kNeedAll);
+    auto s = make(0, nullptr, 0, std::make_unique<ScriptedPressure>(std::vector<double>(8, 0.5), &available));
+    for (int step = 0; step < 5; ++step) {
+        run_layer(*s, 0, {0, 1, 2, 3});
+        run_layer(*s, 1, {0, 1, 2, 3});
+    }
+    EXPECT_EQ(s->counters().pressure_polls, 5u);
+    EXPECT_EQ(s->counters().pressure_events, 0u);
+    EXPECT_EQ(s->counters().pressure_stalls_with_room, 4u);  // every poll from the second one in a row
+    EXPECT_EQ(s->counters().evictions, 0u);
+    EXPECT_EQ(s->tracked_bytes(), 8 * kPerExpert);
+
+    available = with_spare(kNeedAll) - 1;
+    take();
+    run_layer(*s, 0, {3});  // the least recently used, (0, 0), goes
+    EXPECT_EQ(s->counters().pressure_events, 1u);
+    EXPECT_EQ(s->pressure_limit_bytes(), 7 * kPerExpert);
+    EXPECT_EQ(released_experts(take(), bytes_.data()), (std::vector<std::pair<int32_t, int32_t>>{{0, 0}}));
+
+    // Memory to spare again, exactly (the other process exited), while the
+    // stalls go on: what the reaction itself released does not count as
+    // need, so the limit grows back instead of falling further.
+    available = with_spare(kNeedAll);
+    const uint64_t lowered = s->pressure_limit_bytes();
+    run_layer(*s, 0, {3});  // a hit: nothing released to stay within the limit
+    EXPECT_EQ(s->counters().pressure_events, 1u);
+    EXPECT_EQ(s->counters().pressure_stalls_with_room, 5u);
+    EXPECT_TRUE(s->pressure_limit_bytes() == 0 || s->pressure_limit_bytes() > lowered);
+}
+
+TEST_F(MmapSource, MemoryPressureCountsTheExpertsStreamedOutSinceThePreviousPoll) {
+    // A share of 4 experts, each step routing 4 of layer 0 and then 4 of
+    // layer 1: every layer releases the other's 4 experts, 8 a step, which
+    // stay in the page cache until the kernel reclaims them. Memory for the
+    // share and the dense weights alone is not room to spare.
+    constexpr uint64_t kKeep = 4 * kPerExpert + 512, kStreamed = 8 * kPerExpert;
+    std::optional<uint64_t> available = with_spare(kKeep + kStreamed);
+    auto s = make(4, nullptr, 0, std::make_unique<ScriptedPressure>(std::vector<double>(8, 0.5), &available));
+    auto step = [&] {
+        run_layer(*s, 0, {0, 1, 2, 3});
+        run_layer(*s, 1, {0, 1, 2, 3});
+    };
+    step();  // poll 1: the first stalled one
+    step();  // poll 2: step 1 released layer 0's 4 experts only
+    step();  // poll 3: a whole step's 8
+    EXPECT_EQ(s->counters().pressure_events, 0u);
+    EXPECT_EQ(s->counters().pressure_stalls_with_room, 2u);
+    available = with_spare(kKeep + kStreamed) - 1;
+    step();
+    EXPECT_EQ(s->counters().pressure_events, 1u);
+    EXPECT_EQ(s->pressure_limit_bytes(), 4 * kPerExpert - kPerExpert / 2);
+}
+
+TEST_F(MmapSource, MemoryPressureMeasuresRoomAgainstTheShare) {
+    // With a share of 4 experts, what the source may keep is the share and the
+    // dense weights, not the whole model: memory for that with room to spare
+    // is enough even though all experts would not fit.
+    constexpr uint64_t kNeedShare = 4 * kPerExpert + 512;
+    std::optional<uint64_t> available = with_spare(kNeedShare);
+    ASSERT_LT(*available, kNeedAll);
+    auto s = make(4, nullptr, 0, std::make_unique<ScriptedPressure>(std::vector<double>(4, 0.5), &available));
+    run_layer(*s, 0, {0, 1, 2, 3});
+    run_layer(*s, 0, {0, 1, 2, 3});
+    EXPECT_EQ(s->counters().pressure_events, 0u);
+    EXPECT_EQ(s->counters().pressure_stalls_with_room, 1u);
+    available = kNeedShare;
+    run_layer(*s, 0, {0, 1, 2, 3});
+    EXPECT_EQ(s->counters().pressure_events, 1u);
+    EXPECT_EQ(s->pressure_limit_bytes(), 4 * kPerExpert - kPerExpert / 2);
 }
 
 TEST(MemoryPressureSignal, ParsesTheSomeLineOfAPressureFile) {
@@ -437,6 +549,10 @@ TEST(MemoryPressureSignal, SystemProbeGivesAShareOrNothing) {
         const double share = p->stall_share();
         EXPECT_LE(share, 1.0);  // negative = unreadable this time
     }
+    // Linux always has MemAvailable (or the cgroup's headroom).
+    const std::optional<uint64_t> available = p->available_bytes();
+    ASSERT_TRUE(available.has_value());
+    EXPECT_GT(*available, 0u);
 }
 
 TEST(SystemAdvisor, ReleasedFilePagesReadBackTheSameBytes) {
