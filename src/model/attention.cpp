@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/fp_convert.hpp"
+#include "kernels/kernels.hpp"
 #include "model/vec8.hpp"
 
 #if defined(__x86_64__)
@@ -56,24 +57,95 @@ bool cpu_has_f16c() {
 const bool kHasF16c = cpu_has_f16c();
 #endif
 
+// f16 cache rows are converted by F16C where the CPU has it, unless the
+// kernels are held to the scalar ISA (MOESTREAM_ISA=scalar, set_isa), which
+// also lets tests run the portable conversion on x86.
+bool use_f16c() {
+#if defined(__x86_64__)
+    return kHasF16c && kernels::active_isa() != kernels::Isa::scalar;
+#else
+    return false;
+#endif
+}
+
 // Widens n cache elements (f16 or f32) starting at p to f32.
-void widen(const uint8_t *p, bool f32, int32_t n, float *out) {
+void widen(const uint8_t *p, bool f32, bool f16c, int32_t n, float *out) {
     if (f32) {
         std::memcpy(out, p, size_t(n) * sizeof(float));
         return;
     }
 #if defined(__x86_64__)
-    if (kHasF16c) return widen_half_f16c(p, n, out);
+    if (f16c) return widen_half_f16c(p, n, out);
 #endif
     widen_half(p, 0, n, out);
 }
-
 
 using vec8::exp8_nonpositive;
 using vec8::F8;
 using vec8::kLanes;
 using vec8::load8;
 using vec8::store8;
+
+// Eight elements of a cache row from element i on, as f32: one loader per
+// cache type, so the key loop below is written once. (The result
+// is an out parameter: a vector returned across targets would change the ABI.)
+struct F32Row {
+    static MOE_VEC8_INLINE void load(const uint8_t *row, int32_t i, F8 &out) {
+        std::memcpy(&out, row + 4 * size_t(i), sizeof out);
+    }
+};
+struct HalfRow {  // any CPU: the scalar conversion
+    static MOE_VEC8_INLINE void load(const uint8_t *row, int32_t i, F8 &out) {
+        alignas(32) float f[kLanes];
+        widen_half(row + 2 * size_t(i), 0, kLanes, f);
+        out = load8(f);
+    }
+};
+#if defined(__x86_64__)
+// Only for functions of the same target, which inline it (flatten): the
+// clones' baselines do not include F16C.
+struct HalfRowF16c {
+    __attribute__((target("avx,f16c"))) static inline void load(const uint8_t *row, int32_t i, F8 &out) {
+        out = F8(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + 2 * size_t(i)))));
+    }
+};
+#endif
+
+// Elements i .. i + 7 of eight keys, r[l] holding key l's, stored as tile
+// rows i .. i + 7 (row i + j holds element i + j of key l in lane l): pairs,
+// then quads of keys interleaved within 128-bit halves, then the halves
+// swapped across (unpack, shuffle and 128-bit permutes on AVX), so the tile
+// takes eight stores instead of 64 scalar moves.
+MOE_VEC8_INLINE void store_transposed(const F8 *r, float *tile) {
+    F8 t[kTile], u[kTile];
+    for (int k = 0; k < kTile; k += 2) {
+        t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);       // elements 0 1 | 4 5
+        t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);  // elements 2 3 | 6 7
+    }
+    for (int k = 0; k < kTile; k += 4) {
+        for (int j = 0; j < 2; ++j) {
+            u[k + 2 * j] = __builtin_shufflevector(t[k + j], t[k + 2 + j], 0, 1, 8, 9, 4, 5, 12, 13);
+            u[k + 2 * j + 1] = __builtin_shufflevector(t[k + j], t[k + 2 + j], 2, 3, 10, 11, 6, 7, 14, 15);
+        }
+    }
+    // u[j] (keys 0-3) and u[4 + j] (keys 4-7) hold elements j and 4 + j.
+    for (int j = 0; j < 4; ++j) {
+        store8(tile + j * kTile, __builtin_shufflevector(u[j], u[4 + j], 0, 1, 2, 3, 8, 9, 10, 11));
+        store8(tile + (4 + j) * kTile, __builtin_shufflevector(u[j], u[4 + j], 4, 5, 6, 7, 12, 13, 14, 15));
+    }
+}
+
+// The tile score_tile reads, from the cache rows of kTile keys (key l's
+// elements from k[l] on): eight elements of each key loaded (widened) as
+// vectors, transposed in registers.
+template <class Row>
+MOE_VEC8_INLINE void fill_key_tile(const uint8_t *const *k, int32_t dk, float *tile) {
+    for (int32_t i = 0; i < dk; i += kTile) {
+        F8 r[kTile];
+        for (int l = 0; l < kTile; ++l) Row::load(k[l], i, r[l]);
+        store_transposed(r, tile + size_t(i) * kTile);
+    }
+}
 
 // Softmax of n scores in place, shared by attend_head and the tiled path so
 // both give the same bits: weights eight at a time, their sum in eight double
@@ -150,6 +222,15 @@ MOE_VEC8_INLINE void accumulate_values(const float *rows, int32_t n, int32_t dv,
     }
 }
 
+// The f16 key tile with F16C: a function of that target, as HalfRowF16c needs.
+#if defined(__x86_64__)
+__attribute__((target("avx,f16c"), flatten)) void fill_key_tile_f16c(const uint8_t *const *k, int32_t dk, float *tile) {
+    fill_key_tile<HalfRowF16c>(k, dk, tile);
+}
+#else  // never called: use_f16c() is false
+void fill_key_tile_f16c(const uint8_t *const *, int32_t, float *) {}
+#endif
+
 // attend_kv_group for head sizes that are multiples of the lane count: keys
 // scored kTile positions at a time for all heads of the group, softmax per
 // head, values accumulated kTile positions at a time.
@@ -158,7 +239,7 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
                                        const float *sinks) {
     const int32_t group = s.n_head / s.n_head_kv;
     const int32_t dk = s.head_dim_k, dv = s.head_dim_v;
-    const bool f32 = kv.is_f32();
+    const bool f32 = kv.is_f32(), f16c = use_f16c();
     const size_t es = kv.element_bytes();
     // Positions first..end-1, numbered from 0 below; row p of a run holds
     // position first + p, also where a sliding window's ring wraps.
@@ -172,16 +253,18 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
     alignas(64) float tile[kMaxHeadDim * kTile];
     int32_t p0 = 0;
     for (; p0 + kTile <= n_pos; p0 += kTile) {
-        for (int32_t l = 0; l < kTile; ++l) widen(keys.row(p0 + l) + k_head, f32, dk, rows + l * dk);
-        for (int32_t i = 0; i < dk; ++i)
-            for (int32_t l = 0; l < kTile; ++l) tile[i * kTile + l] = rows[l * dk + i];
+        const uint8_t *k[kTile];
+        for (int32_t l = 0; l < kTile; ++l) k[l] = keys.row(p0 + l) + k_head;
+        if (f32) fill_key_tile<F32Row>(k, dk, tile);
+        else if (f16c) fill_key_tile_f16c(k, dk, tile);
+        else fill_key_tile<HalfRow>(k, dk, tile);
         int32_t g = score_heads<8>(0, group, q, dk, tile, s.scale, scores + p0, stride);
         g = score_heads<4>(g, group, q, dk, tile, s.scale, scores + p0, stride);
         g = score_heads<2>(g, group, q, dk, tile, s.scale, scores + p0, stride);
         score_heads<1>(g, group, q, dk, tile, s.scale, scores + p0, stride);
     }
     for (; p0 < n_pos; ++p0) {
-        widen(keys.row(p0) + k_head, f32, dk, rows);
+        widen(keys.row(p0) + k_head, f32, f16c, dk, rows);
         for (int32_t g = 0; g < group; ++g) {
             const float *qg = q + size_t(g) * size_t(dk);
             float sum = 0.0f;
@@ -198,7 +281,7 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
     // Values: kTile rows widened once, accumulated into every head in position order.
     for (int32_t j0 = 0; j0 < n_pos; j0 += kTile) {
         const int32_t n = std::min(kTile, n_pos - j0);
-        for (int32_t l = 0; l < n; ++l) widen(values.row(j0 + l) + v_head, f32, dv, rows + l * dv);
+        for (int32_t l = 0; l < n; ++l) widen(values.row(j0 + l) + v_head, f32, f16c, dv, rows + l * dv);
         for (int32_t g = 0; g < group; ++g)
             accumulate_values(rows, n, dv, scores + size_t(g) * stride + size_t(j0), out + size_t(g) * size_t(dv));
     }

@@ -1,6 +1,9 @@
 // attend_kv_group (all query heads of one KV head, keys dotted eight positions
 // at a time) gives exactly attend_head's outputs, for f16 and f32 caches,
-// head sizes on and off the tiled path and positions around the tile width.
+// head sizes on and off the tiled path, positions around the tile width,
+// groups and value sizes that leave partial register blocks, latent
+// attention's keys-only cache and sliding-window rings that wrap; and each
+// position's weight comes from that position's own key.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,8 +12,10 @@
 #include <random>
 #include <vector>
 
+#include "kernels/kernels.hpp"
 #include "model/attention.hpp"
 #include "model/kv_cache.hpp"
+#include "support/kernel_data.hpp"
 
 namespace {
 
@@ -72,6 +77,108 @@ TEST(AttentionGroup, SlidingWindowAndSinksEqualPerHead) {
         expect_group_equals_heads(false, 8, 2, 64, 64, window, true);
         expect_group_equals_heads(true, 8, 2, 16, 16, window, window % 2 == 1);
         expect_group_equals_heads(false, 4, 2, 512, 512, window, true);
+    }
+}
+
+// The tiled path's layouts against attend_head, bit for bit: every position
+// of a context that ends inside a tile, for each KV head, over a full cache or
+// a ring of window + 3 rows that the context wraps several times.
+struct TileCase {
+    int32_t n_kv, group, dk, dv;
+    bool latent;  // keys only: the value is the first dv elements of the key
+};
+
+void expect_tiled_equals_heads(bool f32, const TileCase &c, int32_t window) {
+    const int32_t n_ctx = 45, n_head = c.n_kv * c.group;
+    moe::KvLayout layout = moe::KvLayout::full(1, n_ctx, c.n_kv * c.dk, c.latent ? 0 : c.n_kv * c.dv);
+    if (window > 0) {
+        layout.window[0] = window;
+        layout.rows[0] = window + 3;
+    }
+    moe::KvCache kv(layout, f32);
+    ASSERT_EQ(window > 0, layout.is_ring(0));
+    const moe::AttentionShape s{n_head, c.n_kv, c.dk, c.dv, 0.25f / std::sqrt(float(c.dk))};
+    std::vector<float> scores(size_t(c.group) * size_t(n_ctx)), out(size_t(c.group) * size_t(c.dv));
+    std::vector<float> sc(static_cast<size_t>(n_ctx)), ref(static_cast<size_t>(c.dv));
+    for (int32_t pos = 0; pos < n_ctx; ++pos) {
+        const auto k = random_values(size_t(c.n_kv * c.dk), uint32_t(10 + pos));
+        const auto v = random_values(size_t(c.n_kv * c.dv), uint32_t(1000 + pos));
+        kv.store(0, pos, k.data(), c.latent ? nullptr : v.data());
+        const auto q = random_values(size_t(n_head * c.dk), uint32_t(77 + pos));
+        const moe::AttentionSpan span{window > 0 ? std::max(0, pos - window + 1) : 0, nullptr};
+        for (int32_t kvh = 0; kvh < c.n_kv; ++kvh) {
+            const float *qg = q.data() + size_t(kvh * c.group * c.dk);
+            moe::attend_kv_group(kv, 0, s, kvh, qg, pos, scores.data(), out.data(), span);
+            for (int32_t g = 0; g < c.group; ++g) {
+                moe::attend_head(kv, 0, s, kvh * c.group + g, qg + size_t(g * c.dk), pos, sc.data(), ref.data(),
+                                 span);
+                ASSERT_EQ(0, std::memcmp(ref.data(), out.data() + size_t(g * c.dv), ref.size() * sizeof(float)))
+                    << "f32 " << f32 << " dk " << c.dk << " dv " << c.dv << " group " << c.group << " window "
+                    << window << " pos " << pos << " kv head " << kvh << " head " << g;
+            }
+        }
+    }
+}
+
+TEST(AttentionGroup, TiledPathEqualsPerHeadForEveryLayout) {
+    const TileCase cases[] = {
+        {2, 8, 128, 128, false},  // Qwen3-30B-A3B's heads
+        {4, 1, 64, 64, false},    // one query head per KV head
+        {2, 7, 64, 72, false},    // groups of 4 + 2 + 1 (scores), 4 + 1 + 1 + 1 (values); 72 = 64 + 8 elements
+        {1, 16, 576, 512, true},  // latent attention, keys only
+        {1, 3, 576, 512, true},
+    };
+    const moe::test::IsaGuard guard;
+    // The best ISA converts f16 rows with F16C where the CPU has it, the scalar one portably.
+    for (const moe::kernels::Isa isa : {moe::kernels::active_isa(), moe::kernels::Isa::scalar}) {
+        ASSERT_TRUE(moe::kernels::set_isa(isa));
+        for (const bool f32 : {false, true})
+            for (const TileCase &c : cases)
+                for (const int32_t window : {0, 13, 20}) expect_tiled_equals_heads(f32, c, window);
+    }
+}
+
+// Each position's softmax weight is that of its own key's dot product: the
+// values are one-hot (value p is 1 at element p), so output element p is the
+// weight of position p, checked against scores computed in double from the
+// cached keys. A key element moved to another key or element by the tile's
+// transpose changes a score by about 1 and fails this by far.
+void expect_own_key_weights(bool f32) {
+    const int32_t n_ctx = 21, dk = 64, dv = 24, group = 3;
+    const float scale = 0.125f;
+    moe::KvCache kv(1, n_ctx, dk, dv, f32);
+    std::vector<float> value(static_cast<size_t>(dv));
+    for (int32_t p = 0; p < n_ctx; ++p) {
+        std::fill(value.begin(), value.end(), 0.0f);
+        value[size_t(p)] = 1.0f;
+        kv.store(0, p, random_values(size_t(dk), uint32_t(300 + p)).data(), value.data());
+    }
+    const auto q = random_values(size_t(group * dk), 9);
+    std::vector<float> scores(size_t(group * n_ctx)), out(size_t(group * dv));
+    moe::attend_kv_group(kv, 0, {group, 1, dk, dv, scale}, 0, q.data(), n_ctx - 1, scores.data(), out.data());
+    std::vector<float> key(static_cast<size_t>(dk));
+    for (int32_t g = 0; g < group; ++g) {
+        std::vector<double> w(static_cast<size_t>(n_ctx));
+        for (int32_t p = 0; p < n_ctx; ++p) {
+            kv.load_k(0, p, 0, dk, key.data());
+            for (int32_t i = 0; i < dk; ++i) w[size_t(p)] += double(q[size_t(g * dk + i)]) * key[size_t(i)];
+            w[size_t(p)] *= scale;
+        }
+        const double max = *std::max_element(w.begin(), w.end());
+        double sum = 0.0;
+        for (double &x : w) sum += (x = std::exp(x - max));
+        for (int32_t p = 0; p < n_ctx; ++p)
+            EXPECT_NEAR(w[size_t(p)] / sum, out[size_t(g * dv + p)], 1e-6)
+                << "f32 " << f32 << " head " << g << " position " << p;
+    }
+}
+
+TEST(AttentionGroup, EachPositionWeighsItsOwnKey) {
+    const moe::test::IsaGuard guard;
+    for (const auto isa : {moe::kernels::active_isa(), moe::kernels::Isa::scalar}) {
+        ASSERT_TRUE(moe::kernels::set_isa(isa));
+        expect_own_key_weights(false);
+        expect_own_key_weights(true);
     }
 }
 
