@@ -1,9 +1,12 @@
 // Decode attention of one layer against the KV cache, by context length:
 // attention/<positions>: every KV head group (attend_kv_group) of the
 // Qwen3-30B-A3B shape (32 query heads, 4 KV heads, head dimension 128, f16
-// cache) for one new token at the given position, one thread. The time per
-// call grows with the context; at long contexts it rivals the weight reads of
-// a layer, so it is measured on its own.
+// cache) for one new token at the given position, one thread;
+// attention_f32/<positions>: the same with the f32 cache of exact mode;
+// attention_latent/<positions>: latent attention of the DeepSeek-V2-Lite shape
+// (16 query heads on one cached row of 576, whose first 512 elements are the
+// value; f16). The time per call grows with the context; at long contexts it
+// rivals the weight reads of a layer, so it is measured on its own.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -15,34 +18,59 @@
 
 namespace {
 
-constexpr int32_t kHeads = 32, kHeadsKv = 4, kHeadDim = 128;
+struct Shape {
+    int32_t heads, heads_kv, dk, dv;
+    bool latent;  // keys only: values are the keys' first dv elements
+    bool f32;
+};
 
-void BM_Attention(benchmark::State &state) {
+void BM_Attention(benchmark::State &state, Shape c) {
     const int32_t n_pos = static_cast<int32_t>(state.range(0));
-    moe::KvCache kv(1, n_pos, kHeadsKv * kHeadDim, kHeadsKv * kHeadDim, false);
+    moe::KvCache kv(1, n_pos, c.heads_kv * c.dk, c.latent ? 0 : c.heads_kv * c.dv, c.f32);
     std::mt19937 rng(1);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> k(kHeadsKv * kHeadDim), v(kHeadsKv * kHeadDim), q(kHeads * kHeadDim), out(kHeads * kHeadDim);
+    std::vector<float> k(size_t(c.heads_kv * c.dk)), v(size_t(c.heads_kv * c.dv));
+    std::vector<float> q(size_t(c.heads * c.dk)), out(size_t(c.heads * c.dv));
     for (int32_t p = 0; p < n_pos; ++p) {
         for (float &x : k) x = nd(rng);
         for (float &x : v) x = nd(rng);
         kv.store(0, p, k.data(), v.data());
     }
     for (float &x : q) x = nd(rng);
-    moe::AttentionShape s{kHeads, kHeadsKv, kHeadDim, kHeadDim, 1.0f / std::sqrt(float(kHeadDim))};
-    const int32_t group = kHeads / kHeadsKv;
+    moe::AttentionShape s{c.heads, c.heads_kv, c.dk, c.dv, 1.0f / std::sqrt(float(c.dk))};
+    const int32_t group = c.heads / c.heads_kv;
     std::vector<float> scores(size_t(group) * size_t(n_pos));
     for (auto _ : state) {
-        for (int32_t h = 0; h < kHeadsKv; ++h)
-            moe::attend_kv_group(kv, 0, s, h, &q[size_t(h * group * kHeadDim)], n_pos - 1, scores.data(),
-                                 &out[size_t(h * group * kHeadDim)]);
+        for (int32_t h = 0; h < c.heads_kv; ++h)
+            moe::attend_kv_group(kv, 0, s, h, &q[size_t(h * group * c.dk)], n_pos - 1, scores.data(),
+                                 &out[size_t(h * group * c.dv)]);
         benchmark::DoNotOptimize(out.data());
     }
     state.counters["positions/s"] =
         benchmark::Counter(double(state.iterations()) * n_pos, benchmark::Counter::kIsRate);
 }
 
-BENCHMARK(BM_Attention)->Name("attention")->Arg(64)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Attention, f16, Shape{32, 4, 128, 128, false, false})
+    ->Name("attention")
+    ->Arg(64)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Attention, f32, Shape{32, 4, 128, 128, false, true})
+    ->Name("attention_f32")
+    ->Arg(64)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Attention, latent, Shape{16, 1, 576, 512, true, false})
+    ->Name("attention_latent")
+    ->Arg(64)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
