@@ -87,7 +87,7 @@ using vec8::load8;
 using vec8::store8;
 
 // Eight elements of a cache row from element i on, as f32: one loader per
-// cache type, so the key loop below is written once. (The result
+// cache type, so the key and value loops below are written once. (The result
 // is an out parameter: a vector returned across targets would change the ABI.)
 struct F32Row {
     static MOE_VEC8_INLINE void load(const uint8_t *row, int32_t i, F8 &out) {
@@ -201,34 +201,66 @@ MOE_VEC8_INLINE int32_t score_heads(int32_t g, int32_t group, const float *q, in
     return g;
 }
 
-// out (dv floats) += w[l] * rows[l] for l = 0 .. n - 1 in that order per
-// element, 64 elements held in registers across the n rows.
-MOE_VEC8_INLINE void accumulate_values(const float *rows, int32_t n, int32_t dv, const float *w, float *out) {
-    int32_t c = 0;
-    for (; c + 8 * kLanes <= dv; c += 8 * kLanes) {
-        F8 o[8];
-        for (int k = 0; k < 8; ++k) o[k] = load8(out + c + k * kLanes);
+// out[g] (dv floats, dv apart) += w[g][l] * value row l (w's rows stride
+// apart) for G heads and l = 0 .. n - 1, in that order per element, C * 8
+// elements at a time from element c on; returns where it stopped. Each eight
+// elements of a row are loaded (widened) once for the G heads: G * C sums in
+// registers take C + G loads per row, not 2 * G * C.
+template <class Row, int G, int C>
+MOE_VEC8_INLINE int32_t accumulate_heads(const uint8_t *const *v, int32_t n, int32_t dv, const float *w,
+                                         size_t stride, float *out, int32_t c) {
+    for (; c + C * kLanes <= dv; c += C * kLanes) {
+        F8 o[G][C];
+        for (int g = 0; g < G; ++g)
+            for (int k = 0; k < C; ++k) o[g][k] = load8(out + size_t(g) * size_t(dv) + size_t(c + k * kLanes));
         for (int32_t l = 0; l < n; ++l) {
-            const float a = w[l];
-            const float *r = rows + size_t(l) * size_t(dv) + size_t(c);
-            for (int k = 0; k < 8; ++k) o[k] += a * load8(r + k * kLanes);
+            F8 x[C];
+            for (int k = 0; k < C; ++k) Row::load(v[l], c + k * kLanes, x[k]);
+            for (int g = 0; g < G; ++g) {
+                const float a = w[size_t(g) * stride + size_t(l)];
+                for (int k = 0; k < C; ++k) o[g][k] += a * x[k];
+            }
         }
-        for (int k = 0; k < 8; ++k) store8(out + c + k * kLanes, o[k]);
+        for (int g = 0; g < G; ++g)
+            for (int k = 0; k < C; ++k) store8(out + size_t(g) * size_t(dv) + size_t(c + k * kLanes), o[g][k]);
     }
-    for (; c < dv; c += kLanes) {
-        F8 o = load8(out + c);
-        for (int32_t l = 0; l < n; ++l) o += w[l] * load8(rows + size_t(l) * size_t(dv) + size_t(c));
-        store8(out + c, o);
+    return c;
+}
+
+// Every head of the group: four heads at a time over 16 elements (6 loads a
+// row for 8 sums), the heads left over one at a time over 64 (9 loads for 8
+// sums); then whatever elements are left, 8 at a time.
+template <class Row>
+MOE_VEC8_INLINE void accumulate_values(const uint8_t *const *v, int32_t n, int32_t dv, int32_t group,
+                                       const float *w, size_t stride, float *out) {
+    int32_t g = 0;
+    for (; g + 4 <= group; g += 4) {
+        const float *wg = w + size_t(g) * stride;
+        float *og = out + size_t(g) * size_t(dv);
+        const int32_t c = accumulate_heads<Row, 4, 2>(v, n, dv, wg, stride, og, 0);
+        accumulate_heads<Row, 4, 1>(v, n, dv, wg, stride, og, c);
+    }
+    for (; g < group; ++g) {
+        const float *wg = w + size_t(g) * stride;
+        float *og = out + size_t(g) * size_t(dv);
+        const int32_t c = accumulate_heads<Row, 1, 8>(v, n, dv, wg, stride, og, 0);
+        accumulate_heads<Row, 1, 1>(v, n, dv, wg, stride, og, c);
     }
 }
 
-// The f16 key tile with F16C: a function of that target, as HalfRowF16c needs.
+// The f16 loops with F16C: functions of that target, as HalfRowF16c needs.
 #if defined(__x86_64__)
 __attribute__((target("avx,f16c"), flatten)) void fill_key_tile_f16c(const uint8_t *const *k, int32_t dk, float *tile) {
     fill_key_tile<HalfRowF16c>(k, dk, tile);
 }
+__attribute__((target("avx,f16c"), flatten)) void accumulate_values_f16c(const uint8_t *const *v, int32_t n, int32_t dv,
+                                                                       int32_t group, const float *w, size_t stride,
+                                                                       float *out) {
+    accumulate_values<HalfRowF16c>(v, n, dv, group, w, stride, out);
+}
 #else  // never called: use_f16c() is false
 void fill_key_tile_f16c(const uint8_t *const *, int32_t, float *) {}
+void accumulate_values_f16c(const uint8_t *const *, int32_t, int32_t, int32_t, const float *, size_t, float *) {}
 #endif
 
 // attend_kv_group for head sizes that are multiples of the lane count: keys
@@ -249,7 +281,7 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
     const size_t v_head = kv.values_in_keys() ? k_head : size_t(kv_head) * size_t(dv) * es;
     const size_t stride = size_t(n_pos);
 
-    alignas(64) float rows[kTile * kMaxHeadDim];
+    alignas(64) float row[kMaxHeadDim];  // a key past the last whole tile
     alignas(64) float tile[kMaxHeadDim * kTile];
     int32_t p0 = 0;
     for (; p0 + kTile <= n_pos; p0 += kTile) {
@@ -264,11 +296,11 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
         score_heads<1>(g, group, q, dk, tile, s.scale, scores + p0, stride);
     }
     for (; p0 < n_pos; ++p0) {
-        widen(keys.row(p0) + k_head, f32, f16c, dk, rows);
+        widen(keys.row(p0) + k_head, f32, f16c, dk, row);
         for (int32_t g = 0; g < group; ++g) {
             const float *qg = q + size_t(g) * size_t(dk);
             float sum = 0.0f;
-            for (int32_t i = 0; i < dk; ++i) sum += qg[i] * rows[i];
+            for (int32_t i = 0; i < dk; ++i) sum += qg[i] * row[i];
             scores[size_t(g) * stride + size_t(p0)] = sum * s.scale;
         }
     }
@@ -278,12 +310,15 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
         softmax_in_place(scores + size_t(g) * stride, n_pos, sinks ? sinks + g : nullptr);
         std::fill(out + size_t(g) * size_t(dv), out + size_t(g + 1) * size_t(dv), 0.0f);
     }
-    // Values: kTile rows widened once, accumulated into every head in position order.
+    // Values: kTile rows at a time, each accumulated into every head in position order.
     for (int32_t j0 = 0; j0 < n_pos; j0 += kTile) {
         const int32_t n = std::min(kTile, n_pos - j0);
-        for (int32_t l = 0; l < n; ++l) widen(values.row(j0 + l) + v_head, f32, f16c, dv, rows + l * dv);
-        for (int32_t g = 0; g < group; ++g)
-            accumulate_values(rows, n, dv, scores + size_t(g) * stride + size_t(j0), out + size_t(g) * size_t(dv));
+        const uint8_t *v[kTile];
+        for (int32_t l = 0; l < n; ++l) v[l] = values.row(j0 + l) + v_head;
+        const float *w = scores + size_t(j0);
+        if (f32) accumulate_values<F32Row>(v, n, dv, group, w, stride, out);
+        else if (f16c) accumulate_values_f16c(v, n, dv, group, w, stride, out);
+        else accumulate_values<HalfRow>(v, n, dv, group, w, stride, out);
     }
 }
 
