@@ -263,6 +263,18 @@ void fill_key_tile_f16c(const uint8_t *const *, int32_t, float *) {}
 void accumulate_values_f16c(const uint8_t *const *, int32_t, int32_t, int32_t, const float *, size_t, float *) {}
 #endif
 
+// Asks for the cache lines of rows p .. p + kTile - 1 (those before n), bytes
+// from offset in each. The loops below read eight rows side by side, a few
+// lines of each, which the hardware prefetchers barely follow; in a decode
+// the rows come from memory (every layer's cache together outgrows the CPU's
+// caches), so the rows of the tile two ahead are asked for while one is
+// computed.
+MOE_VEC8_INLINE void prefetch_rows(const KvRowRun &run, int32_t p, int32_t n, size_t offset, size_t bytes) {
+    constexpr size_t kLine = 64;
+    for (int32_t l = p; l < std::min(p + kTile, n); ++l)
+        for (size_t b = 0; b < bytes; b += kLine) __builtin_prefetch(run.row(l) + offset + b);
+}
+
 // attend_kv_group for head sizes that are multiples of the lane count: keys
 // scored kTile positions at a time for all heads of the group, softmax per
 // head, values accumulated kTile positions at a time.
@@ -285,6 +297,7 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
     alignas(64) float tile[kMaxHeadDim * kTile];
     int32_t p0 = 0;
     for (; p0 + kTile <= n_pos; p0 += kTile) {
+        prefetch_rows(keys, p0 + 2 * kTile, n_pos, k_head, size_t(dk) * es);
         const uint8_t *k[kTile];
         for (int32_t l = 0; l < kTile; ++l) k[l] = keys.row(p0 + l) + k_head;
         if (f32) fill_key_tile<F32Row>(k, dk, tile);
@@ -313,6 +326,7 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
     // Values: kTile rows at a time, each accumulated into every head in position order.
     for (int32_t j0 = 0; j0 < n_pos; j0 += kTile) {
         const int32_t n = std::min(kTile, n_pos - j0);
+        prefetch_rows(values, j0 + 2 * kTile, n_pos, v_head, size_t(dv) * es);
         const uint8_t *v[kTile];
         for (int32_t l = 0; l < n; ++l) v[l] = values.row(j0 + l) + v_head;
         const float *w = scores + size_t(j0);
