@@ -70,13 +70,14 @@ TEST(AttentionGroup, EqualsPerHeadAttentionF32) {
     expect_group_equals_heads(true, 6, 2, 128, 64);
 }
 
-TEST(AttentionGroup, HeadsLargerThanTheTileFallBack) { expect_group_equals_heads(false, 4, 2, 512, 512); }
+// 640 is past the tiled path's largest head (576): attend_kv_group falls back to attend_head per head.
+TEST(AttentionGroup, HeadsLargerThanTheTileFallBack) { expect_group_equals_heads(false, 4, 2, 640, 640); }
 
 TEST(AttentionGroup, SlidingWindowAndSinksEqualPerHead) {
     for (int32_t window : {0, 1, 5, 9}) {
         expect_group_equals_heads(false, 8, 2, 64, 64, window, true);
         expect_group_equals_heads(true, 8, 2, 16, 16, window, window % 2 == 1);
-        expect_group_equals_heads(false, 4, 2, 512, 512, window, true);
+        expect_group_equals_heads(false, 4, 2, 640, 640, window, true);
     }
 }
 
