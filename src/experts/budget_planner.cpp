@@ -9,11 +9,6 @@
 
 namespace moe {
 
-int32_t context_length(const HParams &hp, int32_t n_ctx) {
-    if (n_ctx > 0) return n_ctx;
-    return hp.n_ctx_train > 0 ? std::min(hp.n_ctx_train, 4096) : 4096;
-}
-
 uint64_t forward_scratch_bound(const HParams &hp, int32_t max_batch, int32_t n_ctx, int32_t n_threads) {
     const uint64_t B = uint64_t(std::max(max_batch, 1));
     const uint64_t ctx = uint64_t(context_length(hp, n_ctx));

@@ -9,10 +9,6 @@ namespace moe {
 
 struct HParams;
 
-// The context length a context opened with n_ctx has: n_ctx, or for 0 the
-// model's training length capped at 4096 (4096 when the file does not say).
-int32_t context_length(const HParams &hp, int32_t n_ctx);
-
 // Upper bound of the forward pass's scratch for batches of max_batch tokens
 // (activation rows of every buffer, quantised activations, attention scores
 // per thread, lookahead), which the runtime estimate of io_mode_choice does

@@ -425,4 +425,9 @@ HParams HParams::from_gguf(const gguf::GgufFile &file) {
     return hp;
 }
 
+int32_t context_length(const HParams &hp, int32_t n_ctx) {
+    if (n_ctx > 0) return n_ctx;
+    return hp.n_ctx_train > 0 ? std::min(hp.n_ctx_train, 4096) : 4096;
+}
+
 }  // namespace moe

@@ -95,4 +95,8 @@ struct HParams {
 // every layer slide. One entry per layer, 1 = slides.
 std::vector<uint8_t> swa_layers_of_period(int32_t n_layer, int32_t period);
 
+// The context length a context opened with n_ctx has: n_ctx, or for 0 the
+// model's training length capped at 4096 (4096 when the file does not say).
+int32_t context_length(const HParams &hp, int32_t n_ctx);
+
 }  // namespace moe

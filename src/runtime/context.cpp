@@ -8,7 +8,6 @@
 
 #include "common/error.hpp"
 #include "common/monotonic_clock.hpp"
-#include "experts/budget_planner.hpp"
 #include "io/observed_backend.hpp"
 
 namespace moe {

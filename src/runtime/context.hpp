@@ -112,7 +112,7 @@ private:
     ContextParams params_;
     // Declared before the model so that it outlives the views pointing into it.
     std::unique_ptr<DenseCopy> dense_;  // the dense matrices when experts are streamed
-    ThreadPool pool_;                   // before the model: it builds the model's matrices built at open
+    ThreadPool pool_;                   // before the model: it builds the matrices the model derives at open
     std::unique_ptr<Model> model_;
     int32_t n_ctx_ = 0;
     Stats stats_;

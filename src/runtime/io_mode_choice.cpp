@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <iterator>
 
 #include "common/cgroup_memory.hpp"
 #include "common/error.hpp"
 #include "common/saturating.hpp"
-#include "experts/budget_planner.hpp"
 #include "model/hparams.hpp"
 #include "model/kv_cache.hpp"
 

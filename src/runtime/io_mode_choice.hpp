@@ -20,7 +20,7 @@ struct HParams;
 constexpr uint64_t kDefaultRuntimeOverheadBytes = 256ull << 20;
 // Estimate for a model at context length n_ctx (0 = what a context opened
 // with it has: min(trained, 4096), or 4096 when the file does not say;
-// context_length in experts/budget_planner.hpp) run in steps of max_batch tokens: KV cache, F16 or with f32_kv F32 as
+// context_length in model/hparams.hpp) run in steps of max_batch tokens: KV cache, F16 or with f32_kv F32 as
 // exact contexts keep it (rings for the sliding-window layers,
 // model/kv_cache.hpp) + logits/activation scratch + a fixed allowance.
 uint64_t estimate_runtime_overhead(const HParams &hp, int32_t n_ctx, int32_t max_batch, bool f32_kv = false);
