@@ -132,8 +132,9 @@ RegexSplitter::RegexSplitter(const std::vector<std::string> &patterns) {
         c->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(),
                                 PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &err, &err_offset, nullptr);
         if (!c->code)
-            fail(Status::internal, "pre-tokenizer expression '%s' does not compile at offset %zu: %s", p.c_str(),
-                 size_t(err_offset), pcre2_message(err).c_str());
+            // The offset is into the expression as compiled (whitespace written out).
+            fail(Status::internal, "pre-tokenizer expression '%s' does not compile at offset %zu: %s",
+                 compiled.c_str(), size_t(err_offset), pcre2_message(err).c_str());
         (void)pcre2_jit_compile(c->code, PCRE2_JIT_COMPLETE);  // the interpreter serves when JIT is unavailable
         compiled_.push_back(std::move(c));
     }
