@@ -89,4 +89,53 @@ TEST_P(Matmat, EqualsPerTokenMatvecAndScalarForAllTokenCounts) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, Matmat, ::testing::ValuesIn(cases()), moe::test::kernel_case_name);
 
+// Every quant at its largest against activations of the largest magnitude,
+// all -127 (even tokens) or +127 after a first -127 (odd tokens): the SIMD
+// kernels add products in int16 (vpmaddubsw pairs, and several of those
+// before one vpmaddwd) and must stay exact at these extremes, which random
+// quants almost never reach. Full groups with a tail, rows shorter than one
+// group, and one to five tokens (tiles of four and one).
+TEST(MatmatLimits, LargestQuantsAndActivationsEqualScalar) {
+    for (GgmlType t : moe::test::compute_weight_types()) {
+        const int64_t block = moe::type_traits(t).block_elems;
+        if (block == 1) continue;
+        for (const int64_t n : {block * 11, block * 3, block}) {
+            const int64_t rows = 9;
+            const size_t rb = moe::row_bytes(t, n);
+            std::vector<uint8_t> w;
+            for (int64_t r = 0; r < rows; ++r) {
+                const auto row = moe::test::largest_quants_row(t, n);
+                w.insert(w.end(), row.begin(), row.end());
+            }
+            const int32_t tokens = 5;
+            const size_t ab = k::act_row_bytes(t, n, false);
+            std::vector<uint8_t> acts(ab * tokens);
+            for (int32_t tk = 0; tk < tokens; ++tk) {
+                std::vector<float> x(static_cast<size_t>(n), tk % 2 ? 1.0f : -1.0f);
+                x[0] = -1.0f;
+                k::quantize_act(t, x.data(), acts.data() + tk * ab, n, false);
+            }
+            IsaGuard guard;
+            std::vector<float> reference;
+            for (k::Isa isa : supported_isas()) {
+                ASSERT_TRUE(k::set_isa(isa));
+                std::vector<float> by_matvec(static_cast<size_t>(rows) * tokens), by_matmat(by_matvec.size());
+                for (int32_t tk = 0; tk < tokens; ++tk)
+                    k::matvec_rows(t, n, w.data(), rb, acts.data() + tk * ab, by_matvec.data() + tk * rows, 0, rows,
+                                   false);
+                k::matmat_rows(t, n, w.data(), rb, acts.data(), ab, tokens, by_matmat.data(), rows, 0, rows, false);
+                if (reference.empty()) reference = by_matvec;
+                for (size_t i = 0; i < reference.size(); ++i) {
+                    ASSERT_TRUE(same_bits(by_matvec[i], reference[i]))
+                        << moe::type_traits(t).name << " n=" << n << " " << k::isa_name(isa) << " matvec token "
+                        << i / rows << " row " << i % rows << ": " << by_matvec[i] << " vs " << reference[i];
+                    ASSERT_TRUE(same_bits(by_matmat[i], reference[i]))
+                        << moe::type_traits(t).name << " n=" << n << " " << k::isa_name(isa) << " matmat token "
+                        << i / rows << " row " << i % rows << ": " << by_matmat[i] << " vs " << reference[i];
+                }
+            }
+        }
+    }
+}
+
 }  // namespace

@@ -31,6 +31,38 @@ uint8_t random_exponent(std::mt19937 &rng) {
 
 void put16(uint8_t *p, uint16_t v) { std::memcpy(p, &v, 2); }
 
+// Overwrites the fp16 scale fields of every block of a quantised row with
+// scale() (and MXFP4's exponent bytes with exponent()), in block order.
+void set_scale_fields(GgmlType type, std::vector<uint8_t> &row, const std::function<uint16_t()> &scale,
+                      const std::function<uint8_t()> &exponent) {
+    const size_t block_bytes = type_traits(type).block_bytes;
+    for (size_t off = 0; off < row.size(); off += block_bytes) {
+        uint8_t *b = row.data() + off;
+        switch (type) {
+        case GgmlType::Q4_0:
+        case GgmlType::Q5_0:
+        case GgmlType::Q8_0:
+        case GgmlType::IQ4_NL:
+        case GgmlType::IQ4_XS: put16(b, scale()); break;
+        case GgmlType::Q2_K:
+            put16(b + 80, scale());
+            put16(b + 82, scale());
+            break;
+        case GgmlType::Q3_K: put16(b + 108, scale()); break;
+        case GgmlType::Q4_1:
+        case GgmlType::Q5_1:
+        case GgmlType::Q4_K:
+        case GgmlType::Q5_K:
+            put16(b, scale());
+            put16(b + 2, scale());
+            break;
+        case GgmlType::Q6_K: put16(b + 208, scale()); break;
+        case GgmlType::MXFP4: b[0] = exponent(); break;
+        default: break;
+        }
+    }
+}
+
 }  // namespace
 
 const std::vector<GgmlType> &compute_weight_types() {
@@ -64,7 +96,6 @@ std::vector<float> random_floats(int64_t n, std::mt19937 &rng, float scale) {
 }
 
 std::vector<uint8_t> random_row(GgmlType type, int64_t n, std::mt19937 &rng) {
-    const TypeTraits &tr = type_traits(type);
     std::vector<uint8_t> row(row_bytes(type, static_cast<uint64_t>(n)));
     std::uniform_int_distribution<int> byte(0, 255);
     for (auto &b : row) b = static_cast<uint8_t>(byte(rng));
@@ -79,32 +110,13 @@ std::vector<uint8_t> random_row(GgmlType type, int64_t n, std::mt19937 &rng) {
             put16(row.data() + 2 * i, type == GgmlType::F16 ? kernels::f32_to_fp16(v[i]) : kernels::f32_to_bf16(v[i]));
         return row;
     }
-    // Overwrite the fp16 scale fields of every block with finite values.
-    for (size_t off = 0; off < row.size(); off += tr.block_bytes) {
-        uint8_t *b = row.data() + off;
-        switch (type) {
-        case GgmlType::Q4_0:
-        case GgmlType::Q5_0:
-        case GgmlType::Q8_0:
-        case GgmlType::IQ4_NL:
-        case GgmlType::IQ4_XS: put16(b, random_scale(rng)); break;
-        case GgmlType::Q2_K:
-            put16(b + 80, random_scale(rng));
-            put16(b + 82, random_scale(rng));
-            break;
-        case GgmlType::Q3_K: put16(b + 108, random_scale(rng)); break;
-        case GgmlType::Q4_1:
-        case GgmlType::Q5_1:
-        case GgmlType::Q4_K:
-        case GgmlType::Q5_K:
-            put16(b, random_scale(rng));
-            put16(b + 2, random_scale(rng));
-            break;
-        case GgmlType::Q6_K: put16(b + 208, random_scale(rng)); break;
-        case GgmlType::MXFP4: b[0] = random_exponent(rng); break;
-        default: break;
-        }
-    }
+    set_scale_fields(type, row, [&] { return random_scale(rng); }, [&] { return random_exponent(rng); });
+    return row;
+}
+
+std::vector<uint8_t> largest_quants_row(GgmlType type, int64_t n) {
+    std::vector<uint8_t> row(row_bytes(type, static_cast<uint64_t>(n)), 0xFF);
+    set_scale_fields(type, row, [] { return kernels::f32_to_fp16(0.01f); }, [] { return uint8_t{127}; });
     return row;
 }
 
