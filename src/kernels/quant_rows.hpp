@@ -51,6 +51,14 @@ MOE_ALWAYS_INLINE void prefetch_ahead(const uint8_t *p) {
     for (size_t off = 0; off < kBytes; off += 64)
         _mm_prefetch(reinterpret_cast<const char *>(p + kPrefetchAhead + off), kPrefetchHint);
 }
+// One prefetch of the line holding p that stays where it is written. The
+// compiler schedules the intrinsic freely: in loops unrolled over a group of
+// blocks it issued all of a group's prefetches at the group's start, which
+// measured 1.05-1.15x slower while streaming than one block's at a time.
+MOE_ALWAYS_INLINE void prefetch_in_place(const uint8_t *p) {
+    static_assert(kPrefetchHint == _MM_HINT_NTA, "the instruction below is the NTA prefetch");
+    asm volatile("prefetchnta %0" : : "m"(*p));
+}
 
 // The low (kHigh = false) or high 16 bits of each 32-bit lane, read as fp16.
 template <bool kHigh>

@@ -20,10 +20,9 @@
 #include <immintrin.h>
 
 #include <array>
-#include <type_traits>
-#include <utility>
 
 #include "kernels/dispatch.hpp"
+#include "kernels/krows_unrolled.hpp"
 #include "kernels/mxfp4_rows.hpp"
 #include "kernels/quant_rows.hpp"
 #include "kernels/simd_avx512_blocks.hpp"
@@ -216,6 +215,7 @@ struct Q45K {
     static constexpr size_t kQs = kFive ? q5_k::qs : q4_k::qs;
     static constexpr bool kMins = true, kArranged = true;
     using Partial = __m512i;
+    using Fold = Fold512;
     MOE_ALWAYS_INLINE static __m256i total8(const __m512i *x) { return moe::kernels::detail::total8(x); }
     struct Block {
         __m512i v[4];
@@ -331,6 +331,29 @@ struct Q45K {
         h.sc[1] = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(sc, 1));
         return h;
     }
+    // sum_s m_s * bpair_s for the eight blocks of h against the pair sums
+    // from bpair: of eight consecutive blocks, or of one (kOneBlock: the same
+    // block of eight rows).
+    template <bool kOneBlock>
+    MOE_ALWAYS_INLINE static __m256i min_sums8(const Head &h, const int16_t *bpair) {
+        if constexpr (kOneBlock) {
+            const __m512i bp = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(bpair)));
+            return min_sums8(h.mins, bp, bp);
+        } else {
+            return min_sums8(h.mins, _mm512_loadu_si512(bpair), _mm512_loadu_si512(bpair + 32));
+        }
+    }
+    // bpair_lo (hi): the pair sums against blocks 0..3 (4..7), 8 int16 per 128-bit lane.
+    MOE_ALWAYS_INLINE static __m256i min_sums8(__m512i mins, __m512i bpair_lo, __m512i bpair_hi) {
+        // 128-bit lane L of lo (hi): the four pair products of block L (4 + L).
+        const __m512i lo = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(mins)), bpair_lo);
+        const __m512i hi = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(mins, 1)), bpair_hi);
+        const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(lo, hi), _mm512_unpackhi_epi32(lo, hi));
+        const __m512i v = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
+        // Dwords 0, 1 of lane L: blocks L, 4 + L.
+        return _mm512_castsi512_si256(
+            _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), v));
+    }
     // Block j of the group whose head is h.
     template <int J>
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, const Head &h) {
@@ -383,197 +406,6 @@ struct Q6K : KDecoder512<q6_k::bytes, false> {
     }
 };
 
-// --- K-quant row loop ----------------------------------------------------------------
-//
-// KRows' loop with the eight super-blocks of a full group unrolled at compile
-// time and their partial sums reduced as they are produced (the unpack
-// network of total8, one level per pair), so a token keeps at most three
-// partial vectors live instead of eight and more tokens fit in registers.
-// The integer totals and the float epilogue are KRows' (same operations in
-// the same order).
-template <int... J, typename F>
-MOE_ALWAYS_INLINE void unrolled(std::integer_sequence<int, J...>, F &&f) {
-    (f(std::integral_constant<int, J>{}), ...);
-}
-
-template <typename D>
-struct KRows512 : KRows<D> {
-    using Base = KRows<D>;
-    using Prep = KPrep;
-    static constexpr int kTokenTile = 4;
-
-    // D::head8 (heads of a group decoded together) if D has it.
-    template <typename X, typename = void>
-    struct HeadsOf : std::false_type {
-        struct type {};
-    };
-    template <typename X>
-    struct HeadsOf<X, std::void_t<typename X::Head>> : std::true_type {
-        using type = typename X::Head;
-    };
-    using Heads = HeadsOf<D>;
-
-    // sum_s m_s * bpair_s for 8 super-blocks (mins: byte 8j + s = min s of block j).
-    MOE_ALWAYS_INLINE static __m256i min_sums8(__m512i mins, const int16_t *bpair) {
-        return min_sums8(mins, load512(reinterpret_cast<const uint8_t *>(bpair)),
-                         load512(reinterpret_cast<const uint8_t *>(bpair + 32)));
-    }
-    // bpair_lo (hi): the pair sums against blocks 0..3 (4..7), 8 int16 per 128-bit lane.
-    MOE_ALWAYS_INLINE static __m256i min_sums8(__m512i mins, __m512i bpair_lo, __m512i bpair_hi) {
-        // 128-bit lane L of lo (hi): the four pair products of block L (4 + L).
-        const __m512i lo = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(mins)), bpair_lo);
-        const __m512i hi = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(mins, 1)), bpair_hi);
-        const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(lo, hi), _mm512_unpackhi_epi32(lo, hi));
-        const __m512i v = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
-        // Dwords 0, 1 of lane L: blocks L, 4 + L.
-        return _mm512_castsi512_si256(
-            _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), v));
-    }
-
-    // Folds the partial sums s of block J (0..7) of a group into the unpack
-    // network as they are produced (total8's levels, one per pair), so at
-    // most three vectors per token stay live.
-    template <int J>
-    MOE_ALWAYS_INLINE static void fold(__m512i s, __m512i &even, __m512i &pair, __m512i (&quad)[2]) {
-        if constexpr (J % 2 == 0) {
-            even = s;
-        } else {
-            const __m512i pr = _mm512_add_epi32(_mm512_unpacklo_epi32(even, s), _mm512_unpackhi_epi32(even, s));
-            if constexpr (J % 4 == 1) pair = pr;
-            else quad[J / 4] = _mm512_add_epi32(_mm512_unpacklo_epi64(pair, pr), _mm512_unpackhi_epi64(pair, pr));
-        }
-    }
-    // Lane j = the total of block j, from the folded network.
-    MOE_ALWAYS_INLINE static __m256i folded_total(const __m512i (&quad)[2]) {
-        const __m512i r = _mm512_add_epi32(_mm512_shuffle_i64x2(quad[0], quad[1], 0x88),
-                                           _mm512_shuffle_i64x2(quad[0], quad[1], 0xDD));
-        return _mm512_castsi512_si256(_mm512_add_epi32(_mm512_shuffle_i64x2(r, r, 0x08), _mm512_shuffle_i64x2(r, r, 0x0D)));
-    }
-
-    // Prefetches the cache lines that start inside block J of a group.
-    template <int J>
-    MOE_ALWAYS_INLINE static void prefetch_block(const uint8_t *group) {
-        constexpr size_t first = (J * D::kBytes + 63) / 64, end = ((J + 1) * D::kBytes + 63) / 64;
-        for (size_t l = first; l < end; ++l)
-            _mm_prefetch(reinterpret_cast<const char *>(group + kPrefetchAhead + 64 * l), kPrefetchHint);
-    }
-
-    template <int T>
-    static void row(const uint8_t *w, const Prep *p, int64_t nb, float *out) {
-        __m256 acc[T];
-        for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-        int64_t b = 0;
-        for (; b + 8 <= nb; b += 8, w += 8 * D::kBytes) {
-            alignas(64) uint64_t mins[8];
-            alignas(32) uint32_t dm[8];
-            [[maybe_unused]] typename Heads::type head;
-            if constexpr (Heads::value) head = D::head8(w);
-            __m512i even[T], pair[T], quad[T][2];
-            unrolled(std::make_integer_sequence<int, 8>{}, [&](auto jc) {
-                constexpr int j = decltype(jc)::value;
-                prefetch_block<j>(w);
-                typename D::Block blk;
-                if constexpr (Heads::value) blk = D::template decode<j>(w + j * D::kBytes, head);
-                else blk = D::decode(w + j * D::kBytes, mins[j], dm[j]);
-                for (int t = 0; t < T; ++t)
-                    fold<j>(D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * (b + j),
-                                    p[t].act + q8_k::bytes * (b + j)),
-                            even[t], pair[t], quad[t]);
-            });
-            for (int t = 0; t < T; ++t) {
-                const __m256i sumi = folded_total(quad[t]);
-                const __m256 da = _mm256_loadu_ps(p[t].d + b);
-                if constexpr (Heads::value) {
-                    const __m256i summ = min_sums8(head.mins, p[t].bpair + 8 * b);
-                    acc[t] = _mm256_add_ps(acc[t], Base::terms8(head.dm, sumi, summ, da));
-                } else {
-                    const __m256i summ = D::kMins ? Base::block_min_sums8(w, mins, p[t], b, 8) : _mm256_setzero_si256();
-                    acc[t] = _mm256_add_ps(acc[t], Base::terms8(dm, sumi, summ, da));
-                }
-            }
-        }
-        if (b < nb) tail<T>(w, p, b, nb, acc);
-        for (int t = 0; t < T; ++t) {
-            alignas(32) float lanes[8];
-            _mm256_store_ps(lanes, acc[t]);
-            out[t] = BlockLanes::reduce8(lanes);
-        }
-    }
-
-    // Eight rows of fewer than 8 super-blocks (see KRows::rows8, same terms in
-    // the same order): super-block j of the eight rows is decoded and reduced
-    // like a group of row(), heads decoded together across the rows.
-    template <int T>
-    static void rows8(const uint8_t *w, size_t row_bytes, const Prep *p, int64_t nb, float (*out)[8]) {
-        alignas(32) float terms[T][8][8] = {};  // [token][super-block j][row i]
-        for (int64_t j = 0; j < nb; ++j) {
-            const uint8_t *wj = w + j * D::kBytes;
-            alignas(64) uint64_t mins[8];
-            alignas(32) uint32_t dm[8];
-            [[maybe_unused]] typename Heads::type head;
-            if constexpr (Heads::value) head = D::head8(wj, row_bytes);
-            __m512i even[T], pair[T], quad[T][2];
-            unrolled(std::make_integer_sequence<int, 8>{}, [&](auto ic) {
-                constexpr int i = decltype(ic)::value;
-                const uint8_t *wb = wj + i * row_bytes;
-                prefetch_ahead<D::kBytes>(wb);
-                typename D::Block blk;
-                if constexpr (Heads::value) blk = D::template decode<i>(wb, head);
-                else blk = D::decode(wb, mins[i], dm[i]);
-                for (int t = 0; t < T; ++t)
-                    fold<i>(D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * j,
-                                    p[t].act + q8_k::bytes * j),
-                            even[t], pair[t], quad[t]);
-            });
-            for (int t = 0; t < T; ++t) {
-                const __m256i sumi = folded_total(quad[t]);
-                const __m256 da = _mm256_set1_ps(p[t].d[j]);
-                __m256 term;
-                if constexpr (Heads::value) {
-                    // Every row's mins meet block j's pair sums.
-                    const __m512i bp = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p[t].bpair + 8 * j)));
-                    term = Base::terms8(head.dm, sumi, min_sums8(head.mins, bp, bp), da);
-                } else if constexpr (requires { D::kGroupMins; }) {
-                    // Every row's mins meet block j's group sums.
-                    term = Base::terms8(dm, sumi, D::group_min_sums8(wj, row_bytes, p[t].act + q8_k::bytes * j, 0, 8), da);
-                } else {
-                    static_assert(!D::kMins, "decoders with mins per pair of groups decode their heads together");
-                    term = Base::terms8(dm, sumi, _mm256_setzero_si256(), da);
-                }
-                _mm256_store_ps(terms[t][j], _mm256_add_ps(_mm256_setzero_ps(), term));
-            }
-        }
-        for (int t = 0; t < T; ++t) Base::reduce_rows8(terms[t], out[t]);
-    }
-
-    // The last nb - b < 8 super-blocks (lanes 0 .. nb - b - 1).
-    template <int T>
-    static void tail(const uint8_t *w, const Prep *p, int64_t b, int64_t nb, __m256 *acc) {
-        const int cnt = static_cast<int>(nb - b);
-        typename D::Partial s[T][8];
-        alignas(64) uint64_t mins[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        alignas(32) uint32_t dm[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int j = 0; j < 8; ++j)
-            for (int t = 0; t < T; ++t) s[t][j] = typename D::Partial{};
-        for (int j = 0; j < cnt; ++j) {
-            const typename D::Block blk = D::decode(w + j * D::kBytes, mins[j], dm[j]);
-            for (int t = 0; t < T; ++t)
-                s[t][j] = D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * (b + j),
-                                  p[t].act + q8_k::bytes * (b + j));
-        }
-        for (int t = 0; t < T; ++t) {
-            alignas(32) float lanes[8];
-            alignas(32) int32_t si[8], sm[8];
-            _mm256_store_ps(lanes, acc[t]);
-            _mm256_store_si256(reinterpret_cast<__m256i *>(si), D::total8(s[t]));
-            _mm256_store_si256(reinterpret_cast<__m256i *>(sm),
-                               D::kMins ? Base::block_min_sums8(w, mins, p[t], b, cnt) : _mm256_setzero_si256());
-            for (int j = 0; j < cnt; ++j) lanes[j] += Base::term1(dm[j], si[j], sm[j], p[t].d[b + j]);
-            acc[t] = _mm256_load_ps(lanes);
-        }
-    }
-};
-
 }  // namespace
 
 void fill_avx512_kernels(KernelTable &t) {
@@ -585,12 +417,12 @@ void fill_avx512_kernels(KernelTable &t) {
     Tiled<LegacyRows<Nibbles8<Q4_1Dec>>>::install(t, GgmlType::Q4_1);
     Tiled<LegacyRows<Nibbles8<Q5_1Dec>>>::install(t, GgmlType::Q5_1);
     Tiled<LegacyRows<PerBlock<Q8_0Dec, DotVnni>>>::install(t, GgmlType::Q8_0);
-    Tiled<KRows512<Q45K<false>>>::install(t, GgmlType::Q4_K);
-    Tiled<KRows512<Q45K<true>>>::install(t, GgmlType::Q5_K);
-    Tiled<KRows512<Q6K>>::install(t, GgmlType::Q6_K);
-    Tiled<KRows512<Q2K512>>::install(t, GgmlType::Q2_K);
-    Tiled<KRows512<Q3K512>>::install(t, GgmlType::Q3_K);
-    Tiled<KRows512<IQ4XS512>>::install(t, GgmlType::IQ4_XS);
+    Tiled<KRowsUnrolled<Q45K<false>>>::install(t, GgmlType::Q4_K);
+    Tiled<KRowsUnrolled<Q45K<true>>>::install(t, GgmlType::Q5_K);
+    Tiled<KRowsUnrolled<Q6K>>::install(t, GgmlType::Q6_K);
+    Tiled<KRowsUnrolled<Q2K512>>::install(t, GgmlType::Q2_K);
+    Tiled<KRowsUnrolled<Q3K512>>::install(t, GgmlType::Q3_K);
+    Tiled<KRowsUnrolled<IQ4XS512>>::install(t, GgmlType::IQ4_XS);
     Tiled<LegacyRows<Nibbles8<IQ4NLDec>>>::install(t, GgmlType::IQ4_NL);
     Tiled<LegacyRows<Nibbles8<Mxfp4Dec>>>::install(t, GgmlType::MXFP4);
 }

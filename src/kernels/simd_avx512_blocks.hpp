@@ -33,6 +33,29 @@ MOE_ALWAYS_INLINE __m256i total8(const __m512i *x) {
     return _mm512_castsi512_si256(total);
 }
 
+// total8 of a group's partial sums folded in as they are produced (the
+// K-quant row loop's D::Fold): add<J>(s) takes block J's partials, one level
+// of the network per pair of blocks, so at most three vectors stay live.
+struct Fold512 {
+    __m512i even, pair, quad[2];
+    template <int J>
+    MOE_ALWAYS_INLINE void add(__m512i s) {
+        if constexpr (J % 2 == 0) {
+            even = s;
+        } else {
+            const __m512i pr = _mm512_add_epi32(_mm512_unpacklo_epi32(even, s), _mm512_unpackhi_epi32(even, s));
+            if constexpr (J % 4 == 1) pair = pr;
+            else quad[J / 4] = _mm512_add_epi32(_mm512_unpacklo_epi64(pair, pr), _mm512_unpackhi_epi64(pair, pr));
+        }
+    }
+    // Lane j = the total of block j.
+    MOE_ALWAYS_INLINE __m256i total() const {
+        const __m512i r = _mm512_add_epi32(_mm512_shuffle_i64x2(quad[0], quad[1], 0x88),
+                                           _mm512_shuffle_i64x2(quad[0], quad[1], 0xDD));
+        return _mm512_castsi512_si256(_mm512_add_epi32(_mm512_shuffle_i64x2(r, r, 0x08), _mm512_shuffle_i64x2(r, r, 0x0D)));
+    }
+};
+
 // 512-bit K-quant registers of 64 elements (128-bit lane L of register r =
 // 16-element group 4r + L) are dotted by vpdpbusd into int32 sums of 4
 // products, packed in pairs of registers (0, 1 and 2, 3) into int16 by
@@ -72,12 +95,13 @@ MOE_ALWAYS_INLINE __m512i corrected_group_sums512(const Block &k, const uint8_t 
     return group_sums512(k.v, k.sc, act, _mm512_dpwssd_epi32(_mm512_setzero_si512(), bsums, k.corr));
 }
 
-// The frame of a decoder of 512-bit K-quant registers (KRows' / KRows512's D).
+// The frame of a decoder of 512-bit K-quant registers (KRows' / KRowsUnrolled's D).
 template <size_t kBlockBytes, bool kHasMins>
 struct KDecoder512 {
     static constexpr size_t kBytes = kBlockBytes;
     static constexpr bool kMins = kHasMins, kArranged = false;
     using Partial = __m512i;
+    using Fold = Fold512;
     MOE_ALWAYS_INLINE static __m256i total8(const __m512i *x) { return moe::kernels::detail::total8(x); }
     // Four registers of quants and the scales of the two packed pairs.
     struct Block {

@@ -1,0 +1,189 @@
+// The K-quant row loop with a full group's eight super-blocks unrolled at
+// compile time (KRows' loop otherwise; included by the AVX2 and AVX-512
+// kernel files, each compiling its own copy).
+//
+// Partial sums are reduced as they are produced (D::Fold: total8's network,
+// one level per pair of blocks), so a token keeps at most three partial
+// vectors live instead of eight and more tokens fit in registers. A decoder
+// may decode the heads of a group's eight super-blocks together (D::Head,
+// D::head8, D::decode<J>(w, head), D::min_sums8<kOneBlock>(head, bpair)).
+// Prefetches stay at their block (prefetch_in_place). The integer totals and the float epilogue are
+// KRows' (same operations in the same order), so results equal KRows' bit
+// for bit.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/quant_rows.hpp"
+
+namespace moe::kernels::detail {
+namespace {
+
+template <int... J, typename F>
+MOE_ALWAYS_INLINE void unrolled(std::integer_sequence<int, J...>, F &&f) {
+    (f(std::integral_constant<int, J>{}), ...);
+}
+
+template <typename D>
+struct KRowsUnrolled : KRows<D> {
+    using Base = KRows<D>;
+    using Prep = KPrep;
+    using Fold = typename D::Fold;
+    static constexpr int kTokenTile = 4;
+
+    // D::head8 (heads of a group decoded together) if D has it.
+    template <typename X, typename = void>
+    struct HeadsOf : std::false_type {
+        struct type {};
+    };
+    template <typename X>
+    struct HeadsOf<X, std::void_t<typename X::Head>> : std::true_type {
+        using type = typename X::Head;
+    };
+    using Heads = HeadsOf<D>;
+
+    // Prefetches the cache lines that start inside block J of a group.
+    template <int J>
+    MOE_ALWAYS_INLINE static void prefetch_block(const uint8_t *group) {
+        constexpr size_t first = (J * D::kBytes + 63) / 64, end = ((J + 1) * D::kBytes + 63) / 64;
+        for (size_t l = first; l < end; ++l) prefetch_in_place(group + kPrefetchAhead + 64 * l);
+    }
+
+    MOE_ALWAYS_INLINE static const uint8_t *arranged(const Prep &p, int64_t blk) {
+        return p.arranged + (D::kArranged ? 256 : q8_k::bytes) * blk;
+    }
+    MOE_ALWAYS_INLINE static const uint8_t *act(const Prep &p, int64_t blk) { return p.act + q8_k::bytes * blk; }
+
+    // Each token's partial sums of a block without a decoded head (mins / dm
+    // as D::decode gives them) into s[t].
+    template <int T>
+    MOE_ALWAYS_INLINE static void block_sums(const uint8_t *wb, uint64_t &mins, uint32_t &dm, const Prep *p,
+                                             int64_t blk, typename D::Partial *s) {
+        const typename D::Block k = D::decode(wb, mins, dm);
+        for (int t = 0; t < T; ++t) s[t] = D::sums(k, arranged(p[t], blk), act(p[t], blk));
+    }
+
+    // Block J of a group (weights at wb) against activation block blk of
+    // each token, folded into fold[t].
+    template <int J, int T>
+    MOE_ALWAYS_INLINE static void block(const uint8_t *wb, const typename Heads::type &head, uint64_t &mins,
+                                        uint32_t &dm, const Prep *p, int64_t blk, Fold *fold) {
+        typename D::Partial s[T];
+        if constexpr (!Heads::value) {
+            block_sums<T>(wb, mins, dm, p, blk, s);
+        } else {
+            const typename D::Block k = D::template decode<J>(wb, head);
+            for (int t = 0; t < T; ++t) s[t] = D::sums(k, arranged(p[t], blk), act(p[t], blk));
+        }
+        for (int t = 0; t < T; ++t) fold[t].template add<J>(s[t]);
+    }
+
+    template <int T>
+    static void row(const uint8_t *w, const Prep *p, int64_t nb, float *out) {
+        __m256 acc[T];
+        for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+        int64_t b = 0;
+        for (; b + 8 <= nb; b += 8, w += 8 * D::kBytes) {
+            alignas(64) uint64_t mins[8];
+            alignas(32) uint32_t dm[8];
+            [[maybe_unused]] typename Heads::type head;
+            if constexpr (Heads::value) head = D::head8(w, D::kBytes);
+            Fold fold[T];
+            unrolled(std::make_integer_sequence<int, 8>{}, [&](auto jc) {
+                constexpr int j = decltype(jc)::value;
+                prefetch_block<j>(w);
+                block<j, T>(w + j * D::kBytes, head, mins[j], dm[j], p, b + j, fold);
+            });
+            for (int t = 0; t < T; ++t) {
+                const __m256i sumi = fold[t].total();
+                const __m256 da = _mm256_loadu_ps(p[t].d + b);
+                if constexpr (Heads::value) {
+                    const __m256i summ = D::template min_sums8<false>(head, p[t].bpair + 8 * b);
+                    acc[t] = _mm256_add_ps(acc[t], Base::terms8(head.dm, sumi, summ, da));
+                } else {
+                    const __m256i summ = D::kMins ? Base::block_min_sums8(w, mins, p[t], b, 8) : _mm256_setzero_si256();
+                    acc[t] = _mm256_add_ps(acc[t], Base::terms8(dm, sumi, summ, da));
+                }
+            }
+        }
+        if (b < nb) tail<T>(w, p, b, nb, acc);
+        for (int t = 0; t < T; ++t) {
+            alignas(32) float lanes[8];
+            _mm256_store_ps(lanes, acc[t]);
+            out[t] = BlockLanes::reduce8(lanes);
+        }
+    }
+
+    // Eight rows of fewer than 8 super-blocks (see KRows::rows8, same terms in
+    // the same order): super-block j of the eight rows is decoded and reduced
+    // like a group of row(), heads decoded together across the rows.
+    template <int T>
+    static void rows8(const uint8_t *w, size_t row_bytes, const Prep *p, int64_t nb, float (*out)[8]) {
+        alignas(32) float terms[T][8][8] = {};  // [token][super-block j][row i]
+        for (int64_t j = 0; j < nb; ++j) {
+            const uint8_t *wj = w + j * D::kBytes;
+            alignas(64) uint64_t mins[8];
+            alignas(32) uint32_t dm[8];
+            [[maybe_unused]] typename Heads::type head;
+            if constexpr (Heads::value) head = D::head8(wj, row_bytes);
+            Fold fold[T];
+            unrolled(std::make_integer_sequence<int, 8>{}, [&](auto ic) {
+                constexpr int i = decltype(ic)::value;
+                const uint8_t *wb = wj + i * row_bytes;
+                for (size_t off = 0; off < D::kBytes; off += 64) prefetch_in_place(wb + kPrefetchAhead + off);
+                block<i, T>(wb, head, mins[i], dm[i], p, j, fold);
+            });
+            for (int t = 0; t < T; ++t) {
+                const __m256i sumi = fold[t].total();
+                const __m256 da = _mm256_set1_ps(p[t].d[j]);
+                __m256 term;
+                if constexpr (Heads::value) {
+                    // Every row's mins meet block j's pair sums.
+                    term = Base::terms8(head.dm, sumi, D::template min_sums8<true>(head, p[t].bpair + 8 * j), da);
+                } else if constexpr (requires { D::kGroupMins; }) {
+                    // Every row's mins meet block j's group sums.
+                    term = Base::terms8(dm, sumi, D::group_min_sums8(wj, row_bytes, p[t].act + q8_k::bytes * j, 0, 8), da);
+                } else {
+                    static_assert(!D::kMins, "decoders with mins per pair of groups decode their heads together");
+                    term = Base::terms8(dm, sumi, _mm256_setzero_si256(), da);
+                }
+                _mm256_store_ps(terms[t][j], _mm256_add_ps(_mm256_setzero_ps(), term));
+            }
+        }
+        for (int t = 0; t < T; ++t) Base::reduce_rows8(terms[t], out[t]);
+    }
+
+    // The last nb - b < 8 super-blocks (lanes 0 .. nb - b - 1).
+    template <int T>
+    static void tail(const uint8_t *w, const Prep *p, int64_t b, int64_t nb, __m256 *acc) {
+        const int cnt = static_cast<int>(nb - b);
+        typename D::Partial s[T][8];
+        alignas(64) uint64_t mins[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        alignas(32) uint32_t dm[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int j = 0; j < 8; ++j)
+            for (int t = 0; t < T; ++t) s[t][j] = typename D::Partial{};
+        for (int j = 0; j < cnt; ++j) {
+            typename D::Partial sj[T];
+            block_sums<T>(w + j * D::kBytes, mins[j], dm[j], p, b + j, sj);
+            for (int t = 0; t < T; ++t) s[t][j] = sj[t];
+        }
+        for (int t = 0; t < T; ++t) {
+            alignas(32) float lanes[8];
+            alignas(32) int32_t si[8], sm[8];
+            _mm256_store_ps(lanes, acc[t]);
+            _mm256_store_si256(reinterpret_cast<__m256i *>(si), D::total8(s[t]));
+            _mm256_store_si256(reinterpret_cast<__m256i *>(sm),
+                               D::kMins ? Base::block_min_sums8(w, mins, p[t], b, cnt) : _mm256_setzero_si256());
+            for (int j = 0; j < cnt; ++j) lanes[j] += Base::term1(dm[j], si[j], sm[j], p[t].d[b + j]);
+            acc[t] = _mm256_load_ps(lanes);
+        }
+    }
+};
+
+}  // namespace
+}  // namespace moe::kernels::detail
