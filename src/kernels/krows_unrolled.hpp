@@ -6,8 +6,9 @@
 // one level per pair of blocks), so a token keeps at most three partial
 // vectors live instead of eight and more tokens fit in registers. A decoder
 // may decode the heads of a group's eight super-blocks together (D::Head,
-// D::head8, D::decode<J>(w, head), D::min_sums8<kOneBlock>(head, bpair)).
-// Prefetches stay at their block (prefetch_in_place). The integer totals and the float epilogue are
+// D::head8, D::decode<J>(w, head), D::min_sums8<kOneBlock>(head, bpair)),
+// and may give each block in parts (see kInParts). Prefetches stay at their
+// block (prefetch_in_place). The integer totals and the float epilogue are
 // KRows' (same operations in the same order), so results equal KRows' bit
 // for bit.
 #pragma once
@@ -59,13 +60,36 @@ struct KRowsUnrolled : KRows<D> {
     }
     MOE_ALWAYS_INLINE static const uint8_t *act(const Prep &p, int64_t blk) { return p.act + q8_k::bytes * blk; }
 
+    // A decoder in parts (D::kParts) gives a block as a context (its scales:
+    // D::context<J>(w, head), or D::context(w, mins, dm) without heads) and
+    // kParts parts of its quants (D::part(w, ctx, i)); each part is dotted
+    // against every token (D::part_sums, from D::start(ctx, act)) before the
+    // next is decoded, so a block's registers are never all live at once
+    // (with sixteen ymm registers a whole block and four tokens' sums spill).
+    static constexpr bool kInParts = requires { D::kParts; };
+
+    // Each token's partial sums of the block at wb (context ctx) into s[t].
+    template <int T, typename Ctx>
+    MOE_ALWAYS_INLINE static void part_sums(const uint8_t *wb, const Ctx &ctx, const Prep *p, int64_t blk,
+                                            typename D::Partial *s) {
+        for (int t = 0; t < T; ++t) s[t] = D::start(ctx, act(p[t], blk));
+        for (int i = 0; i < D::kParts; ++i) {
+            const typename D::Part part = D::part(wb, ctx, i);
+            for (int t = 0; t < T; ++t) s[t] = D::part_sums(part, arranged(p[t], blk), i, s[t]);
+        }
+    }
+
     // Each token's partial sums of a block without a decoded head (mins / dm
     // as D::decode gives them) into s[t].
     template <int T>
     MOE_ALWAYS_INLINE static void block_sums(const uint8_t *wb, uint64_t &mins, uint32_t &dm, const Prep *p,
                                              int64_t blk, typename D::Partial *s) {
-        const typename D::Block k = D::decode(wb, mins, dm);
-        for (int t = 0; t < T; ++t) s[t] = D::sums(k, arranged(p[t], blk), act(p[t], blk));
+        if constexpr (kInParts) {
+            part_sums<T>(wb, D::context(wb, mins, dm), p, blk, s);
+        } else {
+            const typename D::Block k = D::decode(wb, mins, dm);
+            for (int t = 0; t < T; ++t) s[t] = D::sums(k, arranged(p[t], blk), act(p[t], blk));
+        }
     }
 
     // Block J of a group (weights at wb) against activation block blk of
@@ -76,6 +100,8 @@ struct KRowsUnrolled : KRows<D> {
         typename D::Partial s[T];
         if constexpr (!Heads::value) {
             block_sums<T>(wb, mins, dm, p, blk, s);
+        } else if constexpr (kInParts) {
+            part_sums<T>(wb, D::template context<J>(wb, head), p, blk, s);
         } else {
             const typename D::Block k = D::template decode<J>(wb, head);
             for (int t = 0; t < T; ++t) s[t] = D::sums(k, arranged(p[t], blk), act(p[t], blk));

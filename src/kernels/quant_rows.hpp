@@ -300,6 +300,13 @@ struct PerBlock : B {
     }
 };
 
+// Four vectors of int32 terms, m[i] those of block 2i in its low 128-bit lane
+// and of block 2i + 1 in its high lane -> lane j = the total of block j.
+MOE_ALWAYS_INLINE __m256i block_pair_totals8(const __m256i *m) {
+    const __m256i r = _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
+    return _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 // --- K-quants (256-element super-blocks) against Q8_K ------------------------------
 //
 // D provides: kBytes, kMins (Q4_K/Q5_K: term_k_min with 6-bit mins; Q6_K:
@@ -352,9 +359,7 @@ struct KRows {
             const __m256i mw = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(mins + 2 * i)));
             m[i] = _mm256_madd_epi16(mw, load256(bpair + 16 * i));
         }
-        // Lanes of m[i]: block 2i in 0..3, block 2i+1 in 4..7.
-        const __m256i r = _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
-        return _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        return block_pair_totals8(m);
     }
 
     template <int T>

@@ -7,46 +7,14 @@
 #include <cstring>
 
 #include "kernels/dispatch.hpp"
+#include "kernels/krows_unrolled.hpp"
 #include "kernels/mxfp4_rows.hpp"
 #include "kernels/quant_rows.hpp"
+#include "kernels/simd_avx2_kquants.hpp"
 #include "kernels/simd_lowbit_blocks.hpp"
 
 namespace moe::kernels::detail {
 namespace {
-
-// Q4_K / Q5_K: v[2k] = sub-block 2k (low nibbles of quant bytes 32k..32k+31),
-// v[2k+1] = sub-block 2k+1 (high nibbles).
-// sc[s]: the int16 scale of sub-block s in every lane.
-template <bool kFive>
-struct Q45K : KDecoder256<kFive ? q5_k::bytes : q4_k::bytes, true> {
-    using Block = typename Q45K::Block;
-    static constexpr size_t kQs = kFive ? q5_k::qs : q4_k::qs;
-
-    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
-        const __m128i head = k_head(w, dm);
-        mins = static_cast<uint64_t>(_mm_extract_epi64(head, 1));
-        const __m256i low4 = _mm256_set1_epi8(0x0F);
-        __m256i hbits = kFive ? load256(w + q5_k::qh) : __m256i{};
-        Block k;
-        for (int j = 0; j < 4; ++j) {
-            const __m256i q = load256(w + kQs + 32 * j);
-            k.v[2 * j] = _mm256_and_si256(q, low4);
-            k.v[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-            if constexpr (kFive) {
-                const __m256i bit = _mm256_set1_epi8(0x10);
-                k.v[2 * j] = _mm256_or_si256(k.v[2 * j], _mm256_and_si256(_mm256_slli_epi16(hbits, 4), bit));
-                k.v[2 * j + 1] = _mm256_or_si256(k.v[2 * j + 1], _mm256_and_si256(_mm256_slli_epi16(hbits, 3), bit));
-                hbits = _mm256_srli_epi16(hbits, 2);
-            }
-        }
-        broadcast_scales(_mm_cvtepu8_epi16(head), k.sc);
-        return k;
-    }
-
-    MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        return group_sums256(k.v, k.sc, act, _mm256_setzero_si256());
-    }
-};
 
 // Q6_K: v[i] = elements 32i..32i+31 (groups 2i, 2i+1), stored +32.
 struct Q6K : KDecoder256<q6_k::bytes, false> {
@@ -233,8 +201,8 @@ void fill_avx2_kernels(KernelTable &t) {
     Tiled<LegacyRows<NibblePairs<Q4_1Dec, DotMaddubs>>>::install(t, GgmlType::Q4_1);
     Tiled<LegacyRows<NibblePairs<Q5_1Dec, DotMaddubs>>>::install(t, GgmlType::Q5_1);
     Tiled<LegacyRows<PerBlock<Q8_0SignedDec, DotSigned>>>::install(t, GgmlType::Q8_0);
-    Tiled<KRows<Q45K<false>>>::install(t, GgmlType::Q4_K);
-    Tiled<KRows<Q45K<true>>>::install(t, GgmlType::Q5_K);
+    Tiled<KRowsUnrolled<Q45K<false>>>::install(t, GgmlType::Q4_K);
+    Tiled<KRowsUnrolled<Q45K<true>>>::install(t, GgmlType::Q5_K);
     Tiled<KRows<Q6K>>::install(t, GgmlType::Q6_K);
     Tiled<KRows<Q2K>>::install(t, GgmlType::Q2_K);
     Tiled<KRows<Q3K>>::install(t, GgmlType::Q3_K);

@@ -63,6 +63,28 @@ MOE_ALWAYS_INLINE __m256i transpose_sum8(const __m256i *s) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
+// transpose_sum8 of a group's partial sums folded in as they are produced
+// (the K-quant row loop's D::Fold): add<J>(s) takes block J's partials, one
+// level of the network per pair of blocks, so at most three vectors stay live.
+struct Fold256 {
+    __m256i even, pair, quad[2];
+    template <int J>
+    MOE_ALWAYS_INLINE void add(__m256i s) {
+        if constexpr (J % 2 == 0) {
+            even = s;
+        } else {
+            const __m256i pr = _mm256_hadd_epi32(even, s);
+            if constexpr (J % 4 == 1) pair = pr;
+            else quad[J / 4] = _mm256_hadd_epi32(pair, pr);
+        }
+    }
+    // Lane j = the total of block j.
+    MOE_ALWAYS_INLINE __m256i total() const {
+        return _mm256_add_epi32(_mm256_permute2x128_si256(quad[0], quad[1], 0x20),
+                                _mm256_permute2x128_si256(quad[0], quad[1], 0x31));
+    }
+};
+
 MOE_ALWAYS_INLINE __m256 load8_f16(const uint8_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
 }
@@ -71,18 +93,27 @@ MOE_ALWAYS_INLINE __m256 load8_bf16(const uint8_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-// The head of a Q4_K/Q5_K super-block (d, dmin, 12 scale bytes) from one
-// 16-byte load: returns bytes 0..7 = the six-bit scales, 8..15 = the mins
-// (the values k_scale_min gives), and the fp16 pair d | dmin << 16 in dm.
+// The heads of two Q4_K/Q5_K super-blocks (d, dmin, 12 scale bytes), one
+// per 128-bit lane of x, decoded in their lanes: bytes 0..7 = the six-bit
+// scales, 8..15 = the mins (the values k_scale_min gives).
+MOE_ALWAYS_INLINE __m256i k_scales_mins2(__m256i x) {
+    // Scale byte i is x byte 4 + i.
+    const __m256i a = _mm256_shuffle_epi8(
+        x, _mm256_broadcastsi128_si256(_mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15)));
+    const __m256i b = _mm256_shuffle_epi8(
+        x, _mm256_broadcastsi128_si256(_mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11)));
+    const __m256i low = _mm256_and_si256(_mm256_blend_epi16(a, _mm256_srli_epi16(a, 4), 0xC0),
+                                         _mm256_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f,
+                                                           0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    return _mm256_or_si256(low, _mm256_and_si256(_mm256_srli_epi16(b, 2), _mm256_set1_epi8(0x30)));
+}
+
+// The head of one Q4_K/Q5_K super-block from one 16-byte load: returns
+// k_scales_mins2's bytes and the fp16 pair d | dmin << 16 in dm.
 MOE_ALWAYS_INLINE __m128i k_head(const uint8_t *blk, uint32_t &dm) {
     const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk));
     dm = static_cast<uint32_t>(_mm_cvtsi128_si32(x));
-    // Scale byte i is x byte 4 + i.
-    const __m128i a = _mm_shuffle_epi8(x, _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15));
-    const __m128i b = _mm_shuffle_epi8(x, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11));
-    const __m128i low = _mm_and_si128(_mm_blend_epi16(a, _mm_srli_epi16(a, 4), 0xC0),
-                                      _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
-    return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
+    return _mm256_castsi256_si128(k_scales_mins2(_mm256_castsi128_si256(x)));
 }
 
 enum class FloatKind { f32, f16, bf16 };

@@ -2,9 +2,9 @@
 // heads of Q2_K, Q3_K and IQ4_XS (scales, mins, fp16 fields; also used by the
 // 512-bit decoders of simd_avx512_lowbit.hpp), their 256-bit decoders (KRows'
 // D, the AVX2 kernels) and IQ4_NL blocks (LegacyRows' NibblePairs B on AVX2,
-// Nibbles8 on AVX-512); also the frame and the scaled group sums every
-// 256-bit K-quant decoder shares (KDecoder256, group_sums256, with Q4_K-Q6_K
-// of simd_avx2.cpp).
+// Nibbles8 on AVX-512); also the frame and the scaled group sums of these
+// 256-bit K-quant decoders and of Q6_K's in simd_avx2.cpp (KDecoder256,
+// group_sums256).
 //
 // 256-bit K-quant registers hold 32 consecutive elements: two 16-element
 // groups (the low and high 128-bit lane) for Q2_K / Q3_K, one 32-element
@@ -92,12 +92,6 @@ MOE_ALWAYS_INLINE void pair_scales(__m256i sc16, __m256i *out) {
     static constexpr std::array<int8_t, 128> kPicks = pair_scale_picks();
     const __m256i dup[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00), _mm256_permute2x128_si256(sc16, sc16, 0x11)};
     for (int i = 0; i < kRegs; ++i) out[i] = _mm256_shuffle_epi8(dup[i / 4], load256(kPicks.data() + 32 * (i % 4)));
-}
-
-// Eight int16 scales -> register s: scale s in every int16.
-MOE_ALWAYS_INLINE void broadcast_scales(__m128i sc8, __m256i *out) {
-    const __m256i dup = _mm256_setr_m128i(sc8, sc8);
-    for (int s = 0; s < 8; ++s) out[s] = _mm256_shuffle_epi8(dup, _mm256_set1_epi16(static_cast<short>((2 * s + 1) << 8 | 2 * s)));
 }
 
 // The 2-bit fields of 64 quant bytes: register 4n + j = bits 2j..2j+1 of bytes 32n..32n+31.

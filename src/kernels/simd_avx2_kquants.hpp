@@ -1,0 +1,169 @@
+// AVX2 decoders of Q4_K and Q5_K for the unrolled K-quant row loop
+// (krows_unrolled.hpp), included by the AVX2 kernel file only.
+//
+// Without vpdpbusd, vpmaddubsw leaves int16 sums of two products, and
+// vpmaddwd multiplies them by the int16 scales and widens them. The decoders
+// place the quants so that the registers of a pair hold the same sub-blocks
+// in the same 128-bit lanes: the int16 sums of a pair are added before its
+// one vpmaddwd by the scales, instead of one vpmaddwd per register of 32
+// quants.
+// Each token's activations are arranged once per call in the same order.
+// A block comes in two parts of two pairs, each dotted against every token
+// before the next is decoded. The sums are exact integers, so every ISA
+// gets the same block terms.
+#pragma once
+
+#include <immintrin.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/quant_rows.hpp"
+
+namespace moe::kernels::detail {
+namespace {
+
+// Two 16-byte pieces, at p (low 128-bit lane) and p + d (high lane).
+MOE_ALWAYS_INLINE __m256i lane_pieces(const uint8_t *p, size_t d) {
+    return _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(p + d), reinterpret_cast<const __m128i *>(p));
+}
+
+// The frame of the decoders (the loop's decoder in parts): a part is two
+// pairs of registers, v[2n] and v[2n + 1] with the int16 scales sc[n] of
+// their lanes / words, against 128 bytes of arranged activations.
+struct PairedParts {
+    static constexpr bool kArranged = true;
+    static constexpr int kParts = 2;
+    using Partial = __m256i;
+    using Fold = Fold256;
+    MOE_ALWAYS_INLINE static __m256i total8(const __m256i *x) { return transpose_sum8(x); }
+    struct Part {
+        __m256i v[4], sc[2];
+    };
+    // acc + the sums of part i against the arranged activations a (64 bytes per pair).
+    MOE_ALWAYS_INLINE static __m256i part_sums(const Part &x, const uint8_t *a, int i, __m256i acc) {
+        for (int n = 0; n < 2; ++n) {
+            const uint8_t *an = a + 128 * i + 64 * n;
+            const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(x.v[2 * n], load256(an)),
+                                               _mm256_maddubs_epi16(x.v[2 * n + 1], load256(an + 32)));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(s, x.sc[n]));
+        }
+        return acc;
+    }
+};
+
+// Q4_K / Q5_K: run k (quant bytes 32k..32k+31) holds sub-block 2k in its low
+// nibbles and 2k + 1 in its high ones. Pair i = 2p + n (p = 0, 1; n = 0: low,
+// 1: high nibbles) takes sub-block 4p + n in its low 128-bit lane and 4p + 2
+// + n in its high lane, in two registers v[2i + y] (y = 0, 1: elements 16y ..
+// 16y + 15), from two 16-byte loads each (bytes 64p + 16y.. and 64p + 32 +
+// 16y..). Both registers of a pair have one sub-block per lane, so their
+// int16 pair sums are added (|sum| <= 2 * 2 * 31 * 127 < 2^15) and take one
+// vpmaddwd by the pair's two scales: eight vpmaddubsw, four int16 adds and
+// four vpmaddwd per super-block and token, and no shuffle of the quants.
+template <bool kFive>
+struct Q45K : PairedParts {
+    static constexpr size_t kBytes = kFive ? q5_k::bytes : q4_k::bytes;
+    static constexpr size_t kQs = kFive ? q5_k::qs : q4_k::qs;
+    static constexpr bool kMins = true;
+
+    // Register v[2i + y] of pair i = 2p + n meets the activation quants 128p
+    // + 32n + 16y + 0..15 (low lane) and 64 more (high lane), stored at 64i + 32y.
+    static void arrange(const uint8_t *qs, uint8_t *out) {
+        for (int i = 0; i < 4; ++i)
+            for (int y = 0; y < 2; ++y)
+                _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + 64 * i + 32 * y),
+                                    lane_pieces(qs + 128 * (i / 2) + 32 * (i % 2) + 16 * y, 64));
+    }
+
+    // vpshufb controls of the pair scales: pair i = 2p + n takes scale byte
+    // 4p + n (low lane) and 4p + 2 + n (high lane), widened to int16.
+    static constexpr std::array<int8_t, 128> pair_scale_picks() {
+        std::array<int8_t, 128> c{};
+        for (int i = 0; i < 4; ++i)
+            for (int b = 0; b < 32; ++b)
+                c[32 * i + b] = static_cast<int8_t>(b % 2 ? -1 : 4 * (i / 2) + i % 2 + (b < 16 ? 0 : 2));
+        return c;
+    }
+    static constexpr std::array<int8_t, 128> kScalePicks = pair_scale_picks();
+
+    // The context of a block: its eight six-bit scales as bytes 0..7 of both lanes.
+    MOE_ALWAYS_INLINE static __m256i context(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+        const __m128i head = k_head(w, dm);
+        mins = static_cast<uint64_t>(_mm_extract_epi64(head, 1));
+        return _mm256_broadcastq_epi64(head);
+    }
+    MOE_ALWAYS_INLINE static __m256i start(__m256i, const uint8_t *) { return _mm256_setzero_si256(); }
+
+    // Part p: pairs 2p (v[0], v[1]) and 2p + 1 (v[2], v[3]).
+    MOE_ALWAYS_INLINE static Part part(const uint8_t *w, __m256i s8, int p) {
+        const uint8_t *q = w + kQs + 64 * p;
+        const __m256i low4 = _mm256_set1_epi8(0x0F);
+        Part x;
+        for (int y = 0; y < 2; ++y) {
+            const __m256i b = lane_pieces(q + 16 * y, 32);
+            x.v[y] = _mm256_and_si256(b, low4);
+            x.v[2 + y] = _mm256_and_si256(_mm256_srli_epi16(b, 4), low4);
+        }
+        if constexpr (kFive) {
+            // qh byte e, bit s: the fifth bit of element e of sub-block s, so the
+            // registers need bits 4p + n (low lane) and 4p + 2 + n (high lane) of
+            // qh bytes 16y..16y+15. For p = 0 the bytes are shifted left by 4:
+            // each bit tested is then 16 or more, and vpminub makes it 16.
+            const __m256i sel[2] = {_mm256_setr_m128i(_mm_set1_epi8(0x10), _mm_set1_epi8(0x40)),
+                                    _mm256_setr_m128i(_mm_set1_epi8(0x20), _mm_set1_epi8(static_cast<char>(0x80)))};
+            const __m256i bit4 = _mm256_set1_epi8(0x10);
+            for (int y = 0; y < 2; ++y) {
+                __m256i h = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q5_k::qh + 16 * y)));
+                if (p == 0) h = _mm256_slli_epi16(h, 4);
+                for (int n = 0; n < 2; ++n)
+                    x.v[2 * n + y] = _mm256_or_si256(x.v[2 * n + y], _mm256_min_epu8(_mm256_and_si256(h, sel[n]), bit4));
+            }
+        }
+        for (int n = 0; n < 2; ++n) x.sc[n] = _mm256_shuffle_epi8(s8, load256(kScalePicks.data() + 64 * p + 32 * n));
+        return x;
+    }
+
+    // The heads of 8 super-blocks `stride` bytes apart (consecutive in a
+    // row, or the same block of eight rows), decoded two per register.
+    struct Head {
+        __m256i dm;     // lane j: d | dmin << 16 of block j
+        __m256i sm[4];  // low (high) 128-bit lane of sm[i]: k_scales_mins2 of block 2i (2i + 1)
+    };
+    MOE_ALWAYS_INLINE static Head head8(const uint8_t *w, size_t stride) {
+        __m256i x[4];
+        Head h;
+        for (int i = 0; i < 4; ++i) {
+            x[i] = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(w + (2 * i + 1) * stride),
+                                       reinterpret_cast<const __m128i *>(w + 2 * i * stride));
+            h.sm[i] = k_scales_mins2(x[i]);
+        }
+        // Dword 0 of each lane: lanes 0..3 blocks 0, 2, 4, 6; 4..7 blocks 1, 3, 5, 7.
+        const __m256i v = _mm256_unpacklo_epi64(_mm256_unpacklo_epi32(x[0], x[1]), _mm256_unpacklo_epi32(x[2], x[3]));
+        h.dm = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        return h;
+    }
+    // sum_s m_s * bpair_s for the eight blocks of h against the pair sums
+    // from bpair: of eight consecutive blocks, or of one (kOneBlock: the same
+    // block of eight rows).
+    template <bool kOneBlock>
+    MOE_ALWAYS_INLINE static __m256i min_sums8(const Head &h, const int16_t *bpair) {
+        __m256i m[4];
+        for (int i = 0; i < 4; ++i) {
+            const __m256i bp = kOneBlock ? _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(bpair)))
+                                         : load256(bpair + 16 * i);
+            m[i] = _mm256_madd_epi16(_mm256_unpackhi_epi8(h.sm[i], _mm256_setzero_si256()), bp);
+        }
+        return block_pair_totals8(m);
+    }
+    // The context of block J of the group whose head is h.
+    template <int J>
+    MOE_ALWAYS_INLINE static __m256i context(const uint8_t *, const Head &h) {
+        return _mm256_permute4x64_epi64(h.sm[J / 2], J % 2 ? 0xAA : 0x00);
+    }
+};
+
+}  // namespace
+}  // namespace moe::kernels::detail
