@@ -16,37 +16,6 @@
 namespace moe::kernels::detail {
 namespace {
 
-// Q6_K: v[i] = elements 32i..32i+31 (groups 2i, 2i+1), stored +32.
-struct Q6K : KDecoder256<q6_k::bytes, false> {
-    using Block = CorrBlock;  // corr: int16 -32 * scale of group g
-
-    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
-        mins = 0;
-        dm = load_u32(w + q6_k::d - 2);
-        const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x30);
-        Block k;
-        for (int half = 0; half < 2; ++half) {
-            const __m256i l0 = load256(w + q6_k::ql + 64 * half), l1 = load256(w + q6_k::ql + 64 * half + 32);
-            const __m256i h = load256(w + q6_k::qh + 32 * half);
-            __m256i *v = k.v + 4 * half;
-            v[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), two));
-            v[1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), two));
-            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(h, two));
-            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                                   _mm256_and_si256(_mm256_srli_epi16(h, 2), two));
-        }
-        const __m256i sc16 =
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q6_k::scales)));
-        pair_scales(sc16, k.sc);
-        k.corr = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-32));
-        return k;
-    }
-
-    MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        return corrected_group_sums256(k, act);
-    }
-};
-
 // Eight fields of one to four bytes (kWidth), one per block of kStride
 // bytes at offset kOffset, from four 32-byte loads at blocks 0, 2, 4 and 6
 // of the group: load c holds the field of block 2c in its low 128-bit lane
@@ -203,7 +172,7 @@ void fill_avx2_kernels(KernelTable &t) {
     Tiled<LegacyRows<PerBlock<Q8_0SignedDec, DotSigned>>>::install(t, GgmlType::Q8_0);
     Tiled<KRowsUnrolled<Q45K<false>>>::install(t, GgmlType::Q4_K);
     Tiled<KRowsUnrolled<Q45K<true>>>::install(t, GgmlType::Q5_K);
-    Tiled<KRows<Q6K>>::install(t, GgmlType::Q6_K);
+    Tiled<KRowsUnrolled<Q6K>>::install(t, GgmlType::Q6_K);
     Tiled<KRows<Q2K>>::install(t, GgmlType::Q2_K);
     Tiled<KRows<Q3K>>::install(t, GgmlType::Q3_K);
     Tiled<KRows<IQ4XS>>::install(t, GgmlType::IQ4_XS);

@@ -1,12 +1,12 @@
-// AVX2 decoders of Q4_K and Q5_K for the unrolled K-quant row loop
+// AVX2 decoders of Q4_K, Q5_K and Q6_K for the unrolled K-quant row loop
 // (krows_unrolled.hpp), included by the AVX2 kernel file only.
 //
 // Without vpdpbusd, vpmaddubsw leaves int16 sums of two products, and
-// vpmaddwd multiplies them by the int16 scales and widens them. The decoders
-// place the quants so that the registers of a pair hold the same sub-blocks
-// in the same 128-bit lanes: the int16 sums of a pair are added before its
-// one vpmaddwd by the scales, instead of one vpmaddwd per register of 32
-// quants.
+// vpmaddwd multiplies them by the int16 scales and widens them. Both
+// decoders place the quants so that the registers of a pair hold the same
+// sub-blocks (groups) in the same places, their 128-bit lanes (Q4_K, Q5_K)
+// or 64-bit words (Q6_K): the int16 sums of a pair are added before its one
+// vpmaddwd by the scales, instead of one vpmaddwd per register of 32 quants.
 // Each token's activations are arranged once per call in the same order.
 // A block comes in two parts of two pairs, each dotted against every token
 // before the next is decoded. The sums are exact integers, so every ISA
@@ -30,7 +30,7 @@ MOE_ALWAYS_INLINE __m256i lane_pieces(const uint8_t *p, size_t d) {
     return _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(p + d), reinterpret_cast<const __m128i *>(p));
 }
 
-// The frame of the decoders (the loop's decoder in parts): a part is two
+// The frame of both decoders (the loop's decoder in parts): a part is two
 // pairs of registers, v[2n] and v[2n + 1] with the int16 scales sc[n] of
 // their lanes / words, against 128 bytes of arranged activations.
 struct PairedParts {
@@ -163,6 +163,94 @@ struct Q45K : PairedParts {
     MOE_ALWAYS_INLINE static __m256i context(const uint8_t *, const Head &h) {
         return _mm256_permute4x64_epi64(h.sm[J / 2], J % 2 ? 0xAA : 0x00);
     }
+};
+
+// vpshufb controls that widen int16 sources: word k (64 bits) of the result
+// takes, in each of its four int16, int16 pick[k] of its 128-bit lane.
+constexpr std::array<int8_t, 32> word_int16_picks(std::array<int, 4> pick) {
+    std::array<int8_t, 32> c{};
+    for (int k = 0; k < 4; ++k)
+        for (int p = 0; p < 4; ++p) {
+            c[8 * k + 2 * p] = static_cast<int8_t>(2 * pick[k]);
+            c[8 * k + 2 * p + 1] = static_cast<int8_t>(2 * pick[k] + 1);
+        }
+    return c;
+}
+
+// Q6_K: per half h (elements 128h..128h+127: ql bytes 64h.., qh bytes 32h..),
+// the 64 ql bytes as eight 64-bit words c = 0..7 (low nibbles: elements
+// 8c..8c+7 of the half, high nibbles 64 + 8c..), two registers of words
+// R = (0, 5, 2, 7) and S = (1, 4, 3, 6), each from two loads and a blend.
+// Word k of R and of S then belongs to the same 16-element group: groups 0,
+// 2, 1, 3 of the half for the low nibbles, 4, 6, 5, 7 for the high ones, so
+// the int16 pair sums of R and S are added (|sum| <= 2 * 2 * 63 * 127 <
+// 2^15) before one vpmaddwd by the group scales. The qh words R needs are
+// qh's own (words 0..3), S's are qh with neighbouring words swapped; their
+// two bits are bits 0-1 / 4-5 (low / high nibbles) for words of elements
+// 0..31 and 2-3 / 6-7 for 32..63, so one vpsrlvq by (0, 2, 0, 2) aligns them.
+// Quants stored +32 (0..63); the offset is removed with the activation group
+// sums (-32 * scale of group g times bsum g).
+struct Q6K : PairedParts {
+    static constexpr size_t kBytes = q6_k::bytes;
+    static constexpr bool kMins = false;
+    // The context of a block: its 16 group scales as int16 and the offset
+    // correction (int16 -32 * scale of group g).
+    struct Context {
+        __m256i sc16, corr;
+    };
+
+    // R and S of the 64 bytes at p (the ql bytes of a half, or the activation
+    // quants they meet): words (0, 5, 2, 7) and (1, 4, 3, 6).
+    MOE_ALWAYS_INLINE static void words(const uint8_t *p, __m256i &r, __m256i &s) {
+        r = _mm256_blend_epi32(load256(p), load256(p + 32), 0xCC);
+        s = _mm256_blend_epi32(load256(p + 8), load256(p + 24), 0xCC);
+    }
+
+    // Part h's register v[i] meets the activation quants of its words at 128h + 32i.
+    static void arrange(const uint8_t *qs, uint8_t *out) {
+        for (int h = 0; h < 2; ++h)
+            for (int n = 0; n < 2; ++n) {
+                __m256i r, s;
+                words(qs + 128 * h + 64 * n, r, s);
+                _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + 128 * h + 64 * n), r);
+                _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + 128 * h + 64 * n + 32), s);
+            }
+    }
+
+    static constexpr std::array<int8_t, 32> kLowScales = word_int16_picks({0, 2, 1, 3});
+    static constexpr std::array<int8_t, 32> kHighScales = word_int16_picks({4, 6, 5, 7});
+
+    MOE_ALWAYS_INLINE static Context context(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+        mins = 0;
+        dm = load_u32(w + q6_k::d - 2);
+        const __m256i sc16 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q6_k::scales)));
+        return {sc16, _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-32))};
+    }
+    // The offset correction against the activation's group sums.
+    MOE_ALWAYS_INLINE static __m256i start(const Context &c, const uint8_t *act) {
+        return _mm256_madd_epi16(load256(act + q8_k::bsums), c.corr);
+    }
+
+    // Part h (half h): v[0], v[1] = R, S low nibbles; v[2], v[3] = R, S high nibbles.
+    MOE_ALWAYS_INLINE static Part part(const uint8_t *w, const Context &c, int h) {
+        const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x30);
+        const __m256i qh = load256(w + q6_k::qh + 32 * h);
+        const __m256i align = _mm256_setr_epi64x(0, 2, 0, 2);
+        __m256i q[2];
+        words(w + q6_k::ql + 64 * h, q[0], q[1]);
+        const __m256i hb[2] = {_mm256_srlv_epi64(qh, align), _mm256_srlv_epi64(_mm256_shuffle_epi32(qh, 0x4E), align)};
+        Part x;
+        for (int i = 0; i < 2; ++i) {
+            x.v[i] = _mm256_or_si256(_mm256_and_si256(q[i], low4), _mm256_and_si256(_mm256_slli_epi16(hb[i], 4), two));
+            x.v[2 + i] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q[i], 4), low4), _mm256_and_si256(hb[i], two));
+        }
+        const __m256i scales = _mm256_permute2x128_si256(c.sc16, c.sc16, h ? 0x11 : 0x00);
+        x.sc[0] = _mm256_shuffle_epi8(scales, load256(kLowScales.data()));
+        x.sc[1] = _mm256_shuffle_epi8(scales, load256(kHighScales.data()));
+        return x;
+    }
+
 };
 
 }  // namespace

@@ -3,8 +3,7 @@
 // 512-bit decoders of simd_avx512_lowbit.hpp), their 256-bit decoders (KRows'
 // D, the AVX2 kernels) and IQ4_NL blocks (LegacyRows' NibblePairs B on AVX2,
 // Nibbles8 on AVX-512); also the frame and the scaled group sums of these
-// 256-bit K-quant decoders and of Q6_K's in simd_avx2.cpp (KDecoder256,
-// group_sums256).
+// 256-bit K-quant decoders (KDecoder256, group_sums256).
 //
 // 256-bit K-quant registers hold 32 consecutive elements: two 16-element
 // groups (the low and high 128-bit lane) for Q2_K / Q3_K, one 32-element
