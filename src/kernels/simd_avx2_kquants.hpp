@@ -245,7 +245,9 @@ struct Q6K : PairedParts {
             x.v[i] = _mm256_or_si256(_mm256_and_si256(q[i], low4), _mm256_and_si256(_mm256_slli_epi16(hb[i], 4), two));
             x.v[2 + i] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q[i], 4), low4), _mm256_and_si256(hb[i], two));
         }
-        const __m256i scales = _mm256_permute2x128_si256(c.sc16, c.sc16, h ? 0x11 : 0x00);
+        // The immediate must be a constant even when part() is not inlined (sanitizer builds).
+        const __m256i scales = h ? _mm256_permute2x128_si256(c.sc16, c.sc16, 0x11)
+                                 : _mm256_permute2x128_si256(c.sc16, c.sc16, 0x00);
         x.sc[0] = _mm256_shuffle_epi8(scales, load256(kLowScales.data()));
         x.sc[1] = _mm256_shuffle_epi8(scales, load256(kHighScales.data()));
         return x;
