@@ -54,6 +54,8 @@ std::string io_uring_unavailable_reason() {
 namespace {
 
 constexpr uint64_t kCancelMarker = ~0ull;
+// user_data of a drain marker (see issue_drain): this bit plus its number.
+constexpr uint64_t kDrainBit = 1ull << 63;
 constexpr unsigned kFileTableSize = 64;
 
 class IoUringBackend final : public ReadBackend {
@@ -68,6 +70,7 @@ public:
         if (rc < 0) fail(Status::unsupported, "io_uring_queue_init failed: %s (errno %d)", std::strerror(-rc), -rc);
         files_registered_ = io_uring_register_files_sparse(&ring_, kFileTableSize) == 0;
         free_ops_.reserve(depth);
+        orphans_.reserve(depth);
         for (uint32_t i = depth; i > 0; --i) free_ops_.push_back(i - 1);
     }
     ~IoUringBackend() override {
@@ -120,7 +123,7 @@ public:
         if (free_ops_.empty()) fail(Status::internal, "io_uring backend: submit with a full queue (%u)", depth_);
         if (r.file >= fds_.size()) fail(Status::internal, "io_uring backend: unknown file index %u", r.file);
         const uint32_t id = free_ops_.back();
-        ops_[id] = Op{r, 0, true};
+        ops_[id] = Op{r, 0, true, 0};
         if (!queue(id)) {
             ops_[id].busy = false;
             fail(Status::internal, "io_uring backend: submission queue full");
@@ -146,6 +149,14 @@ public:
     size_t reap(std::span<ReadCompletion> out, bool wait) override {
         size_t n = 0;
         while (n < out.size()) {
+            if (drain_wanted_) issue_drain();
+            if (!orphans_.empty()) {
+                const uint32_t id = orphans_.back();
+                orphans_.pop_back();
+                if (queue(id)) flush();
+                else out[n++] = finish(id, -EAGAIN);  // no room to ask again: the read fails rather than never completing
+                continue;
+            }
             io_uring_cqe *cqe = nullptr;
             const char *failed = "io_uring_peek_cqe";
             int rc = call("peek", n, [&] { return io_uring_peek_cqe(&ring_, &cqe); });
@@ -160,21 +171,29 @@ public:
             } else if (rc == -EINTR) {
                 continue;
             }
+            if (rc == -EBADR) {
+                drain_wanted_ = true;  // see issue_drain
+                continue;
+            }
             if (rc < 0) {
                 // The completions taken are handed over first (thrown away
                 // with the exception, their reads would never complete); an
                 // error that stays comes back at the next call.
                 if (n > 0) break;
-                // -EBADR: the kernel dropped completions (those reads never
-                // complete); the ring goes on handing out the others.
                 fail(Status::io, "%s failed: %s (errno %d)", failed, std::strerror(-rc), -rc);
             }
             const uint64_t data = io_uring_cqe_get_data64(cqe);
             int res = cqe->res;
             io_uring_cqe_seen(&ring_, cqe);
+            if (hook_ && hook_("drop", n) < 0) continue;  // tests: as if the kernel had lost this completion
             if (data == kCancelMarker) continue;
+            if (data & kDrainBit) {
+                adopt_orphans(data & ~kDrainBit);
+                continue;
+            }
             const uint32_t id = static_cast<uint32_t>(data);
             Op &op = ops_[id];
+            op.drain = 0;  // its read is alive
             const bool partial = res > 0 && op.done + static_cast<uint64_t>(res) < op.request.length;
             if (partial) op.done += static_cast<uint64_t>(res);
             if (partial || res == -EAGAIN || res == -EINTR) {
@@ -187,11 +206,7 @@ public:
             }
             // A read cancelled after part of it landed is still a cancelled
             // read: results are short only at the end of the file.
-            const int64_t result = res < 0 ? res : static_cast<int64_t>(op.done + static_cast<uint64_t>(res));
-            out[n++] = ReadCompletion{op.request.tag, result};
-            op.busy = false;
-            free_ops_.push_back(id);
-            --in_flight_;
+            out[n++] = finish(id, res);
         }
         return n;
     }
@@ -205,7 +220,52 @@ private:
         ReadRequest request;
         uint64_t done;
         bool busy;
+        uint64_t drain = 0;  // the drain marker that settles whether its completion was dropped (0: none)
     };
+
+    // The read's completion for the caller (res: what its last part returned),
+    // and its slot back to the free list.
+    ReadCompletion finish(uint32_t id, int res) {
+        Op &op = ops_[id];
+        const int64_t result = res < 0 ? res : static_cast<int64_t>(op.done + static_cast<uint64_t>(res));
+        op.busy = false;
+        op.drain = 0;
+        free_ops_.push_back(id);
+        --in_flight_;
+        return ReadCompletion{op.request.tag, result};
+    }
+
+    // -EBADR: the kernel could not keep some completions (its overflow list
+    // could not grow) and dropped them; their reads are finished but would
+    // never be reported. Which ones is unknown, so every read in flight now
+    // waits on a drain marker, a no-op the kernel starts only after all
+    // requests before it have completed: a read that has not reported by the
+    // time the marker's completion arrives lost its completion, and is read
+    // again (the rest past what was reported; reads are repeatable). Reads
+    // submitted after the marker are not suspects. Without room for the
+    // marker now, the next pass of reap tries again.
+    void issue_drain() {
+        io_uring_sqe *sqe = get_sqe();
+        if (!sqe) return;
+        drain_wanted_ = false;
+        const uint64_t marker = ++drains_;
+        for (Op &op : ops_)
+            if (op.busy) op.drain = marker;
+        io_uring_prep_nop(sqe);
+        sqe->flags |= IOSQE_IO_DRAIN;
+        io_uring_sqe_set_data64(sqe, kDrainBit | marker);
+        flush();
+    }
+
+    // The drain marker `marker` completed: the reads still waiting on it
+    // lost their completions.
+    void adopt_orphans(uint64_t marker) {
+        for (uint32_t id = 0; id < ops_.size(); ++id)
+            if (ops_[id].busy && ops_[id].drain == marker) {
+                ops_[id].drain = 0;
+                orphans_.push_back(id);
+            }
+    }
 
     // Best effort: kernels before 5.14 lack the io-wq affinity call, and the
     // reads work the same without it.
@@ -288,6 +348,9 @@ private:
     std::vector<MemoryRegion> regions_;
     std::vector<Op> ops_;
     std::vector<uint32_t> free_ops_;
+    std::vector<uint32_t> orphans_;  // reads whose completion the kernel dropped, to be read again
+    uint64_t drains_ = 0;            // drain markers issued
+    bool drain_wanted_ = false;      // the kernel said it dropped completions; no marker issued yet
     uint32_t in_flight_ = 0;
     std::vector<int> cpus_;  // io-wq worker affinity
 };

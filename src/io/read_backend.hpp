@@ -15,8 +15,9 @@
 // - A backend that cannot take completions (io_uring reporting an error)
 //   throws moe::Error(io) from reap() only when that call has taken none:
 //   those taken go first, and the error comes back at the next call if it
-//   stays. Reads stay in flight through it; only a kernel that dropped
-//   completions (io_uring's -EBADR) leaves reads that never complete.
+//   stays. Reads stay in flight through it. Completions the kernel dropped
+//   (io_uring's -EBADR) are not an error: those reads are found and read
+//   again, so they too complete exactly once.
 #pragma once
 
 #include <cstddef>
@@ -83,6 +84,9 @@ std::unique_ptr<ReadBackend> make_pread_backend(uint32_t queue_depth, uint32_t n
 // ("submit"; "wait", which submits what is queued and waits for a completion;
 // "peek"), with the completions the current reap has taken so far. A negative
 // errno makes that call return it instead of being made; 0 lets it run.
+// "drop" is consulted for each completion taken from the ring: a negative
+// value throws it away, as a kernel that dropped it would (it then says so
+// with -EBADR from a later peek or wait, which the hook scripts too).
 using IoUringFaultHook = std::function<int(std::string_view call, size_t taken)>;
 
 // Throws moe::Error(unsupported) when io_uring cannot be used here.
