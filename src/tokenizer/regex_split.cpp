@@ -70,15 +70,31 @@ constexpr std::string_view kWhiteSpace =
     "\\x{9}-\\x{D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
 
 // The expression with \s as [kWhiteSpace] (its ranges alone inside a class)
-// and \S as [^kWhiteSpace]. Other escapes are copied whole, so an escaped
-// backslash before an s stays literal; a ] first in a class is a literal ].
-// \S inside a class and \Q quoting have no such spelling and are refused
-// (the expressions are built in: a new one using them fails every test).
+// and \S as [^kWhiteSpace]; the POSIX class [:space:] inside a class also
+// becomes those ranges (with UCP it would leave out U+0085 NEL), and other
+// POSIX classes ([:alpha:]) are copied whole, so their ] does not end the
+// class. Other escapes are copied whole, so an escaped backslash before an s
+// stays literal; a ] first in a class is a literal ]. \S and [:^space:] inside
+// a class and \Q quoting have no such spelling and are refused (the
+// expressions are built in: a new one using them fails every test).
 std::string with_white_space(std::string_view pattern) {
     std::string out;
     bool in_class = false;
     for (size_t i = 0; i < pattern.size(); ++i) {
         const char c = pattern[i];
+        if (in_class && pattern.substr(i, 2) == "[:") {
+            const size_t end = pattern.find(":]", i + 2);
+            if (end != std::string_view::npos) {
+                const std::string_view name = pattern.substr(i + 2, end - i - 2);
+                if (name == "^space")
+                    fail(Status::internal, "pre-tokenizer expression '%.*s' uses [:^space:], which cannot be limited to White_Space",
+                         int(pattern.size()), pattern.data());
+                if (name == "space") out += kWhiteSpace;
+                else out += pattern.substr(i, end + 2 - i);
+                i = end + 1;
+                continue;
+            }
+        }
         if (c == '\\' && i + 1 < pattern.size()) {
             const char escaped = pattern[++i];
             if (escaped == 's') {

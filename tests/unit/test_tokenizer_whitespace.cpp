@@ -80,7 +80,8 @@ TEST(TokenizerWhitespace, EveryFormOfTheWhitespaceClassIsWhiteSpace) {
         bool matches_white_space;  // false: matches the other characters
     };
     for (const Form &f : {Form{R"(\s)", true}, Form{R"(\S)", false}, Form{R"([\s])", true}, Form{R"([^\s])", false},
-                          Form{R"(\s(?!\S))", true}, Form{R"([^\s\x{0}])", false}, Form{R"(\s?)", true}}) {
+                          Form{R"(\s(?!\S))", true}, Form{R"([^\s\x{0}])", false}, Form{R"(\s?)", true},
+                          Form{R"([[:space:]])", true}, Form{R"([^[:space:]\x{0}])", false}}) {
         SCOPED_TRACE(f.pattern);
         MatchesChar matches(f.pattern);
         for (uint32_t cp = 1; cp <= 0x10FFFF; ++cp) {
@@ -91,7 +92,8 @@ TEST(TokenizerWhitespace, EveryFormOfTheWhitespaceClassIsWhiteSpace) {
 }
 
 // Escapes that only look like \s keep their meaning: an escaped backslash
-// before s, and \s beside a literal ] at the start of a class.
+// before s, \s beside a literal ] at the start of a class, and \s after a
+// POSIX class in the same class.
 TEST(TokenizerWhitespace, OtherEscapesAreLeftAlone) {
     auto pieces = [](const std::string &pattern, const std::string &s) {
         const RegexSplitter splitter({pattern});
@@ -106,6 +108,9 @@ TEST(TokenizerWhitespace, OtherEscapesAreLeftAlone) {
     EXPECT_EQ(pieces(R"([]\s]+)", "a] \t]b"), (std::vector<std::string>{"a", "] \t]", "b"}));
     EXPECT_EQ(pieces(R"([^]\s]+)", "ab] c"), (std::vector<std::string>{"ab", "] ", "c"}));
     EXPECT_EQ(pieces(R"(\x{73}+)", "ass"), (std::vector<std::string>{"a", "ss"}));
+    // A POSIX class's ] does not end the class around it.
+    EXPECT_EQ(pieces(R"([[:alpha:]\s]+)", "ab c1d"), (std::vector<std::string>{"ab c", "1", "d"}));
+    EXPECT_EQ(pieces(R"([[:digit:]]\s)", "1 2x"), (std::vector<std::string>{"1 ", "2x"}));
 }
 
 // Every pre-tokenizer splits text around U+180E as around U+200B ZERO WIDTH
