@@ -1,5 +1,6 @@
-// moestream run: generation from a text prompt (-p, tokenized with the
-// model's tokenizer; prints the generated text and stops at end of sequence)
+// moestream run: generation from a text prompt (-p, or -f for a file or
+// standard input; tokenized with the model's tokenizer; prints the generated
+// text and stops at end of sequence)
 // or from token ids (--tokens; prints the generated ids), then the prompt /
 // generation speed. Greedy unless a sampling option is given (then the
 // library's seeded sampler, its defaults for the options not given).
@@ -25,8 +26,9 @@ namespace cli {
 namespace {
 
 void print_help() {
-    std::printf("usage: moestream run -m MODEL (-p TEXT | --tokens 1,2,3) [-n 32] [sampling] [state] [model options]\n"
+    std::printf("usage: moestream run -m MODEL (-p TEXT | -f FILE | --tokens 1,2,3) [-n 32] [sampling] [state] [model options]\n"
                 "  -p, --prompt TEXT        prompt text; prints the generated text, stops at end of sequence\n"
+                "  -f, --file FILE          prompt text from FILE (- for standard input), as -p\n"
                 "  --tokens LIST            prompt token ids instead; prints the generated ids\n"
                 "  -n, --n-predict N        tokens to generate (default 32)\n"
                 "sampling (greedy when none is given; the others then take the library's defaults):\n"
@@ -137,13 +139,17 @@ int cmd_run(const Args &args) {
             if (parse_model_option(args, i, opt) || parse_sampling_option(args, i, o)) continue;
             if (a == "--tokens") o.prompt = parse_token_list(option_value(args, i));
             else if (a == "-p" || a == "--prompt") o.prompt_text = option_value(args, i), o.text_mode = true;
+            else if (a == "-f" || a == "--file") {
+                const std::string path = option_value(args, i);
+                o.prompt_text = read_input_file(path == "-" ? "/dev/stdin" : path), o.text_mode = true;
+            }
             else if (a == "-n" || a == "--n-predict") o.n_gen = int_option(option_value(args, i), a.c_str(), 0, std::numeric_limits<int32_t>::max());
             else if (a == "--load-state") o.load_state = option_value(args, i);
             else if (a == "--save-state") o.save_state = option_value(args, i);
             else throw std::runtime_error("unknown option '" + a + "'");
         }
         if (opt.model_path.empty() || o.prompt.empty() == !o.text_mode)
-            throw std::runtime_error("-m and one of -p / --tokens are required");
+            throw std::runtime_error("-m and one of -p / -f / --tokens are required");
     } catch (const std::exception &e) {
         return usage_error("run", e.what());
     }

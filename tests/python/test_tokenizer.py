@@ -188,6 +188,17 @@ def test_cli_tokenize_run_and_perplexity(cli_path, ctx, models, tmp_path):
                        capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert b"prompt: 2 tokens" in r.stderr or b"prompt:" in r.stderr
+    # The same prompt from a file and from standard input generates the same text.
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("the quick")
+    for args, stdin in ((["-f", str(prompt)], None), (["-f", "-"], b"the quick")):
+        s = subprocess.run([str(cli_path), "run", "-m", model, *args, "-n", "4", "--ctx", "64"],
+                           input=stdin, capture_output=True, timeout=120)
+        assert s.returncode == 0, s.stderr
+        assert s.stdout == r.stdout and s.stdout
+    s = subprocess.run([str(cli_path), "run", "-m", model, "-f", str(tmp_path / "missing.txt")],
+                       capture_output=True, text=True, timeout=120)
+    assert s.returncode != 0 and "missing.txt" in s.stderr
     text = tmp_path / "text.txt"
     text.write_text("the quick brown fox jumps over the lazy dog\n" * 3)
     r = subprocess.run([str(cli_path), "perplexity", "-m", model, "-f", str(text), "--ctx", "16"],
