@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "common/numa_memory.hpp"
+#include "common/thread_pool.hpp"
 #include "kernels/kernels.hpp"
 #include "model/swiglu.hpp"
 #include "runtime/linear.hpp"
-#include "runtime/numa_memory.hpp"
-#include "runtime/thread_pool.hpp"
 
 namespace {
 

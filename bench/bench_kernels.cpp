@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "common/numa_memory.hpp"
+#include "common/thread_pool.hpp"
 #include "kernels/kernels.hpp"
-#include "runtime/numa_memory.hpp"
-#include "runtime/thread_pool.hpp"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "cli/stream_sum.hpp"
-#include "runtime/numa_memory.hpp"
-#include "runtime/thread_pool.hpp"
+#include "common/numa_memory.hpp"
+#include "common/thread_pool.hpp"
 
 namespace {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "common/topology.hpp"
 #include "model/hparams.hpp"
 #include "runtime/io_mode_choice.hpp"
-#include "runtime/topology.hpp"
 
 namespace moe {
 

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "common/error.hpp"
+#include "common/topology.hpp"
 #include "experts/budget_planner.hpp"
 #include "experts/gguf_layouts.hpp"
 #include "experts/mmap_expert_source.hpp"
@@ -17,7 +18,6 @@
 #include "io/read_file.hpp"
 #include "model/tensor_roles.hpp"
 #include "runtime/io_mode_choice.hpp"
-#include "runtime/topology.hpp"
 
 namespace moe {
 

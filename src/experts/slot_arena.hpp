@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/numa_memory.hpp"
+#include "common/numa_memory.hpp"
 
 namespace moe {
 

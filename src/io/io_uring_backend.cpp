@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/topology.hpp"
 #include "io/read_backend.hpp"
-#include "runtime/topology.hpp"
 
 namespace moe::io {
 

@@ -1,6 +1,6 @@
 // Portable backend: a pool of threads issuing blocking pread(2) calls. The
 // threads run on the CPUs near the storage device of the files they read
-// (runtime/topology.hpp), so their completions land close to the device.
+// (common/topology.hpp), so their completions land close to the device.
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/topology.hpp"
 #include "io/read_backend.hpp"
-#include "runtime/topology.hpp"
 
 namespace moe::io {
 namespace {

@@ -4,7 +4,7 @@
 #include <functional>
 #include <utility>
 
-#include "runtime/thread_pool.hpp"
+#include "common/thread_pool.hpp"
 
 namespace moe {
 namespace {

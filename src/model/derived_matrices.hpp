@@ -20,8 +20,8 @@
 #include <functional>
 #include <vector>
 
+#include "common/numa_memory.hpp"
 #include "model/weights.hpp"
-#include "runtime/numa_memory.hpp"
 
 namespace moe {
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/numa_memory.hpp"
 #include "gguf/gguf_file.hpp"
 #include "model/architecture.hpp"
 #include "model/derived_matrices.hpp"
@@ -17,7 +18,6 @@
 #include "model/rope.hpp"
 #include "model/tensor_roles.hpp"
 #include "model/weights.hpp"
-#include "runtime/numa_memory.hpp"
 
 namespace moe {
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/log.hpp"
+#include "common/thread_pool.hpp"
 #include "experts/expert_source.hpp"
 #include "experts/routing_trace.hpp"
 #include "model/model.hpp"
@@ -16,7 +17,6 @@
 #include "runtime/sampler.hpp"
 #include "runtime/state_file.hpp"
 #include "runtime/stats.hpp"
-#include "runtime/thread_pool.hpp"
 
 namespace moe {
 

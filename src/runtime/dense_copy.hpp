@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "common/numa_memory.hpp"
 #include "gguf/gguf_file.hpp"
 #include "io/read_backend.hpp"
 #include "model/tensor_roles.hpp"
-#include "runtime/numa_memory.hpp"
 
 namespace moe::io {
 class DirectFallbackBackend;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/thread_pool.hpp"
 #include "experts/routing_trace.hpp"
 #include "experts/expert_source.hpp"
 #include "model/attention.hpp"
@@ -18,7 +19,6 @@
 #include "model/rope.hpp"
 #include "model/router.hpp"
 #include "runtime/linear.hpp"
-#include "runtime/thread_pool.hpp"
 
 namespace moe {
 

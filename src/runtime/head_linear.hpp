@@ -12,8 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/thread_pool.hpp"
 #include "model/weights.hpp"
-#include "runtime/thread_pool.hpp"
 
 namespace moe {
 

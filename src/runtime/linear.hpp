@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <span>
 
+#include "common/thread_pool.hpp"
 #include "model/weights.hpp"
-#include "runtime/thread_pool.hpp"
 
 namespace moe {
 

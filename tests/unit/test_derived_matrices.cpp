@@ -13,11 +13,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/numa_memory.hpp"
+#include "common/thread_pool.hpp"
 #include "kernels/kernels.hpp"
 #include "model/model.hpp"
 #include "runtime/context.hpp"
-#include "runtime/numa_memory.hpp"
-#include "runtime/thread_pool.hpp"
 #include "support/generated_models.hpp"
 
 namespace {

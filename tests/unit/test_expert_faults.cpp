@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/thread_pool.hpp"
 #include "experts/resident_expert_source.hpp"
 #include "experts/streaming_source.hpp"
 #include "io/fault_injection.hpp"
 #include "model/model.hpp"
 #include "runtime/forward_pass.hpp"
-#include "runtime/thread_pool.hpp"
 #include "support/generated_models.hpp"
 
 namespace {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "runtime/thread_pool.hpp"
-#include "runtime/topology.hpp"
+#include "common/thread_pool.hpp"
+#include "common/topology.hpp"
 #include "support/thread_limit.hpp"
 
 namespace {

@@ -15,9 +15,9 @@
 #include <optional>
 #include <thread>
 
-#include "runtime/numa_memory.hpp"
-#include "runtime/thread_pool.hpp"
-#include "runtime/topology.hpp"
+#include "common/numa_memory.hpp"
+#include "common/thread_pool.hpp"
+#include "common/topology.hpp"
 #include "support/paths.hpp"
 
 namespace {

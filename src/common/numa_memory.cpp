@@ -1,4 +1,4 @@
-#include "runtime/numa_memory.hpp"
+#include "common/numa_memory.hpp"
 
 #include <numa.h>
 #include <numaif.h>

@@ -16,7 +16,7 @@
 // range is empty steals the back half of the largest remaining range, which
 // keeps the threads balanced and lets the others take over the slice of a
 // worker that never woke up.
-#include "runtime/thread_pool.hpp"
+#include "common/thread_pool.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "runtime/topology.hpp"
+#include "common/topology.hpp"
 
 namespace moe {
 namespace {

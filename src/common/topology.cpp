@@ -1,4 +1,4 @@
-#include "runtime/topology.hpp"
+#include "common/topology.hpp"
 
 #include <hwloc.h>
 #include <sys/stat.h>
