@@ -4,7 +4,9 @@
 // process may use.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,5 +43,37 @@ std::optional<uint64_t> parse_mem_available(std::string_view meminfo);
 // (/proc/meminfo, falling back to sysconf's available pages) or the cgroup's
 // headroom, whichever is less. 0 when neither can be read.
 uint64_t process_available_memory();
+
+// process_available_memory() and process_cgroup_memory_headroom() asked again
+// and again without allocating: the mmap expert source asks once per step
+// while memory stalls persist (experts/memory_pressure.cpp), i.e. on the
+// per-token path exactly when memory is short. The files read stay open
+// (PolledFile: each read sees what opening them afresh would) and are parsed
+// in one fixed buffer. The cgroup is looked up again on each read, and only
+// when the process has moved to another one are the files' names rebuilt.
+class AvailableMemoryReader {
+public:
+    // Where the files are; tests point them at a hierarchy of their own.
+    struct Sources {
+        std::string meminfo = "/proc/meminfo";
+        std::string proc_cgroup = "/proc/self/cgroup";
+        // v2 hierarchies tried in order (the second on hybrid systems).
+        static constexpr size_t kV2Mounts = 2;
+        std::string v2_mounts[kV2Mounts] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+        std::string v1_mount = "/sys/fs/cgroup/memory";
+    };
+    AvailableMemoryReader() : AvailableMemoryReader(Sources{}) {}
+    explicit AvailableMemoryReader(Sources sources);
+    ~AvailableMemoryReader();
+    AvailableMemoryReader(const AvailableMemoryReader &) = delete;
+    AvailableMemoryReader &operator=(const AvailableMemoryReader &) = delete;
+
+    uint64_t available_bytes();                  // as process_available_memory()
+    std::optional<uint64_t> cgroup_headroom();   // as process_cgroup_memory_headroom()
+
+private:
+    struct Files;
+    std::unique_ptr<Files> files_;
+};
 
 }  // namespace moe

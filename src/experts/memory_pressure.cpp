@@ -58,8 +58,10 @@ public:
         return share > 1 ? 1 : share;
     }
 
+    // Asked once per step while stalls persist: the reader keeps its files
+    // open and parses them without allocating.
     std::optional<uint64_t> available_bytes() override {
-        const uint64_t available = process_available_memory();
+        const uint64_t available = available_.available_bytes();
         if (available == 0) return std::nullopt;
         return available;
     }
@@ -77,6 +79,7 @@ private:
     UniqueFd fd_;
     int64_t last_total_us_;
     Clock::time_point last_;
+    AvailableMemoryReader available_;
 };
 
 }  // namespace

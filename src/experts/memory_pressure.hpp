@@ -37,10 +37,11 @@ public:
 int64_t psi_some_total_us(std::string_view text);
 
 // Linux: the memory.pressure file of the process's cgroup (v2) when readable,
-// otherwise /proc/pressure/memory; available bytes from
-// process_available_memory() (MemAvailable, or the cgroup's headroom when
-// less). Null when no stall signal can be read (no PSI in the kernel, not
-// Linux): the caller then simply does not react.
+// otherwise /proc/pressure/memory; available bytes as
+// process_available_memory() gives them (MemAvailable, or the cgroup's
+// headroom when less), read by an AvailableMemoryReader without allocating.
+// Null when no stall signal can be read (no PSI in the kernel, not Linux):
+// the caller then simply does not react.
 std::unique_ptr<MemoryPressure> make_system_memory_pressure();
 
 }  // namespace moe
