@@ -6,6 +6,7 @@
 
 #include "common/ggml_types.hpp"
 #include "experts/budget_planner.hpp"
+#include "experts/io_mode_choice.hpp"
 #include "firewall.hpp"
 #include "model_info.hpp"
 #include "gguf/gguf_file.hpp"
@@ -14,7 +15,6 @@
 #include "model/model.hpp"
 #include "model/tensor_roles.hpp"
 #include "runtime/context.hpp"
-#include "runtime/io_mode_choice.hpp"
 
 namespace {
 

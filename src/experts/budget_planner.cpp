@@ -4,8 +4,8 @@
 
 #include "common/error.hpp"
 #include "common/topology.hpp"
+#include "experts/io_mode_choice.hpp"
 #include "model/hparams.hpp"
-#include "runtime/io_mode_choice.hpp"
 
 namespace moe {
 

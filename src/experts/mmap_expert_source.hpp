@@ -20,11 +20,11 @@
 #include <span>
 #include <vector>
 
+#include "common/stats.hpp"
 #include "experts/expert_source.hpp"
 #include "experts/mapped_expert_queue.hpp"
 #include "experts/memory_advisor.hpp"
 #include "experts/memory_pressure.hpp"
-#include "runtime/stats.hpp"
 
 namespace moe {
 

@@ -7,9 +7,9 @@
 #include <span>
 #include <vector>
 
+#include "common/stats.hpp"
 #include "experts/expert_source.hpp"
 #include "experts/mapped_expert_queue.hpp"
-#include "runtime/stats.hpp"
 
 namespace moe {
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "common/stats.hpp"
 #include "experts/cache_policy.hpp"
 #include "experts/expert_source.hpp"
 #include "experts/packed_file.hpp"
@@ -23,7 +24,6 @@
 #include "io/observed_backend.hpp"
 #include "io/read_backend.hpp"
 #include "io/read_file.hpp"
-#include "runtime/stats.hpp"
 
 namespace moe {
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/log.hpp"
+#include "common/stats.hpp"
 #include "common/thread_pool.hpp"
 #include "experts/expert_source.hpp"
 #include "experts/routing_trace.hpp"
@@ -16,7 +17,6 @@
 #include "runtime/forward_pass.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/state_file.hpp"
-#include "runtime/stats.hpp"
 
 namespace moe {
 

@@ -9,9 +9,9 @@
 
 #include "common/error.hpp"
 #include "common/monotonic_clock.hpp"
+#include "experts/io_mode_choice.hpp"
 #include "io/direct_fallback.hpp"
 #include "io/read_file.hpp"
-#include "runtime/io_mode_choice.hpp"
 
 namespace moe {
 namespace {

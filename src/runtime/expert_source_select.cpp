@@ -1,10 +1,10 @@
 // Chooses where routed experts come from for a context: the mmap source (the
 // GGUF mapping, residency steered with madvise within the budget's share for
 // experts) or the streaming expert cache (direct or pread reads), as
-// src/experts/expert_source_factory.cpp decides.
+// src/runtime/expert_source_factory.cpp decides.
 #include "common/error.hpp"
-#include "experts/expert_source_factory.hpp"
 #include "runtime/context.hpp"
+#include "runtime/expert_source_factory.hpp"
 
 namespace moe {
 

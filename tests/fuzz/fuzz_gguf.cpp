@@ -5,10 +5,10 @@
 #include <cstdlib>
 
 #include "common/error.hpp"
+#include "experts/io_mode_choice.hpp"
 #include "gguf/gguf_file.hpp"
 #include "model/hparams.hpp"
 #include "model/tensor_roles.hpp"
-#include "runtime/io_mode_choice.hpp"
 
 namespace {
 

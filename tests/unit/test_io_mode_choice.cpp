@@ -10,9 +10,9 @@
 #include "common/cgroup_memory.hpp"
 #include "common/error.hpp"
 #include "experts/budget_planner.hpp"
+#include "experts/io_mode_choice.hpp"
 #include "support/paths.hpp"
 #include "model/hparams.hpp"
-#include "runtime/io_mode_choice.hpp"
 
 using moe::IoModeRequest;
 using moe::choose_io_mode;

@@ -1,4 +1,4 @@
-#include "experts/expert_source_factory.hpp"
+#include "runtime/expert_source_factory.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -10,6 +10,7 @@
 #include "common/topology.hpp"
 #include "experts/budget_planner.hpp"
 #include "experts/gguf_layouts.hpp"
+#include "experts/io_mode_choice.hpp"
 #include "experts/mmap_expert_source.hpp"
 #include "experts/packed_file.hpp"
 #include "experts/streaming_source.hpp"
@@ -17,7 +18,6 @@
 #include "io/fault_injection.hpp"
 #include "io/read_file.hpp"
 #include "model/tensor_roles.hpp"
-#include "runtime/io_mode_choice.hpp"
 
 namespace moe {
 

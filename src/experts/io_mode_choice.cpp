@@ -1,4 +1,4 @@
-#include "runtime/io_mode_choice.hpp"
+#include "experts/io_mode_choice.hpp"
 
 #include <algorithm>
 #include <cstdio>
