@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/ggml_types.hpp"
-#include "experts/expert_source.hpp"
+#include "model/expert_layout.hpp"
 
 namespace moe {
 
