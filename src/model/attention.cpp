@@ -154,13 +154,30 @@ MOE_VEC8_INLINE void fill_key_tile(const uint8_t *const *k, int32_t dk, float *t
 // adds its weight to the sum last.
 MOE_VEC8_INLINE void softmax_in_place(float *s, int32_t n, const float *sink) {
     float max = sink ? *sink : -INFINITY;
-    for (int32_t j = 0; j < n; ++j) max = std::max(max, s[j]);
-    double lanes[kLanes] = {};
     int32_t j = 0;
+    if (n >= kLanes) {
+        // Eight maxima side by side (one serial chain through the context
+        // would take a compare's latency per score), each keeping the first
+        // of equal or NaN scores as std::max does. The maximum comes out the
+        // same, but for the sign of a zero, which no weight depends on
+        // (x - 0 and x - -0 differ only at x = -0, where both weights are 1).
+        F8 m = F8{} + max;
+        for (; j + kLanes <= n; j += kLanes) {
+            const F8 x = load8(s + j);
+            m = m < x ? x : m;
+        }
+        for (int i = 0; i < kLanes; ++i) max = std::max(max, m[i]);
+    }
+    for (; j < n; ++j) max = std::max(max, s[j]);
+    // The eight sums as one vector: written lane by lane, GCC may convert and
+    // add one lane at a time.
+    using D8 = double __attribute__((vector_size(64)));
+    D8 lanes = {};
+    j = 0;
     for (; j + kLanes <= n; j += kLanes) {
         const F8 e = exp8_nonpositive(load8(s + j) - max);
         store8(s + j, e);
-        for (int i = 0; i < kLanes; ++i) lanes[i] += double(e[i]);
+        lanes += __builtin_convertvector(e, D8);
     }
     if (j < n) {
         alignas(32) float tail[kLanes] = {};
@@ -174,7 +191,9 @@ MOE_VEC8_INLINE void softmax_in_place(float *s, int32_t n, const float *sink) {
     double sum = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
     if (sink) sum += double(exp8_nonpositive(F8{} + (*sink - max))[0]);
     const float inv = float(1.0 / sum);
-    for (int32_t i = 0; i < n; ++i) s[i] = s[i] * inv;
+    j = 0;
+    for (; j + kLanes <= n; j += kLanes) store8(s + j, load8(s + j) * inv);
+    for (; j < n; ++j) s[j] = s[j] * inv;
 }
 
 // Scores of H query heads (dk apart in q) against kTile keys transposed in
