@@ -81,24 +81,45 @@ void widen(const uint8_t *p, bool f32, bool f16c, int32_t n, float *out) {
 }
 
 using vec8::exp8_nonpositive;
+using vec8::exp_nonpositive;
 using vec8::F8;
+using vec8::F8x2;
 using vec8::kLanes;
+using vec8::kLanesOf;
 using vec8::load8;
+using vec8::load_lanes;
 using vec8::store8;
+using vec8::store_lanes;
 
-// Eight elements of a cache row from element i on, as f32: one loader per
-// cache type, so the key and value loops below are written once. (The result
-// is an out parameter: a vector returned across targets would change the ABI.)
+// The wide path: 16 positions a tile, sums of 16 lanes (F8x2), values
+// converted 16 elements at a time. Only where the kernels run AVX-512, whose
+// clone holds an F8x2 in one of 32 registers; elsewhere the sums of 8 lanes
+// fit the 16 registers. Either way every sum is the same sequence of float
+// operations, so the choice changes the speed only.
+bool use_wide() {
+#if defined(__x86_64__)
+    return kernels::active_isa() == kernels::Isa::avx512;
+#else
+    return false;
+#endif
+}
+
+// Eight or sixteen elements (V's lanes) of a cache row from element i on, as
+// f32: one loader per cache type, so the key and value loops below are
+// written once. (The result is an out parameter: a vector returned across
+// targets would change the ABI.)
 struct F32Row {
-    static MOE_VEC8_INLINE void load(const uint8_t *row, int32_t i, F8 &out) {
+    template <class V>
+    static MOE_VEC8_INLINE void load(const uint8_t *row, int32_t i, V &out) {
         std::memcpy(&out, row + 4 * size_t(i), sizeof out);
     }
 };
 struct HalfRow {  // any CPU: the scalar conversion
-    static MOE_VEC8_INLINE void load(const uint8_t *row, int32_t i, F8 &out) {
-        alignas(32) float f[kLanes];
-        widen_half(row + 2 * size_t(i), 0, kLanes, f);
-        out = load8(f);
+    template <class V>
+    static MOE_VEC8_INLINE void load(const uint8_t *row, int32_t i, V &out) {
+        alignas(64) float f[kLanesOf<V>];
+        widen_half(row + 2 * size_t(i), 0, kLanesOf<V>, f);
+        out = load_lanes<V>(f);
     }
 };
 #if defined(__x86_64__)
@@ -109,29 +130,77 @@ struct HalfRowF16c {
         out = F8(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + 2 * size_t(i)))));
     }
 };
+// Sixteen elements in one conversion too, for AVX-512 functions.
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's _mm512_cvtph_ps starts from a deliberately undefined register and warns about it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+struct HalfRowF16cWide : HalfRowF16c {
+    using HalfRowF16c::load;
+    __attribute__((target("avx512f,f16c"))) static inline void load(const uint8_t *row, int32_t i, F8x2 &out) {
+        out = F8x2(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + 2 * size_t(i)))));
+    }
+    // Elements i .. i + 7 of row a in lanes 0-7, of row b in lanes 8-15: one conversion.
+    __attribute__((target("avx512f,f16c"))) static inline void load_pair(const uint8_t *a, const uint8_t *b,
+                                                                         int32_t i, F8x2 &out) {
+        const __m128i ha = _mm_loadu_si128(reinterpret_cast<const __m128i *>(a + 2 * size_t(i)));
+        const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b + 2 * size_t(i)));
+        out = F8x2(_mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(ha), hb, 1)));
+    }
+};
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 // Elements i .. i + 7 of eight keys, r[l] holding key l's, stored as tile
-// rows i .. i + 7 (row i + j holds element i + j of key l in lane l): pairs,
-// then quads of keys interleaved within 128-bit halves, then the halves
-// swapped across (unpack, shuffle and 128-bit permutes on AVX), so the tile
-// takes eight stores instead of 64 scalar moves.
-MOE_VEC8_INLINE void store_transposed(const F8 *r, float *tile) {
-    F8 t[kTile], u[kTile];
+// rows i .. i + 7 (row i + j, width floats after row i + j - 1, holds element
+// i + j of key l in lane l): pairs, then quads of keys interleaved within
+// 128-bit halves, then the halves swapped across (unpack, shuffle and 128-bit
+// permutes on AVX), so the tile takes eight stores instead of 64 scalar moves.
+// With V = F8x2 the same steps transpose sixteen keys at once: r[l] holds key
+// l in lanes 0-7 and key l + 8 in lanes 8-15, each half shuffled as F8's
+// lanes are, and row i + j comes out with keys 0-7 then 8-15.
+template <class V>
+MOE_VEC8_INLINE void store_transposed(const V *r, float *tile, int32_t width) {
+    V t[kTile], u[kTile];
+    constexpr bool kWide = kLanesOf<V> == 2 * kLanes;
     for (int k = 0; k < kTile; k += 2) {
-        t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);       // elements 0 1 | 4 5
-        t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);  // elements 2 3 | 6 7
+        if constexpr (kWide) {
+            t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29);
+            t[k + 1] =
+                __builtin_shufflevector(r[k], r[k + 1], 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31);
+        } else {
+            t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);       // elements 0 1 | 4 5
+            t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);  // elements 2 3 | 6 7
+        }
     }
     for (int k = 0; k < kTile; k += 4) {
         for (int j = 0; j < 2; ++j) {
-            u[k + 2 * j] = __builtin_shufflevector(t[k + j], t[k + 2 + j], 0, 1, 8, 9, 4, 5, 12, 13);
-            u[k + 2 * j + 1] = __builtin_shufflevector(t[k + j], t[k + 2 + j], 2, 3, 10, 11, 6, 7, 14, 15);
+            const V &a = t[k + j], &b = t[k + 2 + j];
+            if constexpr (kWide) {
+                u[k + 2 * j] = __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+                u[k + 2 * j + 1] =
+                    __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+            } else {
+                u[k + 2 * j] = __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13);
+                u[k + 2 * j + 1] = __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15);
+            }
         }
     }
     // u[j] (keys 0-3) and u[4 + j] (keys 4-7) hold elements j and 4 + j.
     for (int j = 0; j < 4; ++j) {
-        store8(tile + j * kTile, __builtin_shufflevector(u[j], u[4 + j], 0, 1, 2, 3, 8, 9, 10, 11));
-        store8(tile + (4 + j) * kTile, __builtin_shufflevector(u[j], u[4 + j], 4, 5, 6, 7, 12, 13, 14, 15));
+        const V &a = u[j], &b = u[4 + j];
+        if constexpr (kWide) {
+            store_lanes(tile + j * width,
+                        __builtin_shufflevector(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27));
+            store_lanes(tile + (4 + j) * width,
+                        __builtin_shufflevector(a, b, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
+        } else {
+            store_lanes(tile + j * width, __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11));
+            store_lanes(tile + (4 + j) * width, __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15));
+        }
     }
 }
 
@@ -143,30 +212,54 @@ MOE_VEC8_INLINE void fill_key_tile(const uint8_t *const *k, int32_t dk, float *t
     for (int32_t i = 0; i < dk; i += kTile) {
         F8 r[kTile];
         for (int l = 0; l < kTile; ++l) Row::load(k[l], i, r[l]);
-        store_transposed(r, tile + size_t(i) * kTile);
+        store_transposed(r, tile + size_t(i) * kTile, kTile);
+    }
+}
+
+// The same for 16 keys into a tile 16 lanes wide, keys l and l + 8 loaded
+// into one F8x2 (by one conversion where the row type can).
+template <class Row>
+MOE_VEC8_INLINE void fill_key_tile_wide(const uint8_t *const *k, int32_t dk, float *tile) {
+    constexpr int32_t kWidth = 2 * kTile;
+    for (int32_t i = 0; i < dk; i += kTile) {
+        F8x2 r[kTile];
+        for (int l = 0; l < kTile; ++l) {
+            if constexpr (requires { Row::load_pair(k[l], k[l + kTile], i, r[l]); }) {
+                Row::load_pair(k[l], k[l + kTile], i, r[l]);
+            } else {
+                F8 a, b;
+                Row::load(k[l], i, a);
+                Row::load(k[l + kTile], i, b);
+                r[l] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            }
+        }
+        store_transposed(r, tile + size_t(i) * kWidth, kWidth);
     }
 }
 
 // Softmax of n scores in place, shared by attend_head and the tiled path so
-// both give the same bits: weights eight at a time, their sum in eight double
-// lanes combined in a fixed order (one running sum would be a chain of
-// dependent additions as long as the context). A sink joins the maximum and
-// adds its weight to the sum last.
+// both give the same bits: weights V's lanes (8 or 16) at a time, their sum
+// in eight double lanes (lane i taking positions i, i + 8, i + 16, ... in
+// order whatever V is) combined in a fixed order (one running sum would be a
+// chain of dependent additions as long as the context). A sink joins the
+// maximum and adds its weight to the sum last.
+template <class V = F8>
 MOE_VEC8_INLINE void softmax_in_place(float *s, int32_t n, const float *sink) {
+    constexpr int32_t W = kLanesOf<V>;
     float max = sink ? *sink : -INFINITY;
     int32_t j = 0;
-    if (n >= kLanes) {
-        // Eight maxima side by side (one serial chain through the context
-        // would take a compare's latency per score), each keeping the first
-        // of equal or NaN scores as std::max does. The maximum comes out the
+    if (n >= W) {
+        // W maxima side by side (one serial chain through the context would
+        // take a compare's latency per score), each keeping the first of
+        // equal or NaN scores as std::max does. The maximum comes out the
         // same, but for the sign of a zero, which no weight depends on
         // (x - 0 and x - -0 differ only at x = -0, where both weights are 1).
-        F8 m = F8{} + max;
-        for (; j + kLanes <= n; j += kLanes) {
-            const F8 x = load8(s + j);
+        V m = V{} + max;
+        for (; j + W <= n; j += W) {
+            const V x = load_lanes<V>(s + j);
             m = m < x ? x : m;
         }
-        for (int i = 0; i < kLanes; ++i) max = std::max(max, m[i]);
+        for (int i = 0; i < W; ++i) max = std::max(max, m[i]);
     }
     for (; j < n; ++j) max = std::max(max, s[j]);
     // The eight sums as one vector: written lane by lane, GCC may convert and
@@ -174,6 +267,15 @@ MOE_VEC8_INLINE void softmax_in_place(float *s, int32_t n, const float *sink) {
     using D8 = double __attribute__((vector_size(64)));
     D8 lanes = {};
     j = 0;
+    if constexpr (W > kLanes) {
+        static_assert(W == 2 * kLanes);
+        for (; j + W <= n; j += W) {
+            const V e = exp_nonpositive(load_lanes<V>(s + j) - max);
+            store_lanes(s + j, e);
+            lanes += __builtin_convertvector(__builtin_shufflevector(e, e, 0, 1, 2, 3, 4, 5, 6, 7), D8);
+            lanes += __builtin_convertvector(__builtin_shufflevector(e, e, 8, 9, 10, 11, 12, 13, 14, 15), D8);
+        }
+    }
     for (; j + kLanes <= n; j += kLanes) {
         const F8 e = exp8_nonpositive(load8(s + j) - max);
         store8(s + j, e);
@@ -192,56 +294,72 @@ MOE_VEC8_INLINE void softmax_in_place(float *s, int32_t n, const float *sink) {
     if (sink) sum += double(exp8_nonpositive(F8{} + (*sink - max))[0]);
     const float inv = float(1.0 / sum);
     j = 0;
-    for (; j + kLanes <= n; j += kLanes) store8(s + j, load8(s + j) * inv);
+    for (; j + W <= n; j += W) store_lanes(s + j, load_lanes<V>(s + j) * inv);
     for (; j < n; ++j) s[j] = s[j] * inv;
 }
 
-// Scores of H query heads (dk apart in q) against kTile keys transposed in
-// tile (tile[i * kTile + l] = element i of key l): one running sum per
-// (head, key), element after element, so H * kTile independent sums overlap.
-template <int H>
+// Scores of H query heads (dk apart in q) against as many keys as V has
+// lanes, transposed in tile (tile[i * W + l] = element i of key l, W lanes):
+// one running sum per (head, key), element after element, so H * W
+// independent sums overlap and each query element loaded serves W keys.
+template <int H, class V>
 MOE_VEC8_INLINE void score_tile(const float *q, int32_t dk, const float *tile, float scale, float *scores,
-                                     size_t stride) {
-    static_assert(kTile == kLanes, "one key per lane");
-    F8 acc[H];
-    for (int h = 0; h < H; ++h) acc[h] = F8{};
+                                size_t stride) {
+    constexpr int32_t W = kLanesOf<V>;
+    V acc[H];
+    for (int h = 0; h < H; ++h) acc[h] = V{};
     for (int32_t i = 0; i < dk; ++i) {
-        const F8 t = load8(tile + size_t(i) * kTile);
+        const V t = load_lanes<V>(tile + size_t(i) * W);
         for (int h = 0; h < H; ++h) acc[h] += q[size_t(h) * size_t(dk) + size_t(i)] * t;
     }
-    for (int h = 0; h < H; ++h) store8(scores + size_t(h) * stride, acc[h] * scale);
+    for (int h = 0; h < H; ++h) store_lanes(scores + size_t(h) * stride, acc[h] * scale);
 }
 
-template <int H>
+template <int H, class V>
 MOE_VEC8_INLINE int32_t score_heads(int32_t g, int32_t group, const float *q, int32_t dk, const float *tile,
-                                         float scale, float *scores, size_t stride) {
+                                    float scale, float *scores, size_t stride) {
     for (; g + H <= group; g += H)
-        score_tile<H>(q + size_t(g) * size_t(dk), dk, tile, scale, scores + size_t(g) * stride, stride);
+        score_tile<H, V>(q + size_t(g) * size_t(dk), dk, tile, scale, scores + size_t(g) * stride, stride);
     return g;
 }
 
+// Every head of the group against one tile of kLanesOf<V> keys: as many heads
+// at a time as registers hold (the AVX-512 clone's 32 take 16 wide sums, the
+// 16 of AVX2 eight narrow ones), then halving.
+template <class V>
+MOE_VEC8_INLINE void score_group(int32_t group, const float *q, int32_t dk, const float *tile, float scale,
+                                 float *scores, size_t stride) {
+    int32_t g = 0;
+    if constexpr (kLanesOf<V> > kLanes) g = score_heads<16, V>(g, group, q, dk, tile, scale, scores, stride);
+    g = score_heads<8, V>(g, group, q, dk, tile, scale, scores, stride);
+    g = score_heads<4, V>(g, group, q, dk, tile, scale, scores, stride);
+    g = score_heads<2, V>(g, group, q, dk, tile, scale, scores, stride);
+    score_heads<1, V>(g, group, q, dk, tile, scale, scores, stride);
+}
+
 // out[g] (dv floats, dv apart) += w[g][l] * value row l (w's rows stride
-// apart) for G heads and l = 0 .. n - 1, in that order per element, C * 8
-// elements at a time from element c on; returns where it stopped. Each eight
-// elements of a row are loaded (widened) once for the G heads: G * C sums in
-// registers take C + G loads per row, not 2 * G * C.
-template <class Row, int G, int C>
+// apart) for G heads and l = 0 .. n - 1, in that order per element, C * W
+// elements at a time (W = V's lanes) from element c on; returns where it
+// stopped. Each W elements of a row are loaded (widened) once for the G
+// heads: G * C sums in registers take C + G loads per row, not 2 * G * C.
+template <class Row, int G, int C, class V = F8>
 MOE_VEC8_INLINE int32_t accumulate_heads(const uint8_t *const *v, int32_t n, int32_t dv, const float *w,
                                          size_t stride, float *out, int32_t c) {
-    for (; c + C * kLanes <= dv; c += C * kLanes) {
-        F8 o[G][C];
+    constexpr int32_t W = kLanesOf<V>;
+    for (; c + C * W <= dv; c += C * W) {
+        V o[G][C];
         for (int g = 0; g < G; ++g)
-            for (int k = 0; k < C; ++k) o[g][k] = load8(out + size_t(g) * size_t(dv) + size_t(c + k * kLanes));
+            for (int k = 0; k < C; ++k) o[g][k] = load_lanes<V>(out + size_t(g) * size_t(dv) + size_t(c + k * W));
         for (int32_t l = 0; l < n; ++l) {
-            F8 x[C];
-            for (int k = 0; k < C; ++k) Row::load(v[l], c + k * kLanes, x[k]);
+            V x[C];
+            for (int k = 0; k < C; ++k) Row::load(v[l], c + k * W, x[k]);
             for (int g = 0; g < G; ++g) {
                 const float a = w[size_t(g) * stride + size_t(l)];
                 for (int k = 0; k < C; ++k) o[g][k] += a * x[k];
             }
         }
         for (int g = 0; g < G; ++g)
-            for (int k = 0; k < C; ++k) store8(out + size_t(g) * size_t(dv) + size_t(c + k * kLanes), o[g][k]);
+            for (int k = 0; k < C; ++k) store_lanes(out + size_t(g) * size_t(dv) + size_t(c + k * W), o[g][k]);
     }
     return c;
 }
@@ -267,6 +385,31 @@ MOE_VEC8_INLINE void accumulate_values(const uint8_t *const *v, int32_t n, int32
     }
 }
 
+// G heads of the wide path over every element: C * 16 at a time, then 16,
+// then 8.
+template <class Row, int G, int C>
+MOE_VEC8_INLINE void accumulate_heads_wide(const uint8_t *const *v, int32_t n, int32_t dv, const float *w,
+                                           size_t stride, float *out) {
+    int32_t c = accumulate_heads<Row, G, C, F8x2>(v, n, dv, w, stride, out, 0);
+    c = accumulate_heads<Row, G, 1, F8x2>(v, n, dv, w, stride, out, c);
+    accumulate_heads<Row, G, 1, F8>(v, n, dv, w, stride, out, c);
+}
+
+// accumulate_values on 16 lanes: eight heads over 32 elements (16 sums, 18
+// registers of AVX-512's 32; every element of a row converted once when the
+// group has eight heads), then four heads over 32, then one over 128.
+template <class Row>
+MOE_VEC8_INLINE void accumulate_values_wide(const uint8_t *const *v, int32_t n, int32_t dv, int32_t group,
+                                            const float *w, size_t stride, float *out) {
+    int32_t g = 0;
+    for (; g + 8 <= group; g += 8)
+        accumulate_heads_wide<Row, 8, 2>(v, n, dv, w + size_t(g) * stride, stride, out + size_t(g) * size_t(dv));
+    for (; g + 4 <= group; g += 4)
+        accumulate_heads_wide<Row, 4, 2>(v, n, dv, w + size_t(g) * stride, stride, out + size_t(g) * size_t(dv));
+    for (; g < group; ++g)
+        accumulate_heads_wide<Row, 1, 8>(v, n, dv, w + size_t(g) * stride, stride, out + size_t(g) * size_t(dv));
+}
+
 // The f16 loops with F16C: functions of that target, as HalfRowF16c needs.
 #if defined(__x86_64__)
 __attribute__((target("avx,f16c"), flatten)) void fill_key_tile_f16c(const uint8_t *const *k, int32_t dk, float *tile) {
@@ -277,32 +420,47 @@ __attribute__((target("avx,f16c"), flatten)) void accumulate_values_f16c(const u
                                                                        float *out) {
     accumulate_values<HalfRowF16c>(v, n, dv, group, w, stride, out);
 }
+__attribute__((target("avx512f,f16c"), flatten)) void fill_key_tile_f16c_wide(const uint8_t *const *k, int32_t dk,
+                                                                            float *tile) {
+    fill_key_tile_wide<HalfRowF16cWide>(k, dk, tile);
+}
+__attribute__((target("avx512f,f16c"), flatten)) void accumulate_values_f16c_wide(const uint8_t *const *v, int32_t n,
+                                                                                int32_t dv, int32_t group,
+                                                                                const float *w, size_t stride,
+                                                                                float *out) {
+    accumulate_values_wide<HalfRowF16cWide>(v, n, dv, group, w, stride, out);
+}
 #else  // never called: use_f16c() is false
 void fill_key_tile_f16c(const uint8_t *const *, int32_t, float *) {}
 void accumulate_values_f16c(const uint8_t *const *, int32_t, int32_t, int32_t, const float *, size_t, float *) {}
+void accumulate_values_f16c_wide(const uint8_t *const *, int32_t, int32_t, int32_t, const float *, size_t, float *) {}
+void fill_key_tile_f16c_wide(const uint8_t *const *, int32_t, float *) {}
 #endif
 
-// Asks for the cache lines of rows p .. p + kTile - 1 (those before n), bytes
-// from offset in each. The loops below read eight rows side by side, a few
+
+// Asks for the cache lines of rows p .. p + count - 1 (those before n), bytes
+// from offset in each. The loops below read 8 or 16 rows side by side, a few
 // lines of each, which the hardware prefetchers barely follow; in a decode
 // the rows come from memory (every layer's cache together outgrows the CPU's
-// caches), so the rows of the tile two ahead are asked for while one is
-// computed.
-MOE_VEC8_INLINE void prefetch_rows(const KvRowRun &run, int32_t p, int32_t n, size_t offset, size_t bytes) {
+// caches), so rows 16 ahead of those computed are asked for (the tile two
+// ahead, or the next wide one).
+MOE_VEC8_INLINE void prefetch_rows(const KvRowRun &run, int32_t p, int32_t count, int32_t n, size_t offset,
+                                   size_t bytes) {
     constexpr size_t kLine = 64;
-    for (int32_t l = p; l < std::min(p + kTile, n); ++l)
+    for (int32_t l = p; l < std::min(p + count, n); ++l)
         for (size_t b = 0; b < bytes; b += kLine) __builtin_prefetch(run.row(l) + offset + b);
 }
 
 // attend_kv_group for head sizes that are multiples of the lane count: keys
-// scored kTile positions at a time for all heads of the group, softmax per
-// head, values accumulated kTile positions at a time.
+// scored a tile of positions at a time (16 on the wide path, then 8) for all
+// heads of the group, softmax per head, values accumulated as many positions
+// at a time.
 MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t kv_head,
-                                       const float *q, int32_t first, int32_t end, float *scores, float *out,
-                                       const float *sinks) {
+                                  const float *q, int32_t first, int32_t end, float *scores, float *out,
+                                  const float *sinks) {
     const int32_t group = s.n_head / s.n_head_kv;
     const int32_t dk = s.head_dim_k, dv = s.head_dim_v;
-    const bool f32 = kv.is_f32(), f16c = use_f16c();
+    const bool f32 = kv.is_f32(), f16c = use_f16c(), wide = use_wide();
     const size_t es = kv.element_bytes();
     // Positions first..end-1, numbered from 0 below; row p of a run holds
     // position first + p, also where a sliding window's ring wraps.
@@ -310,22 +468,31 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
     const KvRowRun keys = kv.run(KvPart::k, layer, first), values = kv.run(KvPart::v, layer, first);
     const size_t k_head = size_t(kv_head) * size_t(dk) * es;
     const size_t v_head = kv.values_in_keys() ? k_head : size_t(kv_head) * size_t(dv) * es;
+    const size_t k_bytes = size_t(dk) * es, v_bytes = size_t(dv) * es;
     const size_t stride = size_t(n_pos);
+    constexpr int32_t kWide = 2 * kTile;
 
     alignas(64) float row[kMaxHeadDim];  // a key past the last whole tile
-    alignas(64) float tile[kMaxHeadDim * kTile];
+    alignas(64) float tile[kMaxHeadDim * kWide];
+    const uint8_t *k[kWide];
     int32_t p0 = 0;
+    if (wide) {
+        for (; p0 + kWide <= n_pos; p0 += kWide) {
+            prefetch_rows(keys, p0 + kWide, kWide, n_pos, k_head, k_bytes);
+            for (int32_t l = 0; l < kWide; ++l) k[l] = keys.row(p0 + l) + k_head;
+            if (f32) fill_key_tile_wide<F32Row>(k, dk, tile);
+            else if (f16c) fill_key_tile_f16c_wide(k, dk, tile);
+            else fill_key_tile_wide<HalfRow>(k, dk, tile);
+            score_group<F8x2>(group, q, dk, tile, s.scale, scores + p0, stride);
+        }
+    }
     for (; p0 + kTile <= n_pos; p0 += kTile) {
-        prefetch_rows(keys, p0 + 2 * kTile, n_pos, k_head, size_t(dk) * es);
-        const uint8_t *k[kTile];
+        prefetch_rows(keys, p0 + 2 * kTile, kTile, n_pos, k_head, k_bytes);
         for (int32_t l = 0; l < kTile; ++l) k[l] = keys.row(p0 + l) + k_head;
         if (f32) fill_key_tile<F32Row>(k, dk, tile);
         else if (f16c) fill_key_tile_f16c(k, dk, tile);
         else fill_key_tile<HalfRow>(k, dk, tile);
-        int32_t g = score_heads<8>(0, group, q, dk, tile, s.scale, scores + p0, stride);
-        g = score_heads<4>(g, group, q, dk, tile, s.scale, scores + p0, stride);
-        g = score_heads<2>(g, group, q, dk, tile, s.scale, scores + p0, stride);
-        score_heads<1>(g, group, q, dk, tile, s.scale, scores + p0, stride);
+        score_group<F8>(group, q, dk, tile, s.scale, scores + p0, stride);
     }
     for (; p0 < n_pos; ++p0) {
         widen(keys.row(p0) + k_head, f32, f16c, dk, row);
@@ -339,14 +506,28 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
 
     // Softmax per head, as attend_head.
     for (int32_t g = 0; g < group; ++g) {
-        softmax_in_place(scores + size_t(g) * stride, n_pos, sinks ? sinks + g : nullptr);
+        float *sg = scores + size_t(g) * stride;
+        if (wide) softmax_in_place<F8x2>(sg, n_pos, sinks ? sinks + g : nullptr);
+        else softmax_in_place(sg, n_pos, sinks ? sinks + g : nullptr);
         std::fill(out + size_t(g) * size_t(dv), out + size_t(g + 1) * size_t(dv), 0.0f);
     }
-    // Values: kTile rows at a time, each accumulated into every head in position order.
+    // Values: a tile of rows at a time, each accumulated into every head in position order.
+    const uint8_t *v[kWide];
+    if (wide) {
+        for (int32_t j0 = 0; j0 < n_pos; j0 += kWide) {
+            const int32_t n = std::min(kWide, n_pos - j0);
+            prefetch_rows(values, j0 + kWide, kWide, n_pos, v_head, v_bytes);
+            for (int32_t l = 0; l < n; ++l) v[l] = values.row(j0 + l) + v_head;
+            const float *w = scores + size_t(j0);
+            if (f32) accumulate_values_wide<F32Row>(v, n, dv, group, w, stride, out);
+            else if (f16c) accumulate_values_f16c_wide(v, n, dv, group, w, stride, out);
+            else accumulate_values_wide<HalfRow>(v, n, dv, group, w, stride, out);
+        }
+        return;
+    }
     for (int32_t j0 = 0; j0 < n_pos; j0 += kTile) {
         const int32_t n = std::min(kTile, n_pos - j0);
-        prefetch_rows(values, j0 + 2 * kTile, n_pos, v_head, size_t(dv) * es);
-        const uint8_t *v[kTile];
+        prefetch_rows(values, j0 + 2 * kTile, kTile, n_pos, v_head, v_bytes);
         for (int32_t l = 0; l < n; ++l) v[l] = values.row(j0 + l) + v_head;
         const float *w = scores + size_t(j0);
         if (f32) accumulate_values<F32Row>(v, n, dv, group, w, stride, out);

@@ -41,24 +41,63 @@ MOE_VEC8_INLINE F8 load8(const float *p) {
 }
 MOE_VEC8_INLINE void store8(float *p, F8 v) { std::memcpy(p, &v, sizeof v); }
 
+// Sixteen floats as one value: one register in the AVX-512 clone, two or four
+// elsewhere. Each lane goes through the same operations as F8's, so code
+// that takes sixteen lanes at a time gives the bits it gives eight at a time.
+using F8x2 = float __attribute__((vector_size(64)));
+template <class V>
+constexpr int32_t kLanesOf = int32_t(sizeof(V) / sizeof(float));
+template <class V>
+MOE_VEC8_INLINE V load_lanes(const float *p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+template <class V>
+MOE_VEC8_INLINE void store_lanes(float *p, V v) {
+    std::memcpy(p, &v, sizeof v);
+}
+
+// The int32 vector with V's lanes, as V's comparisons give.
+using I8x2 = int32_t __attribute__((vector_size(64)));
+template <class V>
+struct IntLanesOf;
+template <>
+struct IntLanesOf<F8> {
+    using type = I8;
+};
+template <>
+struct IntLanesOf<F8x2> {
+    using type = I8x2;
+};
+template <class V>
+using IntLanes = typename IntLanesOf<V>::type;
+
 // Lanewise choices written as whole-vector operations: a loop over the lanes
 // would be compiled one lane at a time.
-MOE_VEC8_INLINE I8 bits_of(F8 v) {
-    I8 b;
+template <class V>
+MOE_VEC8_INLINE IntLanes<V> bits_of(V v) {
+    IntLanes<V> b;
     std::memcpy(&b, &v, sizeof b);
     return b;
 }
-MOE_VEC8_INLINE F8 from_bits(I8 b) {
-    F8 v;
+template <class V>
+MOE_VEC8_INLINE V from_bits(IntLanes<V> b) {
+    V v;
     std::memcpy(&v, &b, sizeof v);
     return v;
 }
 // mask lanes are all ones (take a) or all zeros (take b), as comparisons give.
-MOE_VEC8_INLINE F8 select8(I8 mask, F8 a, F8 b) { return from_bits((bits_of(a) & mask) | (bits_of(b) & ~mask)); }
-MOE_VEC8_INLINE F8 abs8(F8 v) { return from_bits(bits_of(v) & 0x7fffffff); }
+template <class V>
+MOE_VEC8_INLINE V select_lanes(IntLanes<V> mask, V a, V b) {
+    return from_bits<V>((bits_of(a) & mask) | (bits_of(b) & ~mask));
+}
+MOE_VEC8_INLINE F8 select8(I8 mask, F8 a, F8 b) { return select_lanes<F8>(mask, a, b); }
+MOE_VEC8_INLINE F8 abs8(F8 v) { return from_bits<F8>(bits_of(v) & 0x7fffffff); }
 
-// exp(x) for eight x <= 0, the same float operations in every lane and every
-// clone, eight at a time where expf is one call per value. x = n ln2 + r with
+// exp(x) for x <= 0 in each of V's lanes (eight or sixteen), the same float
+// operations in every lane and every clone, eight or sixteen at a time where
+// expf is one call per value. x = n ln2 + r with
 // n = round(x / ln2), |r| <= ln2 / 2, ln2 split into a part whose products
 // with n are exact and the rest; exp(r) by the classic degree-6
 // single-precision polynomial; 2^n put in the exponent bits. Inputs below -87
@@ -66,24 +105,24 @@ MOE_VEC8_INLINE F8 abs8(F8 v) { return from_bits(bits_of(v) & 0x7fffffff); }
 // n comes from a copy that is also finite for NaN and never above 0 (so its
 // conversion to an integer is always defined); a NaN input still gives NaN
 // through r.
-MOE_VEC8_INLINE F8 exp8_nonpositive(F8 x) {
-    const F8 low = F8{} - 87.0f;
-    const F8 xn = select8(x >= low, select8(x <= 0.0f, x, F8{}), low);  // NaN: -87
-    x = select8(x < low, low, x);
+template <class V>
+MOE_VEC8_INLINE V exp_nonpositive(V x) {
+    const V low = V{} - 87.0f;
+    const V xn = select_lanes<V>(x >= low, select_lanes<V>(x <= 0.0f, x, V{}), low);  // NaN: -87
+    x = select_lanes<V>(x < low, low, x);
     constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-    const F8 n = (xn * 1.44269504088896341f + kRound) - kRound;
-    const F8 r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-    F8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    const V n = (xn * 1.44269504088896341f + kRound) - kRound;
+    const V r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+    V p = r * 1.9875691500e-4f + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    const F8 e = (p * (r * r) + r) + 1.0f;
-    const I8 bits = (__builtin_convertvector(n, I8) + 127) << 23;
-    F8 scale;
-    std::memcpy(&scale, &bits, sizeof scale);
-    return e * scale;
+    const V e = (p * (r * r) + r) + 1.0f;
+    const IntLanes<V> bits = (__builtin_convertvector(n, IntLanes<V>) + 127) << 23;
+    return e * from_bits<V>(bits);
 }
+MOE_VEC8_INLINE F8 exp8_nonpositive(F8 x) { return exp_nonpositive(x); }
 
 }  // namespace
 }  // namespace moe::vec8

@@ -1,9 +1,10 @@
-// attend_kv_group (all query heads of one KV head, keys dotted eight positions
-// at a time) gives exactly attend_head's outputs, for f16 and f32 caches,
-// head sizes on and off the tiled path, positions around the tile width,
-// groups and value sizes that leave partial register blocks, latent
-// attention's keys-only cache and sliding-window rings that wrap; and each
-// position's weight comes from that position's own key.
+// attend_kv_group (all query heads of one KV head, keys dotted 16 or eight
+// positions at a time) gives exactly attend_head's outputs, for f16 and f32
+// caches, head sizes on and off the tiled path, positions around the tile
+// widths, groups and value sizes that leave partial register blocks, latent
+// attention's keys-only cache and sliding-window rings that wrap, on the wide
+// (AVX-512) and the narrow path; and each position's weight comes from that
+// position's own key.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -83,7 +84,9 @@ TEST(AttentionGroup, SlidingWindowAndSinksEqualPerHead) {
 
 // The tiled path's layouts against attend_head, bit for bit: every position
 // of a context that ends inside a tile, for each KV head, over a full cache or
-// a ring of window + 3 rows that the context wraps several times.
+// a ring of window + 3 rows that the context wraps several times. The 45
+// positions take up to two wide tiles of 16, then one of 8, then 5 single
+// keys, so every count of whole and partial tiles of both widths comes up.
 struct TileCase {
     int32_t n_kv, group, dk, dv;
     bool latent;  // keys only: the value is the first dv elements of the key
@@ -128,14 +131,55 @@ TEST(AttentionGroup, TiledPathEqualsPerHeadForEveryLayout) {
         {2, 7, 64, 72, false},    // groups of 4 + 2 + 1 (scores), 4 + 1 + 1 + 1 (values); 72 = 64 + 8 elements
         {1, 16, 576, 512, true},  // latent attention, keys only
         {1, 3, 576, 512, true},
+        // The wide path's blocks: scores 8 + 4 + 1, values 8 + 4 + 1 heads
+        // over 32 + 16 elements; scores 16 + 8, values three times 8 heads
+        // over 32 + 8 elements; two heads (one at a time over 128 + 16); four.
+        {1, 13, 64, 48, false},
+        {1, 24, 32, 40, false},
+        {2, 2, 16, 144, false},
+        {2, 4, 128, 128, false},
     };
     const moe::test::IsaGuard guard;
-    // The best ISA converts f16 rows with F16C where the CPU has it, the scalar one portably.
-    for (const moe::kernels::Isa isa : {moe::kernels::active_isa(), moe::kernels::Isa::scalar}) {
-        ASSERT_TRUE(moe::kernels::set_isa(isa));
+    // AVX-512 takes the wide path, AVX2 the narrow one (each where the CPU has
+    // it); both convert f16 rows with F16C, the scalar ISA portably.
+    for (const moe::kernels::Isa isa :
+         {moe::kernels::Isa::avx512, moe::kernels::Isa::avx2, moe::kernels::Isa::scalar}) {
+        if (!moe::kernels::set_isa(isa)) continue;
         for (const bool f32 : {false, true})
             for (const TileCase &c : cases)
                 for (const int32_t window : {0, 13, 20}) expect_tiled_equals_heads(f32, c, window);
+    }
+}
+
+// Long contexts (62 wide tiles, then 8 or fewer keys) whose scores spread
+// over about -60 .. +60, so the weights span 1 to the clamp of exp and the
+// maximum is one score among a thousand, against attend_head on every path.
+TEST(AttentionGroup, WideRangeOfWeightsOverLongContextsEqualsPerHead) {
+    const int32_t n_ctx = 1000, n_kv = 1, group = 8, dk = 16, dv = 16;
+    moe::KvCache kv(1, n_ctx, n_kv * dk, n_kv * dv, true);
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> spread(0.0f, 4.0f);
+    for (int32_t p = 0; p < n_ctx; ++p) {
+        auto k = random_values(size_t(dk), uint32_t(20 + p));
+        const float size = spread(rng);  // scores from about -60 to +60
+        for (float &x : k) x *= size;
+        kv.store(0, p, k.data(), random_values(size_t(dv), uint32_t(2000 + p)).data());
+    }
+    const moe::AttentionShape s{group, n_kv, dk, dv, 1.0f};
+    const auto q = random_values(size_t(group * dk), 4);
+    std::vector<float> scores(size_t(group) * size_t(n_ctx)), out(size_t(group) * size_t(dv));
+    std::vector<float> sc(static_cast<size_t>(n_ctx)), ref(static_cast<size_t>(dv));
+    const moe::test::IsaGuard guard;
+    for (const auto isa : {moe::kernels::Isa::avx512, moe::kernels::Isa::avx2, moe::kernels::Isa::scalar}) {
+        if (!moe::kernels::set_isa(isa)) continue;
+        for (const int32_t pos : {n_ctx - 1, n_ctx - 2, n_ctx - 9}) {
+            moe::attend_kv_group(kv, 0, s, 0, q.data(), pos, scores.data(), out.data());
+            for (int32_t g = 0; g < group; ++g) {
+                moe::attend_head(kv, 0, s, g, q.data() + size_t(g * dk), pos, sc.data(), ref.data());
+                ASSERT_EQ(0, std::memcmp(ref.data(), out.data() + size_t(g * dv), ref.size() * sizeof(float)))
+                    << "isa " << moe::kernels::isa_name(isa) << " pos " << pos << " head " << g;
+            }
+        }
     }
 }
 
@@ -145,7 +189,7 @@ TEST(AttentionGroup, TiledPathEqualsPerHeadForEveryLayout) {
 // cached keys. A key element moved to another key or element by the tile's
 // transpose changes a score by about 1 and fails this by far.
 void expect_own_key_weights(bool f32) {
-    const int32_t n_ctx = 21, dk = 64, dv = 24, group = 3;
+    const int32_t n_ctx = 45, dk = 64, dv = 48, group = 3;
     const float scale = 0.125f;
     moe::KvCache kv(1, n_ctx, dk, dv, f32);
     std::vector<float> value(static_cast<size_t>(dv));
@@ -176,8 +220,8 @@ void expect_own_key_weights(bool f32) {
 
 TEST(AttentionGroup, EachPositionWeighsItsOwnKey) {
     const moe::test::IsaGuard guard;
-    for (const auto isa : {moe::kernels::active_isa(), moe::kernels::Isa::scalar}) {
-        ASSERT_TRUE(moe::kernels::set_isa(isa));
+    for (const auto isa : {moe::kernels::Isa::avx512, moe::kernels::Isa::avx2, moe::kernels::Isa::scalar}) {
+        if (!moe::kernels::set_isa(isa)) continue;
         expect_own_key_weights(false);
         expect_own_key_weights(true);
     }
