@@ -95,9 +95,14 @@ using vec8::store_lanes;
 // converted 16 elements at a time. Only where the kernels run AVX-512, whose
 // clone holds an F8x2 in one of 32 registers; elsewhere the sums of 8 lanes
 // fit the 16 registers. Either way every sum is the same sequence of float
-// operations, so the choice changes the speed only.
+// operations, so the choice changes the speed only. Builds without clones
+// (clang) compile attend_tiled for the baseline ISA, where a 16-lane sum takes
+// four SSE registers (64 for the sums of 16 heads), so they keep the 8-lane
+// path unless they target AVX-512 anyway; the sanitizer builds take the wide
+// path regardless, so their tests cover it.
 bool use_wide() {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && \
+    (defined(MOE_VEC8_AVX512_CLONE) || defined(__AVX512F__) || defined(MOESTREAM_NO_TARGET_CLONES))
     return kernels::active_isa() == kernels::Isa::avx512;
 #else
     return false;

@@ -22,6 +22,7 @@
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(MOESTREAM_NO_TARGET_CLONES)
 #define MOE_VEC8_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define MOE_VEC8_AVX512_CLONE 1  // the AVX-512 CPUs run an AVX-512 build of these functions
 #else
 #define MOE_VEC8_CLONES
 #endif
