@@ -56,7 +56,7 @@ struct KRowsUnrolled : KRows<D> {
     }
 
     MOE_ALWAYS_INLINE static const uint8_t *arranged(const Prep &p, int64_t blk) {
-        return p.arranged + (D::kArranged ? 256 : q8_k::bytes) * blk;
+        return p.arranged + (D::kArranged ? Base::kArrangedBytes : q8_k::bytes) * blk;
     }
     MOE_ALWAYS_INLINE static const uint8_t *act(const Prep &p, int64_t blk) { return p.act + q8_k::bytes * blk; }
 

@@ -311,7 +311,7 @@ MOE_ALWAYS_INLINE __m256i block_pair_totals8(const __m256i *m) {
 //
 // D provides: kBytes, kMins (Q4_K/Q5_K: term_k_min with 6-bit mins; Q6_K:
 // term_k), kArranged + arrange(qs, out) (256 activation quants reordered for
-// the decoder), Block decode(w, uint64_t &mins, uint32_t &dm) (mins: the 8
+// the decoder, or kArrangedBytes of per-token data of D's own choosing), Block decode(w, uint64_t &mins, uint32_t &dm) (mins: the 8
 // six-bit mins as bytes; dm: the fp16 fields, d | dmin << 16 with mins, else
 // d << 16), Partial sums(block, a_arranged, act_block) (int32 partial sums
 // whose total is sumi) and __m256i total8(const Partial *) (lane j = total of
@@ -330,15 +330,24 @@ struct KRows {
     using Prep = KPrep;
     static constexpr int64_t kBlockElems = 256;
 
+    // Bytes of D's arranged activations per super-block (D::kArrangedBytes,
+    // 256 unless D keeps more there).
+    static constexpr size_t kArrangedBytes = [] {
+        if constexpr (requires { D::kArrangedBytes; }) return D::kArrangedBytes;
+        else return D::kArranged ? size_t{256} : size_t{0};
+    }();
+
     static size_t prep_bytes(int64_t nb) {
-        return 4 * static_cast<size_t>(nb + 8) + 16 * static_cast<size_t>(nb + 8) +
-               (D::kArranged ? 256 * static_cast<size_t>(nb) : 0);
+        return kArrangedBytes * static_cast<size_t>(nb) + 4 * static_cast<size_t>(nb + 8) +
+               16 * static_cast<size_t>(nb + 8);
     }
 
+    // The arranged activations come first, so their 64-byte loads stay
+    // inside cache lines (the per-token space is 64-byte aligned).
     static Prep prepare(const uint8_t *act, int64_t nb, uint8_t *space) {
-        float *d = reinterpret_cast<float *>(space);
+        uint8_t *arranged = space;
+        float *d = reinterpret_cast<float *>(space + kArrangedBytes * nb);
         int16_t *bpair = reinterpret_cast<int16_t *>(d + nb + 8);
-        uint8_t *arranged = reinterpret_cast<uint8_t *>(bpair + 8 * (nb + 8));
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t *blk = act + b * q8_k::bytes;
             d[b] = load_f32(blk + q8_k::d);
@@ -346,7 +355,7 @@ struct KRows {
             const __m256i pairs = _mm256_madd_epi16(load256(blk + q8_k::bsums), _mm256_set1_epi16(1));
             const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(pairs, pairs), 0x08);
             _mm_storeu_si128(reinterpret_cast<__m128i *>(bpair + 8 * b), _mm256_castsi256_si128(packed));
-            if constexpr (D::kArranged) D::arrange(blk + q8_k::qs, arranged + 256 * b);
+            if constexpr (D::kArranged) D::arrange(blk + q8_k::qs, arranged + kArrangedBytes * b);
         }
         std::memset(bpair + 8 * nb, 0, 8 * 8 * sizeof(int16_t));
         return {act, D::kArranged ? arranged : act, d, bpair};
@@ -379,7 +388,7 @@ struct KRows {
                 prefetch_ahead<D::kBytes>(w + j * D::kBytes);
                 const typename D::Block blk = D::decode(w + j * D::kBytes, mins[j], dm[j]);
                 for (int t = 0; t < T; ++t)
-                    s[t][j] = D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * (b + j),
+                    s[t][j] = D::sums(blk, p[t].arranged + (D::kArranged ? kArrangedBytes : q8_k::bytes) * (b + j),
                                       p[t].act + q8_k::bytes * (b + j));
             }
             for (int t = 0; t < T; ++t) {
@@ -428,7 +437,7 @@ struct KRows {
                 prefetch_ahead<D::kBytes>(wb);
                 const typename D::Block blk = D::decode(wb, mins[i], dm[i]);
                 for (int t = 0; t < T; ++t)
-                    s[t][i] = D::sums(blk, p[t].arranged + (D::kArranged ? 256 : q8_k::bytes) * j,
+                    s[t][i] = D::sums(blk, p[t].arranged + (D::kArranged ? kArrangedBytes : q8_k::bytes) * j,
                                       p[t].act + q8_k::bytes * j);
             }
             for (int t = 0; t < T; ++t) {
