@@ -1,20 +1,25 @@
 // 512-bit decoders of Q2_K, Q3_K and IQ4_XS super-blocks for the K-quant
-// row loop (quant_rows.hpp KRows), included by the AVX-512 kernel file. The
-// block heads (scales, mins, fp16 fields) are decoded as the 256-bit
-// decoders do (simd_lowbit_blocks.hpp); the quants take four 512-bit
-// registers of 64 elements instead of eight of 32.
+// row loop (quant_rows.hpp KRows, unrolled in krows_unrolled.hpp), included
+// by the AVX-512 kernel file. The quants take four 512-bit registers of 64
+// elements instead of eight of 32. Q2_K and IQ4_XS decode their block heads
+// as the 256-bit decoders do (simd_lowbit_blocks.hpp); Q3_K's scales are
+// unpacked in vector registers.
 //
-// Q2_K / Q3_K: register r = elements 64r..64r+63 (128-bit lane L = group
-// 4r + L), dotted as simd_avx512_blocks.hpp describes (|4-product sum| <=
-// 4 * 7 * 127, int16 range). IQ4_XS: register r = sub-blocks 2r (low half)
-// and 2r + 1 (high half); level magnitudes meet the activations with the
-// level's sign (a masked negation), and vpmaddubsw's int16 pair sums
-// (<= 2 * 127 * 127) meet the sub-block scales in vpdpwssd.
+// Q2_K: register r = elements 64r..64r+63 (128-bit lane L = group 4r + L),
+// dotted as simd_avx512_blocks.hpp describes (|4-product sum| <= 4 * 3 * 127,
+// int16 range); Q3_K (stored +4, sums <= 4 * 7 * 127) likewise with the
+// groups in the order of one 64-byte load of its quants (see Q3K512).
+// IQ4_XS: register r = sub-blocks 2r (low half) and 2r + 1 (high half);
+// level magnitudes meet the activations with the level's sign (a masked
+// negation), and vpmaddubsw's int16 pair sums (<= 2 * 127 * 127) meet the
+// sub-block scales in vpdpwssd.
 #pragma once
 
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/simd_avx512_blocks.hpp"
 #include "kernels/simd_lowbit_blocks.hpp"
@@ -49,29 +54,93 @@ struct Q2K512 : KDecoder512<q2_k::bytes, true>, Q2KGroupMins {
     }
 };
 
-// Q3_K stored +4, as Q3K.
-struct Q3K512 : KDecoder512<q3_k::bytes, false> {
-    using Block = CorrBlock;  // corr: -4 * S_g
+// Q3_K takes its quants from one 64-byte load: register j = bits
+// 2j..2j + 1 of every quant byte, so element 128n + 32j + l (byte 32n + l)
+// and 128-bit lane L = group 8(L / 2) + 2j + L % 2. The activation quants
+// are copied once per call in that order into 64-byte aligned rows (a Q8_K
+// block's own quants would put every 64-byte load across two cache lines),
+// followed by D's kArrangedBytes - 256 bytes of group sums.
+template <size_t kBytes, typename Sums>
+struct TwoBitLoadOrder {
+    static constexpr bool kArranged = true;
+    static constexpr size_t kArrangedBytes = kBytes;
+    static void arrange(const uint8_t *qs, uint8_t *out) {
+        for (int j = 0; j < 4; ++j)
+            for (int n = 0; n < 2; ++n) std::memcpy(out + 64 * j + 32 * n, qs + 128 * n + 32 * j, 32);
+        Sums::arrange_sums(load256(qs - q8_k::qs + q8_k::bsums), out + 256);
+    }
+    // The group of 128-bit lane L of register j.
+    static constexpr int group(int j, int l) { return 8 * (l / 2) + 2 * j + l % 2; }
+};
+
+// Q3_K: the 16 signed group scales (-32..31) as int16, as q3_k_scale_bytes
+// gives them but in vector registers (the scalar unpacking and its moves
+// into a vector register took about a quarter of the kernel's time).
+MOE_ALWAYS_INLINE __m256i q3_k_scales16(const uint8_t *w) {
+    // Byte 2 + i: packed byte p_i (the 16 bytes end where the block does).
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q3_k::scales - 2));
+    // Byte g, bits 0..3: the low (g < 8) or high (g >= 8) nibble of p_(g % 8).
+    const __m128i lo = _mm_srlv_epi64(
+        _mm_shuffle_epi8(x, _mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9)), _mm_set_epi64x(4, 0));
+    // Byte g, bits 4..5: bits 2(g / 4)..2(g / 4) + 1 of p_(8 + g % 4) (a left
+    // rotation of each 32-bit lane by 4 - 2(g / 4)).
+    const __m128i hi = _mm_rolv_epi32(
+        _mm_shuffle_epi8(x, _mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13)),
+        _mm_setr_epi32(4, 2, 0, 30));
+    // Bits 0..3 from lo, 4..7 from hi (ternary logic 0xE4: C ? A : B), then the 6-bit field.
+    const __m128i u = _mm_and_si128(_mm_ternarylogic_epi32(lo, hi, _mm_set1_epi8(0x0F), 0xE4), _mm_set1_epi8(0x3F));
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(u, _mm_set1_epi8(32)));
+}
+
+// Q3_K stored +4 (0..7), as Q3K; the +4 is removed with the activation
+// group sums, which the arranged activations hold times -4, so the scales
+// themselves are the correction vector. The high bit comes from hmask by a
+// rotation and a ternary-logic merge rather than a byte-mask test and a
+// masked add (mask tests run on the two shuffle pipes, which the scales and
+// packs already load).
+struct Q3K512 : KDecoder512<q3_k::bytes, false>, TwoBitLoadOrder<320, Q3K512> {
+    using TwoBitLoadOrder<320, Q3K512>::kArranged;
+    using Block = CorrBlock;  // corr: S_g, against -4 times the group sums
+    // The group sums times -4, the offset of the stored quants (|4 * bsum| <= 4 * 16 * 127).
+    static void arrange_sums(__m256i bsums, uint8_t *out) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(out),
+                            _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(bsums, 2)));
+    }
+    // int16 lane p of 128-bit lane L of packed pair k (registers 2k, 2k + 1)
+    // takes the scale of group(2k, L) (p < 4) or group(2k + 1, L).
+    static constexpr std::array<int16_t, 64> kPairGroups = [] {
+        std::array<int16_t, 64> c{};
+        for (int k = 0; k < 2; ++k)
+            for (int l = 0; l < 4; ++l)
+                for (int p = 0; p < 8; ++p) c[32 * k + 8 * l + p] = static_cast<int16_t>(group(2 * k + p / 4, l));
+        return c;
+    }();
 
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
-        const Q3KHead head = q3_k_head(w, mins, dm);
+        mins = 0;
+        dm = load_u32(w + q3_k::d - 2);
         Block k;
-        group_pair_scales(head.scales, k.sc);
-        k.corr = _mm512_zextsi256_si512(head.corr);
-        two_bit_fields512(w + q3_k::qs, k.v);
-        // hmask bit 4n + j of byte l: bit 2 of element l of the half holding j.
-        const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(head.hmask), head.hmask, 1);
-        const __m512i four = _mm512_set1_epi8(4);
-        for (int r = 0; r < 4; ++r) {
-            const int bit = 4 * (r / 2) + 2 * (r % 2);
-            const __m512i test = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << bit)),
-                                                    _mm256_set1_epi8(static_cast<char>(1 << (bit + 1))), 1);
-            k.v[r] = _mm512_mask_add_epi8(k.v[r], _mm512_test_epi8_mask(hh, test), k.v[r], four);
+        const __m256i sc16 = q3_k_scales16(w);
+        for (int i = 0; i < 2; ++i)
+            k.sc[i] = _mm512_permutexvar_epi16(_mm512_loadu_si512(kPairGroups.data() + 32 * i),
+                                               _mm512_zextsi256_si512(sc16));
+        k.corr = _mm512_zextsi256_si512(sc16);
+        const __m512i q = load512(w + q3_k::qs), three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+        // hmask bit 4n + j of byte l, moved to bit 2 of its byte by a rotation
+        // of each 32-bit lane (left by 2 - j, 2 - 4 - j mod 32 in the high half).
+        const __m512i hh = _mm512_broadcast_i64x4(load256(w + q3_k::hmask));
+        for (int j = 0; j < 4; ++j) {
+            const __m512i rot = _mm512_inserti64x4(_mm512_set1_epi32((34 - j) % 32), _mm256_set1_epi32(30 - j), 1);
+            const __m512i low2 = _mm512_and_si512(_mm512_srli_epi16(q, 2 * j), three);
+            // low2 | (h & 4)  (ternary logic 0xF8: A | (B & C)).
+            k.v[j] = _mm512_ternarylogic_epi32(low2, _mm512_rolv_epi32(hh, rot), four, 0xF8);
         }
         return k;
     }
-    MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        return corrected_group_sums512(k, act);
+    MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *arranged, const uint8_t *) {
+        const __m512i bsums = _mm512_zextsi256_si512(load256(arranged + 256));
+        return group_sums512(k.v, k.sc, arranged - q8_k::qs,
+                             _mm512_dpwssd_epi32(_mm512_setzero_si512(), bsums, k.corr));
     }
 };
 
