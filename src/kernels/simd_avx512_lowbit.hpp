@@ -1,18 +1,18 @@
 // 512-bit decoders of Q2_K, Q3_K and IQ4_XS super-blocks for the K-quant
 // row loop (quant_rows.hpp KRows, unrolled in krows_unrolled.hpp), included
 // by the AVX-512 kernel file. The quants take four 512-bit registers of 64
-// elements instead of eight of 32. Q2_K and IQ4_XS decode their block heads
-// as the 256-bit decoders do (simd_lowbit_blocks.hpp); Q3_K's scales are
-// unpacked in vector registers.
+// elements instead of eight of 32. Q2_K and Q3_K take them from one 64-byte
+// load, against activations copied once per call in that order into 64-byte
+// aligned rows; Q2_K's mins are read by the row loop's group epilogue and
+// IQ4_XS decodes its block head as the 256-bit decoders do
+// (simd_lowbit_blocks.hpp); the other heads are unpacked in vector registers.
 //
-// Q2_K: register r = elements 64r..64r+63 (128-bit lane L = group 4r + L),
-// dotted as simd_avx512_blocks.hpp describes (|4-product sum| <= 4 * 3 * 127,
-// int16 range); Q3_K (stored +4, sums <= 4 * 7 * 127) likewise with the
-// groups in the order of one 64-byte load of its quants (see Q3K512).
-// IQ4_XS: register r = sub-blocks 2r (low half) and 2r + 1 (high half);
-// level magnitudes meet the activations with the level's sign (a masked
-// negation), and vpmaddubsw's int16 pair sums (<= 2 * 127 * 127) meet the
-// sub-block scales in vpdpwssd.
+// Q2_K: scale times quant (0..45) looked up per byte, one vpdpbusd chain.
+// Q3_K: quants stored +4, vpdpbusd sums of 4 packed into int16 and scaled
+// with vpdpwssd (simd_avx512_blocks.hpp). IQ4_XS: register r = sub-blocks 2r
+// (low half) and 2r + 1 (high half); level magnitudes meet the activations
+// with the level's sign (a masked negation), and vpmaddubsw's int16 pair
+// sums (<= 2 * 127 * 127) meet the sub-block scales in vpdpwssd.
 #pragma once
 
 #include <immintrin.h>
@@ -27,34 +27,7 @@
 namespace moe::kernels::detail {
 namespace {
 
-// Register 2n + h: bits 4h..4h+1 (low half) and 4h+2..4h+3 (high half) of
-// quant bytes 32n..32n+31, from one broadcast load.
-MOE_ALWAYS_INLINE void two_bit_fields512(const uint8_t *qs, __m512i *v) {
-    const __m512i three = _mm512_set1_epi8(3);
-    for (int n = 0; n < 2; ++n) {
-        const __m256i q = load256(qs + 32 * n);
-        const __m512i qq = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
-        for (int h = 0; h < 2; ++h) {
-            const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(4 * h)),
-                                                     _mm256_set1_epi16(static_cast<short>(4 * h + 2)), 1);
-            v[2 * n + h] = _mm512_and_si512(_mm512_srlv_epi16(qq, shift), three);
-        }
-    }
-}
-
-struct Q2K512 : KDecoder512<q2_k::bytes, true>, Q2KGroupMins {
-    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
-        Block k;
-        group_pair_scales(q2_k_head(w, mins, dm), k.sc);
-        two_bit_fields512(w + q2_k::qs, k.v);
-        return k;
-    }
-    MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        return group_sums512(k.v, k.sc, act, _mm512_setzero_si512());
-    }
-};
-
-// Q3_K takes its quants from one 64-byte load: register j = bits
+// Q2_K and Q3_K take their quants from one 64-byte load: register j = bits
 // 2j..2j + 1 of every quant byte, so element 128n + 32j + l (byte 32n + l)
 // and 128-bit lane L = group 8(L / 2) + 2j + L % 2. The activation quants
 // are copied once per call in that order into 64-byte aligned rows (a Q8_K
@@ -71,6 +44,58 @@ struct TwoBitLoadOrder {
     }
     // The group of 128-bit lane L of register j.
     static constexpr int group(int j, int l) { return 8 * (l / 2) + 2 * j + l % 2; }
+};
+
+// Q2_K: quants 0..3 and 4-bit scales, so each product of quant and scale
+// (0..45) fits a byte: per 128-bit lane a vpshufb table of v * s for the
+// lane's four groups (entry 4j + v: register j's group), indexed by the
+// quant with the register in bits 2..3, gives the scaled weights, and the
+// four vpdpbusd of a block add into one accumulator (no packs, no scale
+// multiplies; |lane| <= 16 * 45 * 127). The 4-bit mins meet the activation
+// group sums in group_min_sums8.
+struct Q2K512 : KDecoder512<q2_k::bytes, true>, Q2KGroupMins, TwoBitLoadOrder<256, Q2K512> {
+    using TwoBitLoadOrder<256, Q2K512>::kArranged;
+    static void arrange_sums(__m256i, uint8_t *) {}
+    struct Block {
+        __m512i v[4];  // scale * quant
+    };
+    // vpshufb control of the table: int16 lanes 2j and 2j + 1 of 128-bit lane
+    // L take the scale of group(j, L) (zero-extended).
+    static constexpr std::array<int8_t, 64> kTablePicks = [] {
+        std::array<int8_t, 64> c{};
+        for (int l = 0; l < 4; ++l)
+            for (int j = 0; j < 4; ++j)
+                for (int h = 0; h < 2; ++h) {
+                    c[16 * l + 4 * j + 2 * h] = static_cast<int8_t>(group(j, l));
+                    c[16 * l + 4 * j + 2 * h + 1] = -1;
+                }
+        return c;
+    }();
+
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+        mins = 0;
+        dm = load_u32(w + q2_k::d);
+        const __m512i scales = _mm512_and_si512(
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q2_k::scales))),
+            _mm512_set1_epi8(0x0F));
+        // Entry 4j + v = v * s: words (0 | s << 8) and (2s | 3s << 8).
+        const __m512i table = _mm512_mullo_epi16(_mm512_shuffle_epi8(scales, _mm512_loadu_si512(kTablePicks.data())),
+                                                 _mm512_set1_epi32(0x03020100));
+        const __m512i q = load512(w + q2_k::qs), three = _mm512_set1_epi8(3);
+        Block k;
+        for (int j = 0; j < 4; ++j) {
+            // (q >> 2j & 3) | 4j  (ternary logic 0xEA: (A & B) | C).
+            const __m512i idx = _mm512_ternarylogic_epi32(_mm512_srli_epi16(q, 2 * j), three,
+                                                          _mm512_set1_epi8(static_cast<char>(4 * j)), 0xEA);
+            k.v[j] = _mm512_shuffle_epi8(table, idx);
+        }
+        return k;
+    }
+    MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *arranged, const uint8_t *) {
+        __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k.v[0], load512(arranged));
+        for (int j = 1; j < 4; ++j) acc = _mm512_dpbusd_epi32(acc, k.v[j], load512(arranged + 64 * j));
+        return acc;
+    }
 };
 
 // Q3_K: the 16 signed group scales (-32..31) as int16, as q3_k_scale_bytes
