@@ -1,18 +1,16 @@
 // 512-bit decoders of Q2_K, Q3_K and IQ4_XS super-blocks for the K-quant
 // row loop (quant_rows.hpp KRows, unrolled in krows_unrolled.hpp), included
 // by the AVX-512 kernel file. The quants take four 512-bit registers of 64
-// elements instead of eight of 32. Q2_K and Q3_K take them from one 64-byte
-// load, against activations copied once per call in that order into 64-byte
-// aligned rows; Q2_K's mins are read by the row loop's group epilogue and
-// IQ4_XS decodes its block head as the 256-bit decoders do
-// (simd_lowbit_blocks.hpp); the other heads are unpacked in vector registers.
+// elements from two 64-byte loads; each decoder's activations are copied
+// once per call, in the order of its registers, into 64-byte aligned rows
+// (kArranged), with the per-token values it starts its sums from. Block
+// heads are unpacked in vector registers (Q2_K's mins are read by the row
+// loop's group epilogue, as on AVX2).
 //
 // Q2_K: scale times quant (0..45) looked up per byte, one vpdpbusd chain.
 // Q3_K: quants stored +4, vpdpbusd sums of 4 packed into int16 and scaled
-// with vpdpwssd (simd_avx512_blocks.hpp). IQ4_XS: register r = sub-blocks 2r
-// (low half) and 2r + 1 (high half); level magnitudes meet the activations
-// with the level's sign (a masked negation), and vpmaddubsw's int16 pair
-// sums (<= 2 * 127 * 127) meet the sub-block scales in vpdpwssd.
+// with vpdpwssd (simd_avx512_blocks.hpp). IQ4_XS: levels + 128 in vpdpbusd,
+// int32 sums of a sub-block scaled with vpmulld.
 #pragma once
 
 #include <immintrin.h>
@@ -169,50 +167,77 @@ struct Q3K512 : KDecoder512<q3_k::bytes, false>, TwoBitLoadOrder<320, Q3K512> {
     }
 };
 
+// IQ4_XS: the levels + 128 (1..241, unsigned; a vpshufb table) meet the
+// activations in vpdpbusd, register by register of one 64-byte load's low
+// and high nibbles, so 128-bit lane L of both registers of load h belongs to
+// sub-block 4h + L and their two vpdpbusd add into one accumulator per load.
+// Each accumulator starts from -128 times the sum of the activations its
+// lane meets (computed once per call), so its lanes are exact sums of level
+// times activation (|lane| <= 8 * 127 * 127), which one vpmulld by the
+// sub-block scales turns into the block's terms.
 struct IQ4XS512 : KDecoder512<iq4_xs::bytes, false> {
+    static constexpr bool kArranged = true;
+    // Per load h: the activations of the low nibbles (lane L: elements 0..15
+    // of sub-block 4h + L) and of the high nibbles (16..31), then the two
+    // accumulators' starting values.
+    static constexpr size_t kArrangedBytes = 384;
+    static void arrange(const uint8_t *qs, uint8_t *out) {
+        for (int h = 0; h < 2; ++h)
+            for (int half = 0; half < 2; ++half)
+                for (int l = 0; l < 4; ++l)
+                    std::memcpy(out + 128 * h + 64 * half + 16 * l, qs + 32 * (4 * h + l) + 16 * half, 16);
+        const __m512i ones = _mm512_set1_epi8(1);
+        for (int h = 0; h < 2; ++h) {
+            const __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, load512(out + 128 * h));
+            const __m512i sum8 = _mm512_dpbusd_epi32(lo, ones, load512(out + 128 * h + 64));
+            _mm512_storeu_si512(out + 256 + 64 * h,
+                                _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum8, 7)));
+        }
+    }
     struct Block {
-        __m512i mag[4];     // |level|
-        __mmask64 neg[4];   // levels below zero
-        __m512i sc[4];      // int16: S_2r in the low half, S_2r+1 in the high half
+        __m512i v[4];   // levels + 128: low and high nibbles of load 0, then of load 1
+        __m512i sc[2];  // int32: S_(4h + L) in 128-bit lane L of sc[h]
     };
+
+    // The sub-block scales S_(4h + L) (-32..31) in the int32 lanes of 128-bit
+    // lane L: the low nibble from scales_l, the two high bits from scales_h.
+    MOE_ALWAYS_INLINE static __m512i scales(const uint8_t *w, int h) {
+        const __m512i lane = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        const __m512i sub = _mm512_add_epi32(_mm512_set1_epi32(4 * h), lane);
+        const __m512i lo = _mm512_srlv_epi32(_mm512_set1_epi32(static_cast<int>(load_u32(w + iq4_xs::scales_l))),
+                                             _mm512_slli_epi32(sub, 2));
+        // scales_h starts at bit 0 of the 32 bits from byte 2: bits 2s..2s + 1 to 4..5.
+        const __m512i hi = _mm512_rolv_epi32(_mm512_set1_epi32(static_cast<int>(load_u32(w + iq4_xs::scales_h))),
+                                             _mm512_sub_epi32(_mm512_set1_epi32(4), _mm512_slli_epi32(sub, 1)));
+        // Bits 0..3 from lo, the rest from hi (ternary logic 0xE4: C ? A : B), then the 6-bit field - 32.
+        const __m512i u =
+            _mm512_and_si512(_mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi32(0x0F), 0xE4), _mm512_set1_epi32(0x3F));
+        return _mm512_sub_epi32(u, _mm512_set1_epi32(32));
+    }
 
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         mins = 0;
-        const __m512i s8 = _mm512_zextsi128_si512(iq4_xs_head(w, dm));
-        const __m128i t = _mm_abs_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels)));
-        const __m512i magnitudes = _mm512_broadcast_i32x4(t), eight = _mm512_set1_epi8(8);
-        const __m512i low4 = _mm512_set1_epi8(0x0F);
-        // 128-bit lane L of the low (high) nibbles of a 64-byte load: elements
-        // 0..15 (16..31) of sub-block 4h + L; pairs of lanes make a register.
-        __m512i lo[2], hi[2];
+        dm = static_cast<uint32_t>(load_u16(w + iq4_xs::d)) << 16;
+        const __m128i t = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels)),
+                                        _mm_set1_epi8(static_cast<char>(0x80)));
+        const __m512i table = _mm512_broadcast_i32x4(t), low4 = _mm512_set1_epi8(0x0F);
+        Block k;
         for (int h = 0; h < 2; ++h) {
             const __m512i q = load512(w + iq4_xs::qs + 64 * h);
-            lo[h] = _mm512_and_si512(q, low4);
-            hi[h] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
-        }
-        Block k;
-        for (int r = 0; r < 4; ++r) {
-            const int l = 2 * (r % 2);  // first 128-bit lane of the register's sub-blocks
-            const __m512i lanes = _mm512_setr_epi64(2 * l, 2 * l + 1, 8 + 2 * l, 9 + 2 * l, 2 * l + 2, 2 * l + 3, 10 + 2 * l,
-                                                   11 + 2 * l);
-            const __m512i idx = _mm512_permutex2var_epi64(lo[r / 2], lanes, hi[r / 2]);
-            k.mag[r] = _mm512_shuffle_epi8(magnitudes, idx);
-            k.neg[r] = _mm512_cmplt_epu8_mask(idx, eight);  // levels 0..7 are the negative ones
-            const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * r)),
-                                                    _mm256_set1_epi16(static_cast<short>(2 * r + 1)), 1);
-            k.sc[r] = _mm512_permutexvar_epi16(pick, s8);
+            k.v[2 * h] = _mm512_shuffle_epi8(table, _mm512_and_si512(q, low4));
+            k.v[2 * h + 1] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), low4));
+            k.sc[h] = scales(w, h);
         }
         return k;
     }
-    MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        const __m512i zero = _mm512_setzero_si512();
-        __m512i acc = zero;
-        for (int r = 0; r < 4; ++r) {
-            const __m512i a = load512(act + q8_k::qs + 64 * r);
-            const __m512i signed_a = _mm512_mask_sub_epi8(a, k.neg[r], zero, a);
-            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(k.mag[r], signed_a), k.sc[r]);
+    MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *arranged, const uint8_t *) {
+        __m512i acc[2];
+        for (int h = 0; h < 2; ++h) {
+            const uint8_t *a = arranged + 128 * h;
+            const __m512i lo = _mm512_dpbusd_epi32(load512(arranged + 256 + 64 * h), k.v[2 * h], load512(a));
+            acc[h] = _mm512_dpbusd_epi32(lo, k.v[2 * h + 1], load512(a + 64));
         }
-        return acc;
+        return _mm512_add_epi32(_mm512_mullo_epi32(acc[0], k.sc[0]), _mm512_mullo_epi32(acc[1], k.sc[1]));
     }
 };
 

@@ -1,7 +1,7 @@
 // Low-bit weight types for the shared row loops (quant_rows.hpp): the block
-// heads of Q2_K, Q3_K and IQ4_XS (scales, mins, fp16 fields; also used by the
-// 512-bit decoders of simd_avx512_lowbit.hpp), their 256-bit decoders (KRows'
-// D, the AVX2 kernels) and IQ4_NL blocks (LegacyRows' NibblePairs B on AVX2,
+// heads of Q2_K, Q3_K and IQ4_XS (scales, mins, fp16 fields; Q2_K's mins
+// also for the 512-bit decoders of simd_avx512_lowbit.hpp), their 256-bit
+// decoders (KRows' D, the AVX2 kernels) and IQ4_NL blocks (LegacyRows' NibblePairs B on AVX2,
 // Nibbles8 on AVX-512); also the frame and the scaled group sums of these
 // 256-bit K-quant decoders (KDecoder256, group_sums256).
 //
@@ -102,7 +102,7 @@ MOE_ALWAYS_INLINE void two_bit_fields(const uint8_t *qs, __m256i *v) {
     }
 }
 
-// --- block heads, shared with the 512-bit decoders ---------------------------------
+// --- block heads (Q2_K's mins shared with the 512-bit decoder) -------------------
 
 // Q2_K: the fp16 fields and the 16 group scales as int16 (the mins are
 // read by group_min_sums8).
@@ -260,7 +260,7 @@ struct IQ4XS : KDecoder256<iq4_xs::bytes, false> {
     }
 
     // The magnitudes are taken here, per token, rather than kept from decode
-    // as the 512-bit decoder does: eight more registers per block measured
+    // (as the 512-bit decoder once did): eight more registers per block measured
     // 11-13% slower for one token and no faster for four.
     MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *arranged, const uint8_t *) {
         __m256i sum = _mm256_setzero_si256();
