@@ -9,7 +9,8 @@
 // are unsigned (Q4_0 +8, Q5_0 +16, Q8_0 +128, IQ4_NL levels +128, MXFP4
 // values +12); the offset times the activation block sum is subtracted. K-quants multiply unsigned weights by activations with
 // vpdpbusd too, pack the int32 sums of each sub-block (int16 range) with
-// vpackssdw and apply the sub-block scales with vpdpwssd.
+// vpackssdw and apply the sub-block scales with vpdpwssd (Q2_K and IQ4_XS
+// differ: see simd_avx512_lowbit.hpp).
 
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12's AVX-512 headers start some intrinsics from a deliberately
