@@ -1,10 +1,24 @@
 // Sampler handles: moestream_sampler_* and moestream_sample.
+#include <cstddef>
+#include <initializer_list>
 #include <span>
 
 #include "firewall.hpp"
 #include "sampler_handle.hpp"
 
 namespace {
+
+// The layout before the penalties ended at seed: a caller passing its size
+// gets the penalties off (SamplerParams' defaults), its bytes beyond are not read.
+constexpr size_t kPenaltiesOffset = offsetof(moestream_sampler_params, repeat_penalty);
+constexpr std::initializer_list<size_t> kEarlierSamplerParamsSizes = {kPenaltiesOffset};
+static_assert(sizeof(void *) != 8 || kPenaltiesOffset == 32, "the earlier layout was 32 bytes on 64-bit targets");
+static_assert(moe::kMaxPenaltyLastN == MOESTREAM_SAMPLER_MAX_PENALTY_LAST_N);
+
+void require_sampler_params_size(size_t given) {
+    moe::capi::require_struct_size(given, sizeof(moestream_sampler_params), kEarlierSamplerParamsSizes,
+                                   "moestream_sampler_params");
+}
 
 moe::SamplerParams from_c(const moestream_sampler_params &c) {
     moe::SamplerParams p;
@@ -13,6 +27,12 @@ moe::SamplerParams from_c(const moestream_sampler_params &c) {
     p.top_p = c.top_p;
     p.min_p = c.min_p;
     p.seed = c.seed;
+    if (c.struct_size > kPenaltiesOffset) {
+        p.repeat_penalty = c.repeat_penalty;
+        p.presence_penalty = c.presence_penalty;
+        p.frequency_penalty = c.frequency_penalty;
+        p.penalty_last_n = c.penalty_last_n;
+    }
     return p;
 }
 
@@ -30,6 +50,10 @@ MOESTREAM_API void moestream_sampler_params_init(moestream_sampler_params *param
     params->top_p = d.top_p;
     params->min_p = d.min_p;
     params->seed = d.seed;
+    params->repeat_penalty = d.repeat_penalty;
+    params->presence_penalty = d.presence_penalty;
+    params->frequency_penalty = d.frequency_penalty;
+    params->penalty_last_n = d.penalty_last_n;
 }
 
 MOESTREAM_API int moestream_sampler_new(const moestream_sampler_params *params, moestream_sampler **out) {
@@ -37,8 +61,7 @@ MOESTREAM_API int moestream_sampler_new(const moestream_sampler_params *params, 
     return moe::capi::guarded(__func__, [&] {
         moe::capi::require(out, "out");
         moe::capi::require(params, "params");
-        moe::capi::require_struct_size(params->struct_size, sizeof(moestream_sampler_params),
-                                       "moestream_sampler_params");
+        require_sampler_params_size(params->struct_size);
         *out = new moestream_sampler(from_c(*params));
     });
 }
@@ -68,7 +91,7 @@ MOESTREAM_API int moestream_sample(moestream_sampler *sampler, const float *logi
 MOESTREAM_API int moestream_sampler_params_get(const moestream_sampler *sampler, moestream_sampler_params *out) {
     return moe::capi::guarded(__func__, [&] {
         moe::capi::require(out, "out");
-        moe::capi::require_struct_size(out->struct_size, sizeof(moestream_sampler_params), "moestream_sampler_params");
+        require_sampler_params_size(out->struct_size);
         moe::capi::SamplerUse use(sampler);
         const moe::SamplerParams &p = use->params();
         out->temperature = p.temperature;
@@ -76,6 +99,29 @@ MOESTREAM_API int moestream_sampler_params_get(const moestream_sampler *sampler,
         out->top_p = p.top_p;
         out->min_p = p.min_p;
         out->seed = p.seed;
+        if (out->struct_size > kPenaltiesOffset) {
+            out->repeat_penalty = p.repeat_penalty;
+            out->presence_penalty = p.presence_penalty;
+            out->frequency_penalty = p.frequency_penalty;
+            out->penalty_last_n = p.penalty_last_n;
+        }
+    });
+}
+
+MOESTREAM_API int moestream_sampler_accept(moestream_sampler *sampler, const int32_t *tokens, int32_t n) {
+    return moe::capi::guarded(__func__, [&] {
+        moe::capi::require(sampler, "sampler");
+        if (n < 0) moe::fail(moe::Status::invalid_argument, "n is %d; expected >= 0", n);
+        if (n > 0) moe::capi::require(tokens, "tokens");
+        moe::capi::SamplerUse use(sampler);
+        use->accept(std::span<const int32_t>(tokens, static_cast<size_t>(n)));
+    });
+}
+
+MOESTREAM_API int moestream_sampler_reset(moestream_sampler *sampler) {
+    return moe::capi::guarded(__func__, [&] {
+        moe::capi::SamplerUse use(sampler);
+        use->reset();
     });
 }
 

@@ -441,17 +441,42 @@ typedef struct moestream_sampler_params {
     float top_p;         /* 1 = off */
     float min_p;         /* 0 = off */
     uint64_t seed;
+    /* Since 0.4: repetition penalties over the last penalty_last_n tokens of
+     * the sampler's history (see moestream_sample). A caller built against
+     * the earlier struct (ending at seed) passes its smaller struct_size and
+     * gets the penalties off. */
+    float repeat_penalty;    /* > 0; a seen token's positive logit is divided by it, a negative one multiplied; 1 = off */
+    float presence_penalty;  /* >= 0; subtracted once from a seen token's logit; 0 = off */
+    float frequency_penalty; /* >= 0; subtracted once per occurrence in the window; 0 = off */
+    int32_t penalty_last_n;  /* the window: 0 .. MOESTREAM_SAMPLER_MAX_PENALTY_LAST_N (0 = penalties off) */
 } moestream_sampler_params;
 
-/* Defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, seed 0. */
+/* The largest penalty_last_n. */
+#define MOESTREAM_SAMPLER_MAX_PENALTY_LAST_N 65536
+
+/* Defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, seed 0;
+ * repeat_penalty 1, presence_penalty 0, frequency_penalty 0 (all penalties
+ * off), penalty_last_n 64. */
 MOESTREAM_API void moestream_sampler_params_init(moestream_sampler_params *params);
 /* Invalid values (temperature < 0 or not finite, top_k < 0, top_p outside
- * (0, 1], min_p outside [0, 1]) give MOESTREAM_ERR_INVALID_ARGUMENT. */
+ * (0, 1], min_p outside [0, 1], repeat_penalty <= 0 or not finite,
+ * presence_penalty or frequency_penalty < 0 or not finite, penalty_last_n
+ * outside [0, MOESTREAM_SAMPLER_MAX_PENALTY_LAST_N]) give
+ * MOESTREAM_ERR_INVALID_ARGUMENT. struct_size is this header's size or the
+ * earlier layout's, offsetof(moestream_sampler_params, repeat_penalty). The sampler's token
+ * history, a ring of penalty_last_n ids (4 bytes each), is allocated here. */
 MOESTREAM_API int moestream_sampler_new(const moestream_sampler_params *params, moestream_sampler **out);
 /* NULL-safe. While another thread is inside a call on the sampler, frees
  * nothing (see the conventions at the top). */
 MOESTREAM_API void moestream_sampler_free(moestream_sampler *sampler);
-/* Picks a token from n_vocab logits. Greedy picks the largest logit (lowest id
+/* Picks a token from n_vocab logits and records it in the sampler's history.
+ * First, when a penalty is on, each distinct token among the last
+ * penalty_last_n of the history (ids >= n_vocab are skipped), seen c times
+ * there, has its logit l changed, in float arithmetic, to
+ *     l = l > 0 ? l / repeat_penalty : l * repeat_penalty;
+ *     l = l - (c * frequency_penalty + presence_penalty);
+ * (on a copy: the caller's row is not written). This applies to greedy too.
+ * Greedy picks the largest logit (lowest id
  * on ties). Otherwise p = softmax(logits / temperature), then min-p, top-k and
  * top-p filter, and a token is drawn with the sampler's seeded xoshiro256**
  * generator: the same seed and logits give the same token sequence.
@@ -460,21 +485,37 @@ MOESTREAM_API void moestream_sampler_free(moestream_sampler *sampler);
  * (the generator does not advance). A row with neither a finite nor a +inf
  * logit (only NaN and -inf) is MOESTREAM_ERR_INVALID_ARGUMENT. One thread at
  * a time per sampler (MOESTREAM_ERR_BUSY otherwise); samplers are
- * independent. */
+ * independent. No allocation per call once a row of this length has been
+ * sampled (with penalties on, a copy of the row and a count per id, 8 bytes
+ * per vocabulary entry, are allocated on the first call). */
 MOESTREAM_API int moestream_sample(moestream_sampler *sampler, const float *logits, int32_t n_vocab,
                                    int32_t *token_out);
+/* Records n tokens the sampler did not draw (the prompt, or tokens the caller
+ * picked itself), oldest first, in its history, as if drawn: the penalties
+ * then count them. tokens may be NULL when n is 0. n < 0 or a negative id is
+ * MOESTREAM_ERR_INVALID_ARGUMENT, and then nothing is recorded. Since 0.4. */
+MOESTREAM_API int moestream_sampler_accept(moestream_sampler *sampler, const int32_t *tokens, int32_t n);
+/* Returns the sampler to the state moestream_sampler_new left it in: the
+ * history is emptied and the generator restarts from the seed (the
+ * parameters stay). Pair it with moestream_reset for a new conversation.
+ * Since 0.4. */
+MOESTREAM_API int moestream_sampler_reset(moestream_sampler *sampler);
 /* The sampler's parameters (after moestream_state_load_with_sampler, the
- * restored ones). */
+ * restored ones). A struct of the earlier layout's size gets the fields up
+ * to seed. */
 MOESTREAM_API int moestream_sampler_params_get(const moestream_sampler *sampler, moestream_sampler_params *out);
 
 /* State files with the sampler (docs/state-format.md, "Sampler section").
- * moestream_state_save_with_sampler also stores the sampler's parameters and
- * generator state, so that a context and sampler loaded from the file draw
+ * moestream_state_save_with_sampler also stores the sampler's parameters,
+ * generator state and token history, so that a context and sampler loaded
+ * from the file draw
  * the same tokens as the ones saved would have. sampler may be NULL (then it
  * is moestream_state_save). Both handles are claimed for the call
  * (MOESTREAM_ERR_BUSY if either is in use).
  * moestream_state_load_with_sampler restores the context and replaces the
- * sampler's parameters and generator state with the saved ones. Everything,
+ * sampler's parameters, generator state and history with the saved ones (a
+ * file written before 0.4 has no history: penalties off, an empty history,
+ * penalty_last_n 64). Everything,
  * the sampler section included, is verified first: on any error neither the
  * context nor the sampler changes. A file saved without a sampler gives
  * MOESTREAM_ERR_STATE_MISMATCH when sampler is not NULL; sampler NULL loads

@@ -107,7 +107,8 @@ ReadReplay = _struct("ReadReplay", "moestream_read_replay", """
     uint64_t reads, dropped, bytes, elapsed_ns, buffered_reads; char backend[16]""")
 
 SamplerParams = _struct("SamplerParams", "moestream_sampler_params", """
-    size_t struct_size; float temperature; int32_t top_k; float top_p, min_p; uint64_t seed""")
+    size_t struct_size; float temperature; int32_t top_k; float top_p, min_p; uint64_t seed;
+    float repeat_penalty, presence_penalty, frequency_penalty; int32_t penalty_last_n""")
 
 GenerateParams = _struct("GenerateParams", "moestream_generate_params", """
     size_t struct_size; char* architecture, preset, quant;
@@ -178,6 +179,8 @@ FUNCTIONS = [
     ("moestream_sampler_free", None, [SamplerPtr]),
     ("moestream_sample", _STATUS, [SamplerPtr, _P(ctypes.c_float), _i32, _P(_i32)]),
     ("moestream_sampler_params_get", _STATUS, [SamplerPtr, _P(SamplerParams)]),
+    ("moestream_sampler_accept", _STATUS, [SamplerPtr, _P(_i32), _i32]),
+    ("moestream_sampler_reset", _STATUS, [SamplerPtr]),
     ("moestream_state_save_with_sampler", _STATUS, [ContextPtr, SamplerPtr, ctypes.c_char_p]),
     ("moestream_state_load_with_sampler", _STATUS, [ContextPtr, SamplerPtr, ctypes.c_char_p]),
     ("moestream_generate_params_init", None, [_P(GenerateParams)]),

@@ -82,7 +82,7 @@ public:
 
     // Tokens, positions and KV cache to / from a state file
     // (docs/state-format.md; context_state.cpp), with the sampler's
-    // parameters and generator state when a sampler is given. Both wait for
+    // parameters, generator state and token history when a sampler is given. Both wait for
     // expert reads in flight first. A failed load leaves the context and the
     // sampler unchanged; a failed save leaves any previous file at path intact.
     // Loading into a sampler needs a file with a sampler section

@@ -3,9 +3,10 @@
 // member changes, and the copy into place cannot fail, so a failed load
 // leaves the context as it was.
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "common/error.hpp"
 #include "runtime/context.hpp"
@@ -45,6 +46,9 @@ state::StateShape Context::state_shape() const {
     return s;
 }
 
+// The largest sampler section fits the allowance readers give optional sections.
+static_assert(kSamplerSectionV2HeadBytes + 4 * size_t(kMaxPenaltyLastN) <= state::kOptionalSectionAllowance);
+
 std::string Context::save_state(const std::string &path, const Sampler *sampler) {
     // Reads in flight must not land while the state is captured.
     source_.source->drain();
@@ -68,7 +72,7 @@ std::string Context::save_state(const std::string &path, const Sampler *sampler)
             contents.sections.push_back({type, l, std::vector<std::span<const uint8_t>>(rows.begin(), rows.end())});
         }
     }
-    std::array<uint8_t, kSamplerSectionBytes> sampler_bytes{};
+    std::vector<uint8_t> sampler_bytes;
     if (sampler) {
         sampler_bytes = encode_sampler_section(sampler->snapshot());
         contents.sections.push_back({state::SectionType::sampler, 0, {sampler_bytes}});
@@ -108,7 +112,7 @@ void Context::load_state(const std::string &path, Sampler *sampler) {
     }
     std::copy(loaded.tokens.begin(), loaded.tokens.end(), tokens_.begin());
     n_past_ = int32_t(loaded.n_past);
-    if (sampler) sampler->restore(sampler_state);
+    if (sampler) sampler->restore(std::move(sampler_state));
 }
 
 }  // namespace moe

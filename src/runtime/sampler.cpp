@@ -48,17 +48,79 @@ void validate(const SamplerParams &p) {
     if (!(p.min_p >= 0.0f && p.min_p <= 1.0f))
         fail(Status::invalid_argument, "sampler min_p is %g; expected 0 <= min_p <= 1 (0 = off)",
              static_cast<double>(p.min_p));
+    if (!(std::isfinite(p.repeat_penalty) && p.repeat_penalty > 0.0f))
+        fail(Status::invalid_argument, "sampler repeat_penalty is %g; expected a finite value > 0 (1 = off)",
+             static_cast<double>(p.repeat_penalty));
+    if (!(std::isfinite(p.presence_penalty) && p.presence_penalty >= 0.0f))
+        fail(Status::invalid_argument, "sampler presence_penalty is %g; expected a finite value >= 0 (0 = off)",
+             static_cast<double>(p.presence_penalty));
+    if (!(std::isfinite(p.frequency_penalty) && p.frequency_penalty >= 0.0f))
+        fail(Status::invalid_argument, "sampler frequency_penalty is %g; expected a finite value >= 0 (0 = off)",
+             static_cast<double>(p.frequency_penalty));
+    if (p.penalty_last_n < 0 || p.penalty_last_n > kMaxPenaltyLastN)
+        fail(Status::invalid_argument, "sampler penalty_last_n is %d; expected 0 <= penalty_last_n <= %d",
+             p.penalty_last_n, kMaxPenaltyLastN);
 }
 
-Sampler::Sampler(const SamplerParams &params) : params_(params), rng_(params.seed) {
-    validate(params_);
+namespace {
+
+// Validates before anything is allocated for the parameters.
+const SamplerParams &validated(const SamplerParams &params) {
+    validate(params);
+    return params;
 }
+
+}  // namespace
+
+Sampler::Sampler(const SamplerParams &params)
+    : params_(validated(params)), rng_(params.seed), history_(static_cast<size_t>(params.penalty_last_n)) {}
 
 int32_t Sampler::sample(std::span<const float> logits) {
     if (logits.empty()) fail(Status::invalid_argument, "cannot sample from an empty logits row");
     if (logits.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
         fail(Status::invalid_argument, "logits row of %zu entries is too long", logits.size());
+    // With penalties on, every draw (the first too, with an empty history)
+    // goes through the penalised copy, so the first one sizes its buffers.
+    const int32_t token = pick(params_.penalties_on() ? penalise(logits) : logits);
+    history_.push(token);
+    return token;
+}
 
+void Sampler::accept(std::span<const int32_t> tokens) {
+    for (size_t i = 0; i < tokens.size(); ++i)
+        if (tokens[i] < 0) fail(Status::invalid_argument, "token %zu is %d; token ids are >= 0", i, tokens[i]);
+    history_.push(tokens);
+}
+
+void Sampler::reset() {
+    history_.clear();
+    rng_.reseed(params_.seed);
+}
+
+std::span<const float> Sampler::penalise(std::span<const float> logits) {
+    const size_t n = logits.size();
+    if (penalised_.size() < n) penalised_.resize(n);
+    if (counts_.size() < n) counts_.resize(n, 0);
+    std::copy(logits.begin(), logits.end(), penalised_.begin());
+    // Count first, then penalise each id at its first occurrence and zero its
+    // count, so every distinct id is penalised once and counts_ ends all zero.
+    history_.for_each([&](int32_t id) {
+        if (static_cast<size_t>(id) < n) ++counts_[static_cast<size_t>(id)];
+    });
+    const float repeat = params_.repeat_penalty;
+    history_.for_each([&](int32_t id) {
+        if (static_cast<size_t>(id) >= n) return;
+        uint32_t &count = counts_[static_cast<size_t>(id)];
+        if (count == 0) return;
+        float &l = penalised_[static_cast<size_t>(id)];
+        l = l > 0.0f ? l / repeat : l * repeat;
+        l = l - (static_cast<float>(count) * params_.frequency_penalty + params_.presence_penalty);
+        count = 0;
+    });
+    return {penalised_.data(), n};
+}
+
+int32_t Sampler::pick(std::span<const float> logits) {
     // One pass: the best id (lowest on ties), skipping NaN. +inf wins outright.
     int32_t best = -1;
     float max_logit = -std::numeric_limits<float>::infinity();
@@ -160,9 +222,10 @@ void Sampler::load_state(std::span<const uint8_t, kStateBytes> in) {
     rng_.set_state(s);
 }
 
-void Sampler::restore(const SamplerSnapshot &snapshot) {
+void Sampler::restore(SamplerSnapshot &&snapshot) {
     rng_.set_state(snapshot.rng);
     params_ = snapshot.params;
+    history_ = std::move(snapshot.history);
 }
 
 }  // namespace moe

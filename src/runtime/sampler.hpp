@@ -1,5 +1,6 @@
 // Token sampling: greedy, or temperature with top-k / top-p / min-p filters,
-// driven by a seeded deterministic PRNG whose state can be saved and restored.
+// driven by a seeded deterministic PRNG whose state can be saved and restored,
+// after optional repetition penalties over the most recent tokens.
 #pragma once
 
 #include <array>
@@ -7,6 +8,8 @@
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "runtime/token_history.hpp"
 
 namespace moe {
 
@@ -39,16 +42,31 @@ struct SamplerParams {
     float top_p = 0.95f;       // 1 = off
     float min_p = 0.05f;       // 0 = off
     uint64_t seed = 0;
+    // Repetition penalties over the last penalty_last_n tokens (see Sampler).
+    float repeat_penalty = 1.0f;     // 1 = off
+    float presence_penalty = 0.0f;   // 0 = off
+    float frequency_penalty = 0.0f;  // 0 = off
+    int32_t penalty_last_n = 64;     // 0 = no window (penalties off)
+
+    bool penalties_on() const {
+        return penalty_last_n > 0 && (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
+    }
 };
+
+// The largest penalty window: far beyond any use, while its ring (4 bytes a
+// token) and the state file's sampler section stay small.
+inline constexpr int32_t kMaxPenaltyLastN = 1 << 16;
 
 // Throws invalid_argument naming the offending field.
 void validate(const SamplerParams &params);
 
-// Everything that decides a sampler's future tokens: its parameters and its
-// generator state (what a state file's sampler section holds).
+// Everything that decides a sampler's future tokens: its parameters, its
+// generator state and its token history (what a state file's sampler section
+// holds). The history's capacity is params.penalty_last_n.
 struct SamplerSnapshot {
     SamplerParams params;
     Xoshiro256::State rng{};
+    TokenHistory history;
 };
 
 // Picks one token id from a row of logits.
@@ -61,12 +79,22 @@ struct SamplerSnapshot {
 // Candidates are ordered by (logit descending, id ascending) whenever an order
 // matters, so a given seed and logits yield the same token sequence.
 //
+// Repetition penalties come first, on a copy of the row, for each distinct id
+// among the last penalty_last_n tokens of the history (drawn by sample() or
+// fed by accept()) that is below the row's length, seen c times there:
+//     l = l > 0 ? l / repeat_penalty : l * repeat_penalty
+//     l = l - (float(c) * frequency_penalty + presence_penalty)
+// in float arithmetic. Greedy picks from the penalised row too. With every
+// penalty off (the defaults) the row is used as given.
+//
 // NaN logits are never picked (treated as -inf). If some logit is +inf the
 // lowest such id is returned. A row with no finite or +inf logit is an
 // invalid_argument error.
 //
-// One sampler is used by one thread at a time. sample() allocates only when
-// a row is larger than any row seen before (the candidate scratch grows once).
+// One sampler is used by one thread at a time. The history is a ring of
+// penalty_last_n ids allocated at construction. sample() allocates only when
+// a row is larger than any row seen before (the candidate scratch, and with
+// penalties on the penalised row and a per-id count table, grow once).
 class Sampler {
 public:
     // Serialised state: the PRNG words, little-endian. Parameters are not part
@@ -75,7 +103,15 @@ public:
 
     explicit Sampler(const SamplerParams &params);
 
+    // Picks a token and records it in the history.
     int32_t sample(std::span<const float> logits);
+    // Records tokens the sampler did not draw (a prompt), oldest first.
+    // Throws invalid_argument, recording none, if an id is negative.
+    void accept(std::span<const int32_t> tokens);
+    // Back to the state construction left it in: an empty history and the
+    // generator reseeded from params().seed.
+    void reset();
+    const TokenHistory &history() const { return history_; }
 
     const SamplerParams &params() const { return params_; }
     void save_state(std::span<uint8_t, kStateBytes> out) const;
@@ -83,11 +119,12 @@ public:
     void load_state(std::span<const uint8_t, kStateBytes> in);
     const Xoshiro256 &rng() const { return rng_; }
 
-    SamplerSnapshot snapshot() const { return {params_, rng_.state()}; }
+    SamplerSnapshot snapshot() const { return {params_, rng_.state(), history_}; }
     // Becomes the sampler the snapshot was taken of. The snapshot must be
-    // valid (validate() passes, the generator state is not all zero), as
-    // decode_sampler_section guarantees; then this cannot fail.
-    void restore(const SamplerSnapshot &snapshot);
+    // valid (validate() passes, the generator state is not all zero, the
+    // history's capacity is params.penalty_last_n), as decode_sampler_section
+    // guarantees; then this cannot fail (the history is moved in).
+    void restore(SamplerSnapshot &&snapshot);
 
 private:
     struct Candidate {
@@ -96,11 +133,17 @@ private:
         int32_t id;
     };
 
+    int32_t pick(std::span<const float> logits);
     int32_t sample_filtered(std::span<const float> logits, float max_logit);
+    // The row with the repetition penalties applied (in penalised_).
+    std::span<const float> penalise(std::span<const float> logits);
 
     SamplerParams params_;
     Xoshiro256 rng_;
+    TokenHistory history_;
     std::vector<Candidate> scratch_;
+    std::vector<float> penalised_;
+    std::vector<uint32_t> counts_;  // all zero between calls
 };
 
 }  // namespace moe

@@ -39,6 +39,16 @@ int main(void) {
     CHECK(status == MOESTREAM_OK && token == 1);
     status = moestream_sample(sampler, logits, 0, &token);
     CHECK(status == MOESTREAM_ERR_INVALID_ARGUMENT && moestream_last_error()[0] != '\0');
+    /* A repeat penalty of 4 on the token just drawn: 2 / 4 = 0.5 < 1.5. */
+    moestream_sampler_free(sampler);
+    sp.repeat_penalty = 4.0f;
+    status = moestream_sampler_new(&sp, &sampler);
+    CHECK(status == MOESTREAM_OK);
+    CHECK(moestream_sampler_accept(sampler, &token, 1) == MOESTREAM_OK);
+    CHECK(moestream_sample(sampler, logits, 4, &token) == MOESTREAM_OK && token == 3);
+    CHECK(moestream_sampler_reset(sampler) == MOESTREAM_OK);
+    CHECK(moestream_sampler_accept(sampler, NULL, 0) == MOESTREAM_OK);
+    CHECK(moestream_sampler_accept(sampler, NULL, -1) == MOESTREAM_ERR_INVALID_ARGUMENT);
     moestream_sampler_free(sampler);
     moestream_sampler_free(NULL);
 

@@ -153,7 +153,7 @@ def test_damaged_sampler_section_is_refused_by_the_binding(env, model, tmp_path)
         ctx.step([4, 5, 6], logits=False)
         ctx.save_state(state, sampler)
         data = bytearray(state.read_bytes())
-        data[-1] ^= 0x01  # last byte of the generator state; the checksum no longer matches
+        data[-1] ^= 0x01  # last byte of the sampler section; the checksum no longer matches
         state.write_bytes(bytes(data))
         ctx.reset()
         with pytest.raises(moestream.Error) as err:

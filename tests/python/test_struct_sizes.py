@@ -1,7 +1,7 @@
 """struct_size is accepted only when it is exactly the size of a layout the
 library knows: the struct this header declares or, for the structs that have
 grown (moestream_params, moestream_stats, moestream_trace_synth_params,
-moestream_generate_params), one of their earlier layouts. Any
+moestream_generate_params, moestream_sampler_params), one of their earlier layouts. Any
 other size would have the library read or write part of a field, so it is
 INVALID_ARGUMENT naming struct_size, for every struct that carries one."""
 import ctypes
@@ -21,6 +21,8 @@ STATS_SIZES = (_ffi.Stats.io_busy_ns.offset, _ffi.Stats.attention_ns.offset, cty
 SYNTH_SIZES = (_ffi.TraceSynthParams.window.offset, ctypes.sizeof(_ffi.TraceSynthParams))
 # moestream_generate_params ended at progress_user_data before deepseek2_attn_kv_b was added.
 GENERATE_SIZES = (_ffi.GenerateParams.deepseek2_attn_kv_b.offset, ctypes.sizeof(_ffi.GenerateParams))
+# moestream_sampler_params ended at seed before the repetition penalties were added.
+SAMPLER_SIZES = (_ffi.SamplerParams.repeat_penalty.offset, ctypes.sizeof(_ffi.SamplerParams))
 
 
 def wrong_sizes(known):
@@ -116,6 +118,39 @@ def test_generate_sizes(lib):
         refused(lib, model_size(size, 0)[0])
 
 
+def test_sampler_params_sizes(lib):
+    """The earlier layout gets the penalties off: the bytes beyond it are neither read nor written."""
+    assert SAMPLER_SIZES == (32, 48)
+    new, get = lib.raw("moestream_sampler_new"), lib.raw("moestream_sampler_params_get")
+    sample, accept = lib.raw("moestream_sample"), lib.raw("moestream_sampler_accept")
+
+    def greedy_pick(struct_size):
+        p = _ffi.SamplerParams()
+        lib.moestream_sampler_params_init(ctypes.byref(p))
+        p.temperature, p.repeat_penalty, p.struct_size = 0.0, 4.0, struct_size
+        sampler = _ffi.SamplerPtr()
+        status = new(ctypes.byref(p), ctypes.byref(sampler))
+        if status != Status.OK:
+            return status, None, None
+        try:
+            seen = (ctypes.c_int32 * 1)(0)
+            assert accept(sampler, seen, 1) == Status.OK
+            row = (ctypes.c_float * 2)(2.0, 1.5)
+            token = ctypes.c_int32(-1)
+            assert sample(sampler, row, 2, ctypes.byref(token)) == Status.OK
+            out = _ffi.SamplerParams()
+            out.struct_size, out.repeat_penalty, out.penalty_last_n = struct_size, -7.0, -7
+            assert get(sampler, ctypes.byref(out)) == Status.OK, lib.last_error()
+            return status, token.value, (out.repeat_penalty, out.penalty_last_n)
+        finally:
+            lib.moestream_sampler_free(sampler)
+
+    assert greedy_pick(SAMPLER_SIZES[0]) == (Status.OK, 0, (-7.0, -7))  # penalty off, fields not written
+    assert greedy_pick(SAMPLER_SIZES[1]) == (Status.OK, 1, (4.0, 64))   # 2 / 4 = 0.5 < 1.5
+    for size in wrong_sizes(SAMPLER_SIZES):
+        refused(lib, greedy_pick(size)[0])
+
+
 def single_size_calls(lib, ctx, model_path, tmp_path):
     """(struct type, call taking an instance) for every other sized struct."""
     sampler = _ffi.SamplerPtr()
@@ -140,9 +175,6 @@ def single_size_calls(lib, ctx, model_path, tmp_path):
     calls = [
         (_ffi.ModelInfo, lambda s: lib.raw("moestream_model_info_get")(ctx, ctypes.byref(s))),
         (_ffi.ModelInfo, lambda s: lib.raw("moestream_inspect")(path, 0, ctypes.byref(s))),
-        (_ffi.SamplerParams,
-         lambda s: lib.raw("moestream_sampler_new")(ctypes.byref(s), ctypes.byref(_ffi.SamplerPtr()))),
-        (_ffi.SamplerParams, lambda s: lib.raw("moestream_sampler_params_get")(sampler, ctypes.byref(s))),
         (_ffi.ReadReplay, lambda s: lib.raw("moestream_read_log_replay")(ctx, ctypes.byref(s))),
         (_ffi.TraceInfo, lambda s: lib.raw("moestream_trace_info_get")(trace, ctypes.byref(s))),
         (_ffi.ReplayParams, replay_params),

@@ -132,6 +132,10 @@ int main() {
     FIELD(moestream_sampler_params, top_p);
     FIELD(moestream_sampler_params, min_p);
     FIELD(moestream_sampler_params, seed);
+    FIELD(moestream_sampler_params, repeat_penalty);
+    FIELD(moestream_sampler_params, presence_penalty);
+    FIELD(moestream_sampler_params, frequency_penalty);
+    FIELD(moestream_sampler_params, penalty_last_n);
     end();
 
     STRUCT(moestream_generate_params, false);

@@ -128,13 +128,13 @@ protected:
 
     // Opens a context and counts every allocation from its first step on: a
     // prompt, then `decode` single-token steps, each followed by a draw.
-    uint64_t allocations_in_steps(ContextParams p, int decode) {
+    uint64_t allocations_in_steps(ContextParams p, int decode, const SamplerParams &sampling = SamplerParams{}) {
         p.model_path = model_;
         p.n_threads = 2;
         p.n_ctx = 128;
         p.profile_disabled = true;
         Context ctx(p);
-        Sampler sampler(SamplerParams{});  // temperature, top-k, top-p and min-p all on
+        Sampler sampler(sampling);  // by default temperature, top-k, top-p and min-p all on
         std::vector<float> logits(size_t(ctx.n_vocab()));
         const int32_t prompt[6] = {1, 7, 3, 9, 4, 2};
         // Fed tokens vary the routing from step to step; the sampler draws as in generation.
@@ -145,6 +145,7 @@ protected:
         g_first_caller = nullptr;
         g_counting = true;
         ctx.step(prompt, 6, logits.data());
+        sampler.accept(prompt);
         for (int i = 0; i < decode; ++i) {
             ctx.step(&tokens[size_t(i)], 1, logits.data());
             sampled_ += sampler.sample(logits);
@@ -165,6 +166,19 @@ TEST_F(HotPathAllocations, MappedDecodeAllocatesNothing) {
     ContextParams p;
     p.io_mode = MOESTREAM_IO_MMAP;
     EXPECT_EQ(allocations_in_steps(p, 24), 0u) << describe_first_allocation();
+}
+
+TEST_F(HotPathAllocations, PenalisedSamplingAllocatesNothing) {
+    // The history ring is allocated with the sampler, the penalised row and
+    // the count table on its first draw; the window wraps during the steps.
+    ContextParams p;
+    p.io_mode = MOESTREAM_IO_MMAP;
+    SamplerParams penalised;
+    penalised.repeat_penalty = 1.3f;
+    penalised.presence_penalty = 0.2f;
+    penalised.frequency_penalty = 0.1f;
+    penalised.penalty_last_n = 8;
+    EXPECT_EQ(allocations_in_steps(p, 24, penalised), 0u) << describe_first_allocation();
 }
 
 TEST_F(HotPathAllocations, StreamedDecodeThroughMissesAndReadAheadAllocatesNothing) {

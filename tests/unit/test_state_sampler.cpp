@@ -75,10 +75,40 @@ std::vector<float> prompt_logits(moe::Context &ctx) {
     return logits;
 }
 
+std::vector<int32_t> history_of(const moe::SamplerSnapshot &s) {
+    std::vector<int32_t> ids;
+    s.history.for_each([&](int32_t id) { ids.push_back(id); });
+    return ids;
+}
+
 bool same_snapshot(const moe::SamplerSnapshot &a, const moe::SamplerSnapshot &b) {
     return a.rng == b.rng && std::memcmp(&a.params.temperature, &b.params.temperature, 4) == 0 &&
            a.params.top_k == b.params.top_k && a.params.top_p == b.params.top_p &&
-           a.params.min_p == b.params.min_p && a.params.seed == b.params.seed;
+           a.params.min_p == b.params.min_p && a.params.seed == b.params.seed &&
+           a.params.repeat_penalty == b.params.repeat_penalty &&
+           a.params.presence_penalty == b.params.presence_penalty &&
+           a.params.frequency_penalty == b.params.frequency_penalty &&
+           a.params.penalty_last_n == b.params.penalty_last_n && a.history.capacity() == b.history.capacity() &&
+           history_of(a) == history_of(b);
+}
+
+moe::SamplerParams penalising_sampler(uint64_t seed) {
+    moe::SamplerParams p = spread_sampler(seed);
+    p.repeat_penalty = 1.8f;
+    p.presence_penalty = 0.7f;
+    p.frequency_penalty = 0.5f;
+    p.penalty_last_n = 6;
+    return p;
+}
+
+// The version 1 section (as files written before the penalties hold) of a
+// snapshot: its first 64 bytes, version 1.
+std::vector<uint8_t> version1_section(const moe::SamplerSnapshot &s) {
+    std::vector<uint8_t> bytes = moe::encode_sampler_section(s);
+    bytes.resize(moe::kSamplerSectionV1Bytes);
+    const uint32_t v1 = 1;
+    std::memcpy(bytes.data(), &v1, 4);
+    return bytes;
 }
 
 std::vector<uint8_t> read_bytes(const std::string &path) {
@@ -131,13 +161,43 @@ TEST(SamplerSection, RoundTripsParametersAndGeneratorState) {
     EXPECT_TRUE(same_snapshot(got, sampler.snapshot()));
 
     moe::Sampler other(moe::SamplerParams{});
-    other.restore(got);
+    other.restore(moe::SamplerSnapshot(got));
     for (int i = 0; i < 20; ++i) ASSERT_EQ(other.sample(logits), sampler.sample(logits)) << i;
 }
 
+TEST(SamplerSection, HistoryAndPenaltiesRoundTrip) {
+    moe::Sampler sampler(penalising_sampler(8));
+    sampler.accept(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9});  // the ring has wrapped
+    std::vector<float> logits(12);
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(i % 5) * 0.4f - 0.5f;
+    for (int i = 0; i < 3; ++i) sampler.sample(logits);
+    const auto bytes = moe::encode_sampler_section(sampler.snapshot());
+    EXPECT_EQ(bytes.size(), moe::kSamplerSectionV2HeadBytes + 4 * 6);
+    const moe::SamplerSnapshot got = moe::decode_sampler_section(bytes, "x");
+    EXPECT_TRUE(same_snapshot(got, sampler.snapshot()));
+    EXPECT_EQ(history_of(got).front(), 7);
+
+    moe::Sampler other(moe::SamplerParams{});
+    other.restore(moe::SamplerSnapshot(got));
+    for (int i = 0; i < 40; ++i) ASSERT_EQ(other.sample(logits), sampler.sample(logits)) << i;
+}
+
+TEST(SamplerSection, Version1SectionsLoadWithPenaltiesOffAndNoHistory) {
+    moe::Sampler sampler(spread_sampler(31));
+    sampler.accept(std::vector<int32_t>{4, 4});
+    const moe::SamplerSnapshot got = moe::decode_sampler_section(version1_section(sampler.snapshot()), "old");
+    EXPECT_EQ(got.rng, sampler.snapshot().rng);
+    EXPECT_EQ(got.params.temperature, 1.6f);
+    EXPECT_FALSE(got.params.penalties_on());
+    EXPECT_EQ(got.params.penalty_last_n, moe::SamplerParams{}.penalty_last_n);
+    EXPECT_TRUE(got.history.empty());
+}
+
 TEST(SamplerSection, DamagedSectionsAreRefusedNamingTheProblem) {
-    moe::Sampler sampler(spread_sampler(7));
+    moe::Sampler sampler(penalising_sampler(7));
+    sampler.accept(std::vector<int32_t>{11, 12, 13});
     const auto good = moe::encode_sampler_section(sampler.snapshot());
+    ASSERT_EQ(good.size(), moe::kSamplerSectionV2HeadBytes + 12);
     auto status = [](std::vector<uint8_t> bytes, std::string *msg = nullptr) {
         return status_of([&] { moe::decode_sampler_section(bytes, "f.state"); }, msg);
     };
@@ -152,13 +212,35 @@ TEST(SamplerSection, DamagedSectionsAreRefusedNamingTheProblem) {
         std::memcpy(b.data() + at, value, n);
         return b;
     };
-    const uint32_t v2 = 2, one = 1;
-    const float nan = std::numeric_limits<float>::quiet_NaN(), zero = 0.0f, two = 2.0f;
-    const int32_t minus = -1;
+    const uint32_t v3 = 3, v1 = 1, one = 1, two_ids = 2, four_ids = 4;
+    const float nan = std::numeric_limits<float>::quiet_NaN(), zero = 0.0f, two = 2.0f, minus_f = -0.5f;
+    const int32_t minus = -1, window_2 = 2, huge_window = moe::kMaxPenaltyLastN + 1;
     std::string msg;
-    EXPECT_EQ(status(patched(0, &v2, 4), &msg), moe::Status::unsupported);
-    EXPECT_NE(msg.find("version 2"), std::string::npos) << msg;
+    EXPECT_EQ(status(patched(0, &v3, 4), &msg), moe::Status::unsupported);
+    EXPECT_NE(msg.find("version 3"), std::string::npos) << msg;
+    // Version 1 with version 2's length.
+    EXPECT_EQ(status(patched(0, &v1, 4), &msg), moe::Status::bad_format);
     EXPECT_EQ(status(patched(4, &one, 4)), moe::Status::bad_format);
+    EXPECT_EQ(status(patched(84, &one, 4), &msg), moe::Status::bad_format);
+    EXPECT_NE(msg.find("reserved"), std::string::npos) << msg;
+    // Penalties a sampler refuses.
+    EXPECT_EQ(status(patched(64, &zero, 4), &msg), moe::Status::bad_format);
+    EXPECT_NE(msg.find("repeat_penalty"), std::string::npos) << msg;
+    EXPECT_EQ(status(patched(64, &nan, 4)), moe::Status::bad_format);
+    EXPECT_EQ(status(patched(68, &minus_f, 4), &msg), moe::Status::bad_format);
+    EXPECT_NE(msg.find("presence_penalty"), std::string::npos) << msg;
+    EXPECT_EQ(status(patched(72, &nan, 4), &msg), moe::Status::bad_format);
+    EXPECT_NE(msg.find("frequency_penalty"), std::string::npos) << msg;
+    EXPECT_EQ(status(patched(76, &huge_window, 4), &msg), moe::Status::bad_format);
+    EXPECT_NE(msg.find("penalty_last_n"), std::string::npos) << msg;
+    // A history longer than the window, a history size the length does not
+    // match, a negative id.
+    EXPECT_EQ(status(patched(76, &window_2, 4), &msg), moe::Status::bad_format);
+    EXPECT_NE(msg.find("exceed"), std::string::npos) << msg;
+    EXPECT_EQ(status(patched(80, &two_ids, 4)), moe::Status::bad_format);
+    EXPECT_EQ(status(patched(80, &four_ids, 4)), moe::Status::bad_format);
+    EXPECT_EQ(status(patched(92, &minus, 4), &msg), moe::Status::bad_format);
+    EXPECT_NE(msg.find("negative"), std::string::npos) << msg;
     EXPECT_EQ(status(patched(8, &nan, 4), &msg), moe::Status::bad_format);
     EXPECT_NE(msg.find("temperature"), std::string::npos) << msg;
     EXPECT_EQ(status(patched(12, &minus, 4)), moe::Status::bad_format);
@@ -238,16 +320,24 @@ TEST(StateWithSampler, RefusedLoadsLeaveContextAndSamplerAsTheyWere) {
     };
     expect_refused(plain, moe::Status::state_mismatch, "no sampler section", "file without a sampler");
 
-    const std::vector<uint8_t> good(image.end() - 64, image.end());
-    ASSERT_EQ(good.size(), moe::kSamplerSectionBytes);
+    const std::vector<uint8_t> good = moe::encode_sampler_section(saver_sampler.snapshot());
+    ASSERT_EQ(good.size(), moe::kSamplerSectionV2HeadBytes + 4);  // the one drawn token
     write_bytes(bad, with_sampler_data(image, {good.begin(), good.begin() + 40}));
     expect_refused(bad, moe::Status::bad_format, "sampler section", "truncated sampler section");
     write_bytes(bad, with_sampler_data(image, {}));
     expect_refused(bad, moe::Status::bad_format, "sampler section", "empty sampler section");
     std::vector<uint8_t> zero_rng = good;
-    std::fill(zero_rng.begin() + 32, zero_rng.end(), 0);
+    std::fill(zero_rng.begin() + 32, zero_rng.begin() + 64, 0);
     write_bytes(bad, with_sampler_data(image, zero_rng));
     expect_refused(bad, moe::Status::bad_format, "all zero", "zero generator state");
+    std::vector<uint8_t> negative_id = good;
+    std::fill(negative_id.end() - 4, negative_id.end(), 0xff);
+    write_bytes(bad, with_sampler_data(image, negative_id));
+    expect_refused(bad, moe::Status::bad_format, "negative", "negative history id");
+    std::vector<uint8_t> long_history = good;
+    long_history.resize(long_history.size() + 4, 0);
+    write_bytes(bad, with_sampler_data(image, long_history));
+    expect_refused(bad, moe::Status::bad_format, "sampler section", "history longer than its count");
     std::vector<uint8_t> flipped = image;
     flipped[flipped.size() - 3] ^= 0x10;  // inside the generator state, checksum left as it was
     write_bytes(bad, flipped);
@@ -262,4 +352,61 @@ TEST(StateWithSampler, RefusedLoadsLeaveContextAndSamplerAsTheyWere) {
     ctx.reset();
     ctx.load_state(with);
     EXPECT_EQ(ctx.n_past(), int32_t(kPrompt.size()));
+}
+
+TEST(StateWithSampler, PenaltiesAndHistoryContinueTheSameTokens) {
+    REQUIRE_MODEL(path);
+    const std::string file = moe::test::scratch_dir() + "/with_history.state";
+
+    moe::Context original(context_params(path));
+    moe::Sampler sampler(penalising_sampler(555));
+    sampler.accept(kPrompt);
+    int32_t next = sampler.sample(prompt_logits(original));
+    const std::vector<int32_t> before = generate(original, sampler, next, 5);
+    next = before.back();
+    original.save_state(file, &sampler);
+    const moe::SamplerSnapshot saved = sampler.snapshot();
+    const std::vector<int32_t> uninterrupted = generate(original, sampler, next, 14);
+
+    // The continuation depends on the history: the same generator and
+    // parameters with an empty history draw another sequence.
+    {
+        moe::Context c(context_params(path));
+        c.load_state(file);
+        moe::Sampler forgetful(spread_sampler(0));
+        moe::SamplerSnapshot no_history{saved.params, saved.rng, moe::TokenHistory(size_t(saved.params.penalty_last_n))};
+        forgetful.restore(std::move(no_history));
+        EXPECT_NE(generate(c, forgetful, next, 14), uninterrupted);
+    }
+
+    moe::Context fresh(context_params(path));
+    moe::Sampler restored(spread_sampler(9));
+    fresh.load_state(file, &restored);
+    EXPECT_TRUE(same_snapshot(restored.snapshot(), saved));
+    EXPECT_EQ(generate(fresh, restored, next, 14), uninterrupted);
+}
+
+TEST(StateWithSampler, FilesWithAVersion1SectionStillLoad) {
+    REQUIRE_MODEL(path);
+    const std::string dir = moe::test::scratch_dir();
+    const std::string file = dir + "/new.state", old = dir + "/old.state";
+
+    moe::Context original(context_params(path));
+    moe::Sampler sampler(spread_sampler(808));
+    int32_t next = sampler.sample(prompt_logits(original));
+    next = generate(original, sampler, next, 3).back();
+    original.save_state(file, &sampler);
+    // The file as a build without penalties wrote it: a 64-byte version 1 section.
+    write_bytes(old, with_sampler_data(read_bytes(file), version1_section(sampler.snapshot())));
+    const std::vector<int32_t> uninterrupted = generate(original, sampler, next, 10);
+
+    moe::Context fresh(context_params(path));
+    moe::SamplerParams other = penalising_sampler(1);
+    moe::Sampler restored(other);
+    restored.accept(std::vector<int32_t>{1, 2, 3});
+    fresh.load_state(old, &restored);
+    EXPECT_FALSE(restored.params().penalties_on());
+    EXPECT_TRUE(restored.history().empty());
+    EXPECT_EQ(restored.params().temperature, 1.6f);
+    EXPECT_EQ(generate(fresh, restored, next, 10), uninterrupted);
 }
