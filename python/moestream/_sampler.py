@@ -9,15 +9,21 @@ from ._handle import OwnedHandle
 
 class Sampler(OwnedHandle):
     """Greedy (temperature=0) or temperature / top-k / top-p / min-p sampling
-    with a seeded deterministic generator. Arguments left as None take the
-    library's defaults (moestream_sampler_params_init). One thread at a time;
-    ``close()`` while a call is running raises Error with status BUSY.
+    with a seeded deterministic generator, after optional repetition
+    penalties over the last ``penalty_last_n`` tokens of its history (the
+    tokens it drew and those given to ``accept``): a seen token's positive
+    logit is divided by ``repeat_penalty`` and a negative one multiplied, then
+    ``presence_penalty`` is subtracted once and ``frequency_penalty`` once per
+    occurrence. Arguments left as None take the library's defaults
+    (moestream_sampler_params_init; the penalties are off). One thread at a
+    time; ``close()`` while a call is running raises Error with status BUSY.
     """
 
     _FREE = "moestream_sampler_free"
     _KIND = "sampler"
 
-    def __init__(self, temperature=None, top_k=None, top_p=None, min_p=None, seed=None):
+    def __init__(self, temperature=None, top_k=None, top_p=None, min_p=None, seed=None, *,
+                 repeat_penalty=None, presence_penalty=None, frequency_penalty=None, penalty_last_n=None):
         self._handle = None
         self._lib = _ffi.lib()
         params = _ffi.SamplerParams()
@@ -32,6 +38,12 @@ class Sampler(OwnedHandle):
             params.min_p = float(min_p)
         if seed is not None:
             cv.set_int(params, "seed", seed)
+        for name, value in (("repeat_penalty", repeat_penalty), ("presence_penalty", presence_penalty),
+                            ("frequency_penalty", frequency_penalty)):
+            if value is not None:
+                setattr(params, name, float(value))
+        if penalty_last_n is not None:
+            cv.set_int(params, "penalty_last_n", penalty_last_n)
         self.params = _params_dict(params)
         handle = _ffi.SamplerPtr()
         self._lib.moestream_sampler_new(ctypes.byref(params), ctypes.byref(handle))
@@ -56,6 +68,21 @@ class Sampler(OwnedHandle):
             self._lib.moestream_sample(handle, ptr, n, ctypes.byref(token))
         del keep
         return token.value
+
+    def accept(self, tokens):
+        """Records token ids the sampler did not draw (the prompt), oldest
+        first, so that the penalties count them. A negative id is an Error and
+        records nothing."""
+        self._h()
+        keep, ptr, n = cv.int32_buffer(tokens)
+        with self._claim() as handle:
+            self._lib.moestream_sampler_accept(handle, ptr, n)
+        del keep
+
+    def reset(self):
+        """Forgets the history and restarts the generator from the seed."""
+        with self._claim() as handle:
+            self._lib.moestream_sampler_reset(handle)
 
     def __repr__(self):
         args = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.params.items())

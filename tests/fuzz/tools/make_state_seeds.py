@@ -32,12 +32,15 @@ def main(out_dir):
                     ctx.save_state(out / f"{arch}_{kv}_full.state")
                     if exact:
                         continue
-                    with moestream.Sampler(temperature=0.9, top_k=5, seed=17) as sampler:
+                    with moestream.Sampler(temperature=0.9, top_k=5, seed=17, repeat_penalty=1.2,
+                                           penalty_last_n=4) as sampler:
                         ctx.reset()
                         ctx.step([1, 2, 3], logits=False)
-                        ctx.save_state(out / f"{arch}_{kv}_3tokens_sampler.state", sampler)
-                        truncated_sampler_section(out / f"{arch}_{kv}_3tokens_sampler.state",
-                                                  out / f"{arch}_{kv}_3tokens_sampler_short.state")
+                        sampler.accept([1, 2, 3])
+                        saved = out / f"{arch}_{kv}_3tokens_sampler_history.state"
+                        ctx.save_state(saved, sampler)
+                        truncated_sampler_section(saved, out / f"{arch}_{kv}_3tokens_sampler_short.state")
+                        version1_sampler_section(saved, out / f"{arch}_{kv}_3tokens_sampler.state")
         # Format version 2: gpt-oss's sliding layer 0 keeps the last n_swa - 1 = 1 row.
         model = pathlib.Path(tmp) / "gpt-oss.gguf"
         make_model(model, ModelSpec(arch="gpt-oss", n_embd=64, n_layer=2, n_head=2, n_head_kv=1, n_expert=4,
@@ -59,15 +62,37 @@ def with_window_layout(src, dst, window):
     dst.write_bytes(bytes(data))
 
 
-def truncated_sampler_section(src, dst, keep=40):
-    """A copy whose last section (the sampler's, 64 bytes) keeps only `keep`
-    bytes; the checksum is left stale (the fuzzer's second pass fixes it)."""
-    data = bytearray(src.read_bytes())
-    start = len(data) - 64 - 16
+def last_section(data):
+    """The offset of the last section's header (the sampler's in these files)."""
+    at, start = 80, None
+    for _ in range(int.from_bytes(data[60:64], "little")):
+        start = at
+        length = int.from_bytes(data[at + 8:at + 16], "little")
+        at += 16 + length + (8 - length % 8) % 8
     assert int.from_bytes(data[start:start + 4], "little") == 5
+    return start
+
+
+def truncated_sampler_section(src, dst, keep=40):
+    """A copy whose last section (the sampler's) keeps only `keep` bytes; the
+    checksum is left stale (the fuzzer's second pass fixes it)."""
+    data = bytearray(src.read_bytes())
+    start = last_section(data)
     data[start + 8:start + 16] = keep.to_bytes(8, "little")
     del data[start + 16 + keep:]
     data += bytes((8 - keep % 8) % 8)
+    data[64:72] = (len(data) - 80).to_bytes(8, "little")
+    dst.write_bytes(bytes(data))
+
+
+def version1_sampler_section(src, dst):
+    """A copy whose sampler section is version 1 (its first 64 bytes, as
+    files written before the penalties hold); the checksum is left stale."""
+    data = bytearray(src.read_bytes())
+    start = last_section(data)
+    del data[start + 16 + 64:]
+    data[start + 8:start + 16] = (64).to_bytes(8, "little")
+    data[start + 16:start + 20] = (1).to_bytes(4, "little")
     data[64:72] = (len(data) - 80).to_bytes(8, "little")
     dst.write_bytes(bytes(data))
 
