@@ -4,10 +4,13 @@
 // or from token ids (--tokens; prints the generated ids), then the prompt /
 // generation speed. Greedy unless a sampling option is given (then the
 // library's seeded sampler, its defaults for the options not given).
+// Repetition penalties apply to greedy and sampling alike: given alone they
+// keep greedy (the library's sampler at temperature 0). The sampler is then
+// fed the prompt (moestream_sampler_accept), so the penalties count it.
 // --load-state continues a saved session (the prompt is appended to it);
 // --save-state writes the session at the end, every generated token stepped,
-// with the sampler's generator when sampling, so that a later run continues
-// exactly where this one stopped.
+// with the sampler (generator and token history) when there is one, so that a
+// later run continues exactly where this one stopped.
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -37,11 +40,18 @@ void print_help() {
                 "  --top-p P                keep the most likely tokens up to probability P (1 = off; default 0.95)\n"
                 "  --min-p P                drop tokens below P x the most likely one (0 = off; default 0.05)\n"
                 "  --seed N                 the sampler's seed (default 0): the same seed gives the same text\n"
+                "repetition penalties over the last --repeat-last-n tokens, prompt included (off unless given; alone\n"
+                "they keep greedy, with a sampling option they apply before it):\n"
+                "  --repeat-penalty R       divide a seen token's positive logit by R, multiply a negative one (1 = off)\n"
+                "  --presence-penalty P     subtract P from a seen token's logit (0 = off)\n"
+                "  --frequency-penalty F    subtract F per occurrence of a token (0 = off)\n"
+                "  --repeat-last-n N        the window: the last N tokens (default 64, 0..65536)\n"
                 "state:\n"
                 "  --load-state FILE        continue the session saved in FILE (the prompt is appended to it); a\n"
-                "                           sampling run continues the saved sampler when FILE has one\n"
+                "                           run with a sampling or penalty option continues the saved sampler\n"
+                "                           (its parameters and history) when FILE has one\n"
                 "  --save-state FILE        save the session (prompt and generated tokens, the sampler when\n"
-                "                           sampling) to FILE at the end\n%s",
+                "                           there is one) to FILE at the end\n%s",
                 kModelOptionsHelp);
 }
 
@@ -54,7 +64,8 @@ struct RunOptions {
     std::string prompt_text, load_state, save_state;
     bool text_mode = false;
     int64_t n_gen = 32;
-    bool sampling = false;  // any sampling option given
+    bool sampling = false;   // any sampling option given
+    bool penalties = false;  // any repetition penalty option given
     moestream_sampler_params sampler{};
 };
 
@@ -62,6 +73,19 @@ double real_option(const std::string &s, const char *option) {
     double v = 0;
     if (!parse_double(s, v)) throw std::runtime_error(std::string("bad ") + option + " '" + s + "' (a number)");
     return v;
+}
+
+// Reads one repetition penalty option at args[i]; false when args[i] is not one.
+bool parse_penalty_option(const Args &args, size_t &i, RunOptions &o) {
+    const std::string &a = args[i];
+    moestream_sampler_params &p = o.sampler;
+    if (a == "--repeat-penalty") p.repeat_penalty = float(real_option(option_value(args, i), "--repeat-penalty"));
+    else if (a == "--presence-penalty") p.presence_penalty = float(real_option(option_value(args, i), "--presence-penalty"));
+    else if (a == "--frequency-penalty") p.frequency_penalty = float(real_option(option_value(args, i), "--frequency-penalty"));
+    else if (a == "--repeat-last-n") p.penalty_last_n = int32_t(int_option(option_value(args, i), "--repeat-last-n", 0, std::numeric_limits<int32_t>::max()));
+    else return false;
+    o.penalties = true;
+    return true;
 }
 
 // Reads one sampling option at args[i]; false when args[i] is not one.
@@ -73,7 +97,7 @@ bool parse_sampling_option(const Args &args, size_t &i, RunOptions &o) {
     else if (a == "--top-p") p.top_p = float(real_option(option_value(args, i), "--top-p"));
     else if (a == "--min-p") p.min_p = float(real_option(option_value(args, i), "--min-p"));
     else if (a == "--seed") p.seed = uint64_t(int_option(option_value(args, i), "--seed", 0, std::numeric_limits<int64_t>::max()));
-    else return false;
+    else return parse_penalty_option(args, i, o);
     o.sampling = true;
     return true;
 }
@@ -107,8 +131,11 @@ bool load_session(moestream_context *ctx, moestream_sampler *sampler, const std:
             moestream_sampler_params p;
             moestream_sampler_params_init(&p);
             moestream_sampler_params_get(sampler, &p);
-            std::fprintf(stderr, "moestream run: continuing the saved sampler (temp %g, top-k %d, top-p %g, min-p %g)\n",
-                         double(p.temperature), p.top_k, double(p.top_p), double(p.min_p));
+            std::fprintf(stderr,
+                         "moestream run: continuing the saved sampler (temp %g, top-k %d, top-p %g, min-p %g, "
+                         "repeat-penalty %g, presence-penalty %g, frequency-penalty %g, repeat-last-n %d)\n",
+                         double(p.temperature), p.top_k, double(p.top_p), double(p.min_p), double(p.repeat_penalty),
+                         double(p.presence_penalty), double(p.frequency_penalty), p.penalty_last_n);
             return true;
         }
         if (st != MOESTREAM_ERR_STATE_MISMATCH) {
@@ -154,7 +181,8 @@ int cmd_run(const Args &args) {
         return usage_error("run", e.what());
     }
     SamplerPtr sampler(nullptr, moestream_sampler_free);
-    if (o.sampling) {
+    if (o.penalties && !o.sampling) o.sampler.temperature = 0.0f;  // penalised greedy
+    if (o.sampling || o.penalties) {
         moestream_sampler *raw = nullptr;
         if (moestream_sampler_new(&o.sampler, &raw) != MOESTREAM_OK) return usage_error("run", moestream_last_error());
         sampler.reset(raw);
@@ -169,6 +197,13 @@ int cmd_run(const Args &args) {
     if (o.prompt.empty()) {
         std::fprintf(stderr, "moestream run: the prompt has no tokens\n");
         return 1;
+    }
+    if (sampler) {
+        const int st = moestream_sampler_accept(sampler.get(), o.prompt.data(), int32_t(o.prompt.size()));
+        if (st != MOESTREAM_OK) {
+            report_error("run", "moestream_sampler_accept", st);
+            return 1;
+        }
     }
     const int32_t eos = o.text_mode ? moestream_token_eos(ctx) : -1;
     std::string piece;

@@ -23,11 +23,14 @@ def model(cli_path, tmp_path_factory):
     return path
 
 
-def binding_generation(binding, model, prompt, n, sampler=None, state=None):
-    """What the library gives: step the prompt, then pick and step n tokens."""
+def binding_generation(binding, model, prompt, n, sampler=None, state=None, accept=False):
+    """What the library gives: step the prompt (fed to the sampler first when
+    accept), then pick and step n tokens."""
     with binding.Context(model, n_threads=1, profile_path="") as ctx:
         if state:
             ctx.load_state(state, sampler)
+        if accept:
+            sampler.accept(prompt)
         logits = ctx.step(prompt)
         out = []
         for _ in range(n):
@@ -88,3 +91,47 @@ def test_bad_sampling_values_and_state_files_are_refused(cli_path, model, tmp_pa
     for extra in ([], ["--temp", "0.7"]):
         r = cli(cli_path, "run", "-m", model, "--tokens", "1", "--load-state", state, *extra)
         assert r.returncode == 1 and "state" in r.stderr, r.stderr
+
+
+def test_penalties_alone_keep_greedy_and_count_the_prompt(cli_path, binding, model):
+    greedy = ids(cli(cli_path, "run", "-m", model, "--tokens", ",".join(map(str, PROMPT)), "-n", 21))
+    # A prompt ending where greedy is about to repeat tokens it already holds.
+    prompt = PROMPT + greedy[:13]
+    assert set(greedy[13:15]) <= set(prompt), greedy
+    tokens = ",".join(map(str, prompt))
+    penalties = dict(repeat_penalty=3, presence_penalty=100, penalty_last_n=64)
+    penalised = ids(cli(cli_path, "run", "-m", model, "--tokens", tokens, "-n", 8, "--repeat-penalty", 3,
+                        "--presence-penalty", 100, "--repeat-last-n", 64))
+    assert penalised == binding_generation(binding, model, prompt, 8, binding.Sampler(temperature=0, **penalties),
+                                           accept=True)
+    # Not feeding the prompt would have given other tokens, and so does plain greedy.
+    assert penalised != binding_generation(binding, model, prompt, 8, binding.Sampler(temperature=0, **penalties))
+    plain = ids(cli(cli_path, "run", "-m", model, "--tokens", tokens, "-n", 8))
+    assert plain == greedy[13:21] != penalised
+    # Off values are plain greedy.
+    assert plain == ids(cli(cli_path, "run", "-m", model, "--tokens", tokens, "-n", 8, "--repeat-penalty", 1,
+                            "--frequency-penalty", 0))
+
+
+def test_penalties_with_sampling_draw_what_the_library_draws(cli_path, binding, model, tmp_path):
+    tokens = ",".join(map(str, PROMPT))
+    state = tmp_path / "p.state"
+    args = ["--temp", 1.3, "--seed", 5, "--frequency-penalty", 0.8, "--repeat-last-n", 8]
+    drawn = ids(cli(cli_path, "run", "-m", model, "--tokens", tokens, "-n", 10, *args, "--save-state", state))
+    sampler = binding.Sampler(temperature=1.3, seed=5, frequency_penalty=0.8, penalty_last_n=8)
+    assert drawn == binding_generation(binding, model, PROMPT, 10, sampler, accept=True)
+    # The continued session keeps the saved sampler's history and feeds it the new prompt.
+    r = cli(cli_path, "run", "-m", model, "--tokens", "17", "-n", 6, "--repeat-penalty", 2, "--load-state", state)
+    assert "repeat-last-n 8" in r.stderr, r.stderr
+    restored = binding.Sampler()
+    assert ids(r) == binding_generation(binding, model, [17], 6, restored, state, accept=True)
+    assert restored.params["frequency_penalty"] == pytest.approx(0.8)
+
+
+def test_bad_penalty_values_are_refused(cli_path, model):
+    for option, value, words in (("--repeat-penalty", 0, "repeat_penalty"), ("--presence-penalty", -1, "presence_penalty"),
+                                 ("--frequency-penalty", "nan", "--frequency-penalty"),
+                                 ("--repeat-last-n", 70000, "penalty_last_n"), ("--repeat-last-n", -1, "--repeat-last-n"),
+                                 ("--repeat-penalty", "x", "--repeat-penalty")):
+        r = cli(cli_path, "run", "-m", model, "--tokens", "1", option, value)
+        assert r.returncode == 2 and words in r.stderr, (option, value, r.stderr)
