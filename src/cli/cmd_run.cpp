@@ -97,7 +97,7 @@ bool parse_sampling_option(const Args &args, size_t &i, RunOptions &o) {
     else if (a == "--top-p") p.top_p = float(real_option(option_value(args, i), "--top-p"));
     else if (a == "--min-p") p.min_p = float(real_option(option_value(args, i), "--min-p"));
     else if (a == "--seed") p.seed = uint64_t(int_option(option_value(args, i), "--seed", 0, std::numeric_limits<int64_t>::max()));
-    else return parse_penalty_option(args, i, o);
+    else return false;
     o.sampling = true;
     return true;
 }
@@ -163,7 +163,8 @@ int cmd_run(const Args &args) {
                 print_help();
                 return 0;
             }
-            if (parse_model_option(args, i, opt) || parse_sampling_option(args, i, o)) continue;
+            if (parse_model_option(args, i, opt) || parse_sampling_option(args, i, o) || parse_penalty_option(args, i, o))
+                continue;
             if (a == "--tokens") o.prompt = parse_token_list(option_value(args, i));
             else if (a == "-p" || a == "--prompt") o.prompt_text = option_value(args, i), o.text_mode = true;
             else if (a == "-f" || a == "--file") {
