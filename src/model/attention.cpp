@@ -9,7 +9,6 @@
 #include "model/vec8.hpp"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -42,27 +41,15 @@ __attribute__((target("avx,f16c"))) void widen_half_f16c(const uint8_t *p, int32
         _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 2 * size_t(i)))));
     widen_half(p, i, n, out);
 }
-// CPUID leaf 1: ECX bit 27 OSXSAVE, 28 AVX, 29 F16C; XCR0 bits 1-2 say the OS
-// saves the YMM state. (cpuid rather than __builtin_cpu_supports: clang 14 does
-// not know "f16c".)
-bool cpu_has_f16c() {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
-    const unsigned need = (1u << 27) | (1u << 28) | (1u << 29);
-    if ((c & need) != need) return false;
-    unsigned lo = 0, hi = 0;
-    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return (lo & 6u) == 6u;
-}
-const bool kHasF16c = cpu_has_f16c();
 #endif
 
-// f16 cache rows are converted by F16C where the CPU has it, unless the
-// kernels are held to the scalar ISA (MOESTREAM_ISA=scalar, set_isa), which
-// also lets tests run the portable conversion on x86.
+// f16 cache rows are converted by F16C whenever the kernels run a SIMD ISA
+// (the kernels' AVX2 level requires F16C, and AVX-512 requires AVX2), so
+// holding them to the scalar ISA (MOESTREAM_ISA=scalar, set_isa) also lets
+// tests run the portable conversion on x86. Both conversions are exact.
 bool use_f16c() {
 #if defined(__x86_64__)
-    return kHasF16c && kernels::active_isa() != kernels::Isa::scalar;
+    return kernels::active_isa() != kernels::Isa::scalar;
 #else
     return false;
 #endif
@@ -99,7 +86,8 @@ using vec8::store_lanes;
 // (clang) compile attend_tiled for the baseline ISA, where a 16-lane sum takes
 // four SSE registers (64 for the sums of 16 heads), so they keep the 8-lane
 // path unless they target AVX-512 anyway; the sanitizer builds take the wide
-// path regardless, so their tests cover it.
+// path regardless, so their tests cover it. The kernels' AVX-512 level implies
+// F16C (use_f16c), so the wide path converts f16 rows with F16C only.
 bool use_wide() {
 #if defined(__x86_64__) && \
     (defined(MOE_VEC8_AVX512_CLONE) || defined(__AVX512F__) || defined(MOESTREAM_NO_TARGET_CLONES))
@@ -485,9 +473,9 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
         for (; p0 + kWide <= n_pos; p0 += kWide) {
             prefetch_rows(keys, p0 + kWide, kWide, n_pos, k_head, k_bytes);
             for (int32_t l = 0; l < kWide; ++l) k[l] = keys.row(p0 + l) + k_head;
+            // The wide path runs only where F16C is in use (see use_wide).
             if (f32) fill_key_tile_wide<F32Row>(k, dk, tile);
-            else if (f16c) fill_key_tile_f16c_wide(k, dk, tile);
-            else fill_key_tile_wide<HalfRow>(k, dk, tile);
+            else fill_key_tile_f16c_wide(k, dk, tile);
             score_group<F8x2>(group, q, dk, tile, s.scale, scores + p0, stride);
         }
     }
@@ -525,8 +513,7 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
             for (int32_t l = 0; l < n; ++l) v[l] = values.row(j0 + l) + v_head;
             const float *w = scores + size_t(j0);
             if (f32) accumulate_values_wide<F32Row>(v, n, dv, group, w, stride, out);
-            else if (f16c) accumulate_values_f16c_wide(v, n, dv, group, w, stride, out);
-            else accumulate_values_wide<HalfRow>(v, n, dv, group, w, stride, out);
+            else accumulate_values_f16c_wide(v, n, dv, group, w, stride, out);
         }
         return;
     }
