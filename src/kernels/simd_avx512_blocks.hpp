@@ -77,9 +77,10 @@ MOE_ALWAYS_INLINE void group_pair_scales(__m256i sc16, __m512i *out) {
     for (int i = 0; i < 2; ++i) out[i] = _mm512_permutexvar_epi16(_mm512_loadu_si512(kGroupOf.data() + 32 * i), scz);
 }
 
-// sum_g sc_g * <v_g, qa_g> (+ the correction vector acc) over the four registers.
-MOE_ALWAYS_INLINE __m512i group_sums512(const __m512i *v, const __m512i *sc, const uint8_t *act, __m512i acc) {
-    const uint8_t *q = act + q8_k::qs;
+// sum_g sc_g * <v_g, qa_g> (+ the correction vector acc) over the four
+// registers; q: the activation's 256 quants (in the order the decoder's
+// registers hold the weights).
+MOE_ALWAYS_INLINE __m512i group_sums512(const __m512i *v, const __m512i *sc, const uint8_t *q, __m512i acc) {
     const __m512i zero = _mm512_setzero_si512();
     __m512i s[4];
     for (int r = 0; r < 4; ++r) s[r] = _mm512_dpbusd_epi32(zero, v[r], load512(q + 64 * r));
@@ -92,7 +93,7 @@ MOE_ALWAYS_INLINE __m512i group_sums512(const __m512i *v, const __m512i *sc, con
 template <typename Block>
 MOE_ALWAYS_INLINE __m512i corrected_group_sums512(const Block &k, const uint8_t *act) {
     const __m512i bsums = _mm512_zextsi256_si512(load256(act + q8_k::bsums));
-    return group_sums512(k.v, k.sc, act, _mm512_dpwssd_epi32(_mm512_setzero_si512(), bsums, k.corr));
+    return group_sums512(k.v, k.sc, act + q8_k::qs, _mm512_dpwssd_epi32(_mm512_setzero_si512(), bsums, k.corr));
 }
 
 // The frame of a decoder of 512-bit K-quant registers (KRows' / KRowsUnrolled's D).

@@ -162,7 +162,7 @@ struct Q3K512 : KDecoder512<q3_k::bytes, false>, TwoBitLoadOrder<320, Q3K512> {
     }
     MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *arranged, const uint8_t *) {
         const __m512i bsums = _mm512_zextsi256_si512(load256(arranged + 256));
-        return group_sums512(k.v, k.sc, arranged - q8_k::qs,
+        return group_sums512(k.v, k.sc, arranged,
                              _mm512_dpwssd_epi32(_mm512_setzero_si512(), bsums, k.corr));
     }
 };
