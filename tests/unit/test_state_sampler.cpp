@@ -339,7 +339,7 @@ TEST(StateWithSampler, RefusedLoadsLeaveContextAndSamplerAsTheyWere) {
     write_bytes(bad, with_sampler_data(image, long_history));
     expect_refused(bad, moe::Status::bad_format, "sampler section", "history longer than its count");
     std::vector<uint8_t> flipped = image;
-    flipped[flipped.size() - 3] ^= 0x10;  // inside the generator state, checksum left as it was
+    flipped[flipped.size() - 3] ^= 0x10;  // in the sampler section's last bytes, checksum left as it was
     write_bytes(bad, flipped);
     expect_refused(bad, moe::Status::bad_format, "checksum", "flipped bit");
     write_bytes(bad, {image.begin(), image.end() - 8});
