@@ -173,6 +173,13 @@ MOESTREAM_API int moestream_reset(moestream_context *ctx) {
     });
 }
 
+MOESTREAM_API int moestream_truncate(moestream_context *ctx, int32_t n_keep) {
+    return guarded("moestream_truncate", [&] {
+        ContextUse use(ctx);
+        use->truncate(n_keep);
+    });
+}
+
 MOESTREAM_API int32_t moestream_n_vocab(const moestream_context *ctx) {
     return ctx && ctx->ctx ? ctx->ctx->n_vocab() : -1;
 }

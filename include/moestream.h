@@ -308,6 +308,18 @@ MOESTREAM_API int moestream_step_all_logits(moestream_context *ctx, const int32_
 
 /* Forgets all tokens (the expert cache stays warm). */
 MOESTREAM_API int moestream_reset(moestream_context *ctx);
+/* Keeps the first n_keep tokens and forgets the rest: the next step continues
+ * at position n_keep, with the logits stepping only the kept tokens would
+ * have given (to regenerate a reply or edit the end of a conversation; step
+ * the last kept token again after truncating to n_keep - 1 for its logits).
+ * 0 <= n_keep <= n_past (MOESTREAM_ERR_INVALID_ARGUMENT otherwise); 0 is
+ * moestream_reset. Models with sliding-window layers keep only a ring of the
+ * last n_swa + max_batch - 1 positions there, so once more tokens than that
+ * have been stepped they can go back by max_batch tokens at most:
+ * MOESTREAM_ERR_UNSUPPORTED beyond (reset and step the kept tokens instead).
+ * On error the context is unchanged. A sampler's history is separate
+ * (moestream_sampler_reset / _accept). Since 0.4. */
+MOESTREAM_API int moestream_truncate(moestream_context *ctx, int32_t n_keep);
 
 /* Writes everything the context needs to continue exactly (tokens, positions,
  * KV cache) atomically: a failure leaves any previous file at path intact.

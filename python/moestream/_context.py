@@ -105,6 +105,13 @@ class Context(OwnedHandle):
         with self._claim() as handle:
             self._lib.moestream_reset(handle)
 
+    def truncate(self, n_keep):
+        """Keeps the first n_keep tokens and forgets the rest; the next step
+        continues at position n_keep. Models with sliding-window layers can go
+        back only as far as their rings reach (moestream_truncate)."""
+        with self._claim() as handle:
+            self._lib.moestream_truncate(handle, n_keep)
+
     def save_state(self, path, sampler=None):
         """Saves tokens and KV cache atomically; with a Sampler, also its
         parameters and generator state (docs/state-format.md)."""

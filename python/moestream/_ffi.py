@@ -159,6 +159,7 @@ FUNCTIONS = [
     ("moestream_step", _STATUS, [ContextPtr, _P(_i32), _i32, _P(ctypes.c_float)]),
     ("moestream_step_all_logits", _STATUS, [ContextPtr, _P(_i32), _i32, _P(ctypes.c_float)]),
     ("moestream_reset", _STATUS, [ContextPtr]),
+    ("moestream_truncate", _STATUS, [ContextPtr, _i32]),
     ("moestream_state_save", _STATUS, [ContextPtr, ctypes.c_char_p]),
     ("moestream_state_load", _STATUS, [ContextPtr, ctypes.c_char_p]),
     ("moestream_stats_init", None, [_P(Stats)]),

@@ -100,6 +100,12 @@ public:
     // (0 for full attention): a state at n_past needs the layer's rows from
     // there on, and a ring still holds them (kv_cache_rows.cpp).
     int32_t first_needed(int32_t layer, int32_t n_past) const;
+    // The fewest positions a context at n_past can go back to and continue
+    // exactly: 0 without rings; with them, the point from which every ring
+    // still holds the window of the position that comes next (a ring keeps its
+    // last `rows` positions, so rings that have wrapped allow going back by
+    // rows - window + 1 positions, max_batch as kv_layout_for sizes them).
+    int32_t min_keep(int32_t n_past) const;
     // Positions [first, end) of one layer as raw cache elements, position
     // after position: one span, or two where the ring wraps. Every position
     // must still be kept (first >= end - rows). For saving state.

@@ -13,6 +13,19 @@ int32_t KvCache::first_needed(int32_t layer, int32_t n_past) const {
     return window > 0 ? std::max(0, n_past - (window - 1)) : 0;
 }
 
+int32_t KvCache::min_keep(int32_t n_past) const {
+    int32_t keep = 0;
+    for (int32_t l = 0; l < layout_.n_layer(); ++l) {
+        const int32_t rows = layout_.rows[size_t(l)];
+        // A ring that has not wrapped yet still holds every position.
+        if (!layout_.is_ring(l) || n_past <= rows) continue;
+        // Going back to k needs positions [k - (window - 1), k), and the ring
+        // holds [n_past - rows, n_past).
+        keep = std::max(keep, n_past - rows + layout_.window[size_t(l)] - 1);
+    }
+    return keep;
+}
+
 std::array<std::span<const uint8_t>, 2> KvCache::row_bytes(KvPart part, int32_t layer, int32_t first,
                                                            int32_t end) const {
     if (end <= first) return {};

@@ -210,6 +210,20 @@ void Context::step(const int32_t *tokens, int32_t n_tokens, float *logits_out, b
 
 void Context::reset() { n_past_ = 0; }
 
+void Context::truncate(int32_t n_keep) {
+    if (n_keep < 0 || n_keep > n_past_)
+        fail(Status::invalid_argument, "cannot keep %d tokens: the context holds %d", n_keep, n_past_);
+    // The rows of the forgotten positions stay where they are: the next step
+    // overwrites them, and no query reads past its own position.
+    const int32_t floor = forward_->kv().min_keep(n_past_);
+    if (n_keep < floor)
+        fail(Status::unsupported,
+             "cannot go back to %d tokens: the sliding-window layers' rings hold the window of %d tokens and more "
+             "(reset and step the tokens to keep again, or open with a larger max_batch)",
+             n_keep, floor);
+    n_past_ = n_keep;
+}
+
 void Context::reset_stats() {
     stats_.reset();
     if (io::ObservedBackend *reads = source_.source->observed_reads()) reads->reset_activity();

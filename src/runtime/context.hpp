@@ -79,6 +79,12 @@ public:
     // every_token each token's, n_tokens * n_vocab floats.
     void step(const int32_t *tokens, int32_t n_tokens, float *logits_out, bool every_token = false);
     void reset();
+    // Keeps the first n_keep tokens (0..n_past) and forgets the rest, so the
+    // next step continues at position n_keep exactly as if the forgotten
+    // tokens had never been stepped. Sliding-window layers keep a ring of
+    // their last positions, so past a point (KvCache::min_keep) they can no
+    // longer go back: unsupported then, and the context is unchanged.
+    void truncate(int32_t n_keep);
 
     // Tokens, positions and KV cache to / from a state file
     // (docs/state-format.md; context_state.cpp), with the sampler's

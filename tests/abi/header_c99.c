@@ -29,6 +29,7 @@ int main(void) {
     CHECK(strcmp(moestream_status_string(MOESTREAM_OK), "ok") == 0);
     CHECK(strcmp(moestream_status_string(12345), "unknown status") == 0);
     CHECK(moestream_last_error() != NULL);
+    CHECK(moestream_truncate(NULL, 0) == MOESTREAM_ERR_INVALID_ARGUMENT);
 
     moestream_sampler_params_init(&sp);
     CHECK(sp.struct_size == sizeof sp);

@@ -4,10 +4,11 @@
 // (also every token's logits of one step) and with other thread counts; states saved with rings hold only the window
 // and continue exactly, also into a context of another ring size, and states
 // of every position (as format version 1 wrote them) load into rings; a step
-// of several chunks that fails leaves the rings as they were; the stats count
-// the rings' memory.
+// of several chunks that fails leaves the rings as they were; truncating
+// goes back as far as the rings reach; the stats count the rings' memory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -21,6 +22,7 @@
 #include "support/generated_models.hpp"
 #include "support/paths.hpp"
 #include "support/scoped_env.hpp"
+#include "support/status_of.hpp"
 
 namespace {
 
@@ -127,6 +129,53 @@ std::vector<std::vector<float>> continue_with(Context &c, const std::vector<int3
     std::vector<std::vector<float>> out;
     for (int32_t t : cont) out.push_back(step(c, {t}));
     return out;
+}
+
+Status truncate_status(Context &c, int32_t n_keep, std::string *message = nullptr) {
+    return test::status_of([&] { c.truncate(n_keep); }, message);
+}
+
+// truncate goes back as far as every ring still holds the window of the next
+// position (max_batch positions once the rings have wrapped, anywhere before)
+// and then continues bit for bit as a context that never saw the forgotten
+// tokens; further back it is refused and the context stays as it was.
+TEST(SlidingWindowRings, TruncateContinuesExactlyAsFarAsTheRingsReach) {
+    const std::string path = tiny_model(test::scratch_dir());
+    const std::vector<int32_t> seen = tokens(36, 12), cont = tokens(9, 13);
+    for (const int32_t batch : {1, 4, 7, kCtx}) {
+        Context c(params(path, false, batch));
+        step(c, std::vector<int32_t>(seen.begin(), seen.begin() + 30));
+        step(c, std::vector<int32_t>(seen.begin() + 30, seen.end()));
+        const int32_t n_past = c.n_past();
+        // Rings of kWindow + batch - 1 rows (none with batch kCtx).
+        const int32_t floor = batch == kCtx ? 0 : n_past - batch;
+        ASSERT_EQ(c.kv_cache().min_keep(n_past), floor) << batch;
+        if (floor > 0) {
+            std::string message;
+            EXPECT_EQ(truncate_status(c, floor - 1, &message), Status::unsupported) << batch;
+            EXPECT_NE(message.find("cannot go back to " + std::to_string(floor - 1) + " tokens"), std::string::npos)
+                << message;
+            EXPECT_EQ(c.n_past(), n_past);
+        }
+        EXPECT_EQ(truncate_status(c, -1), Status::invalid_argument);
+        EXPECT_EQ(truncate_status(c, n_past + 1), Status::invalid_argument);
+        EXPECT_EQ(c.n_past(), n_past);
+        const int32_t keep = std::max(floor, 20);
+        c.truncate(keep);
+        EXPECT_EQ(c.n_past(), keep);
+        Context fresh(params(path, false, kCtx));
+        step(fresh, std::vector<int32_t>(seen.begin(), seen.begin() + keep));
+        const auto want = continue_with(fresh, cont), got = continue_with(c, cont);
+        for (size_t i = 0; i < cont.size(); ++i)
+            EXPECT_TRUE(same_bits(got[i], want[i])) << "max_batch " << batch << ", kept " << keep << ", token " << i;
+    }
+    // Before the rings wrap, any point is in reach.
+    Context early(params(path, false, 1));
+    step(early, tokens(kWindow, 14));
+    ASSERT_EQ(early.kv_cache().min_keep(kWindow), 0);
+    early.truncate(0);
+    Context fresh(params(path, false, 1));
+    EXPECT_TRUE(same_bits(step(early, cont), step(fresh, cont)));
 }
 
 uint32_t file_version(const std::string &path) {
