@@ -1,5 +1,6 @@
 // Sampler handles: moestream_sampler_* and moestream_sample.
 #include <cstddef>
+#include <cstring>
 #include <initializer_list>
 #include <span>
 
@@ -36,24 +37,30 @@ moe::SamplerParams from_c(const moestream_sampler_params &c) {
     return p;
 }
 
+// Every field of the current layout, struct_size = sizeof: what
+// moestream_sampler_params_init writes, and the image moestream_sampler_params_get
+// copies the caller's struct_size bytes of.
+moestream_sampler_params to_c(const moe::SamplerParams &p) {
+    moestream_sampler_params c{};
+    c.struct_size = sizeof(moestream_sampler_params);
+    c.temperature = p.temperature;
+    c.top_k = p.top_k;
+    c.top_p = p.top_p;
+    c.min_p = p.min_p;
+    c.seed = p.seed;
+    c.repeat_penalty = p.repeat_penalty;
+    c.presence_penalty = p.presence_penalty;
+    c.frequency_penalty = p.frequency_penalty;
+    c.penalty_last_n = p.penalty_last_n;
+    return c;
+}
+
 }  // namespace
 
 extern "C" {
 
 MOESTREAM_API void moestream_sampler_params_init(moestream_sampler_params *params) {
-    if (!params) return;
-    const moe::SamplerParams d;
-    *params = moestream_sampler_params{};
-    params->struct_size = sizeof(moestream_sampler_params);
-    params->temperature = d.temperature;
-    params->top_k = d.top_k;
-    params->top_p = d.top_p;
-    params->min_p = d.min_p;
-    params->seed = d.seed;
-    params->repeat_penalty = d.repeat_penalty;
-    params->presence_penalty = d.presence_penalty;
-    params->frequency_penalty = d.frequency_penalty;
-    params->penalty_last_n = d.penalty_last_n;
+    if (params) *params = to_c(moe::SamplerParams{});
 }
 
 MOESTREAM_API int moestream_sampler_new(const moestream_sampler_params *params, moestream_sampler **out) {
@@ -93,18 +100,12 @@ MOESTREAM_API int moestream_sampler_params_get(const moestream_sampler *sampler,
         moe::capi::require(out, "out");
         require_sampler_params_size(out->struct_size);
         moe::capi::SamplerUse use(sampler);
-        const moe::SamplerParams &p = use->params();
-        out->temperature = p.temperature;
-        out->top_k = p.top_k;
-        out->top_p = p.top_p;
-        out->min_p = p.min_p;
-        out->seed = p.seed;
-        if (out->struct_size > kPenaltiesOffset) {
-            out->repeat_penalty = p.repeat_penalty;
-            out->presence_penalty = p.presence_penalty;
-            out->frequency_penalty = p.frequency_penalty;
-            out->penalty_last_n = p.penalty_last_n;
-        }
+        // A caller built against the earlier layout gets the fields up to seed;
+        // not a byte past its struct is written.
+        const size_t given = out->struct_size;
+        moestream_sampler_params image = to_c(use->params());
+        image.struct_size = given;
+        std::memcpy(out, &image, given);
     });
 }
 

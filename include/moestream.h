@@ -514,7 +514,7 @@ MOESTREAM_API int moestream_sampler_accept(moestream_sampler *sampler, const int
 MOESTREAM_API int moestream_sampler_reset(moestream_sampler *sampler);
 /* The sampler's parameters (after moestream_state_load_with_sampler, the
  * restored ones). A struct of the earlier layout's size gets the fields up
- * to seed. */
+ * to seed; nothing past out->struct_size bytes is written. */
 MOESTREAM_API int moestream_sampler_params_get(const moestream_sampler *sampler, moestream_sampler_params *out);
 
 /* State files with the sampler (docs/state-format.md, "Sampler section").

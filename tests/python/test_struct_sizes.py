@@ -151,6 +151,30 @@ def test_sampler_params_sizes(lib):
         refused(lib, greedy_pick(size)[0])
 
 
+def test_sampler_params_get_writes_exactly_the_given_size(lib):
+    """Each accepted size gets the current layout's bytes up to its size (struct_size
+    keeping the size given) and not one byte past it."""
+    p = _ffi.SamplerParams()
+    lib.moestream_sampler_params_init(ctypes.byref(p))
+    p.temperature, p.top_k, p.top_p, p.min_p, p.seed = 0.25, 7, 0.5, 0.125, 0x0123456789ABCDEF
+    p.repeat_penalty, p.presence_penalty, p.frequency_penalty, p.penalty_last_n = 1.5, 0.75, 0.375, 9
+    sampler = _ffi.SamplerPtr()
+    assert lib.raw("moestream_sampler_new")(ctypes.byref(p), ctypes.byref(sampler)) == Status.OK, lib.last_error()
+    get = lib.raw("moestream_sampler_params_get")
+    full = ctypes.sizeof(_ffi.SamplerParams)
+    try:
+        for size in SAMPLER_SIZES:
+            buf = (ctypes.c_uint8 * (full + 16))(*([0xA5] * (full + 16)))  # room past the largest layout
+            ctypes.memmove(buf, ctypes.byref(ctypes.c_size_t(size)), ctypes.sizeof(ctypes.c_size_t))
+            assert get(sampler, ctypes.cast(buf, ctypes.POINTER(_ffi.SamplerParams))) == Status.OK, lib.last_error()
+            want = bytearray(bytes(p))
+            want[:ctypes.sizeof(ctypes.c_size_t)] = bytes(ctypes.c_size_t(size))
+            assert bytes(buf)[:size] == bytes(want[:size]), size
+            assert bytes(buf)[size:] == b"\xA5" * (full + 16 - size), size
+    finally:
+        lib.moestream_sampler_free(sampler)
+
+
 def single_size_calls(lib, ctx, model_path, tmp_path):
     """(struct type, call taking an instance) for every other sized struct."""
     sampler = _ffi.SamplerPtr()
