@@ -208,20 +208,6 @@ int32_t Sampler::sample_filtered(std::span<const float> logits, float max_logit)
     return scratch_[0].id;  // unreachable: target < total == the same sum in the same order
 }
 
-void Sampler::save_state(std::span<uint8_t, kStateBytes> out) const {
-    const Xoshiro256::State &s = rng_.state();
-    for (size_t w = 0; w < s.size(); ++w)
-        for (size_t b = 0; b < 8; ++b) out[w * 8 + b] = static_cast<uint8_t>(s[w] >> (8 * b));
-}
-
-void Sampler::load_state(std::span<const uint8_t, kStateBytes> in) {
-    Xoshiro256::State s{};
-    for (size_t w = 0; w < s.size(); ++w)
-        for (size_t b = 0; b < 8; ++b) s[w] |= static_cast<uint64_t>(in[w * 8 + b]) << (8 * b);
-    if (s == Xoshiro256::State{}) fail(Status::bad_format, "sampler state is all zero (corrupt state)");
-    rng_.set_state(s);
-}
-
 void Sampler::restore(SamplerSnapshot &&snapshot) {
     rng_.set_state(snapshot.rng);
     params_ = snapshot.params;

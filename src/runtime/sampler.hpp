@@ -97,10 +97,6 @@ struct SamplerSnapshot {
 // penalties on the penalised row and a per-id count table, grow once).
 class Sampler {
 public:
-    // Serialised state: the PRNG words, little-endian. Parameters are not part
-    // of it; they are fixed at construction.
-    static constexpr size_t kStateBytes = Xoshiro256::kStateWords * 8;
-
     explicit Sampler(const SamplerParams &params);
 
     // Picks a token and records it in the history.
@@ -114,11 +110,10 @@ public:
     const TokenHistory &history() const { return history_; }
 
     const SamplerParams &params() const { return params_; }
-    void save_state(std::span<uint8_t, kStateBytes> out) const;
-    // Throws bad_format for a state no sampler can be in (all zero).
-    void load_state(std::span<const uint8_t, kStateBytes> in);
     const Xoshiro256 &rng() const { return rng_; }
 
+    // Saved and restored through a state file's sampler section
+    // (runtime/sampler_state.hpp).
     SamplerSnapshot snapshot() const { return {params_, rng_.state(), history_}; }
     // Becomes the sampler the snapshot was taken of. The snapshot must be
     // valid (validate() passes, the generator state is not all zero, the

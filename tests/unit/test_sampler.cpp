@@ -1,7 +1,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -210,29 +209,6 @@ TEST(Sampler, SameSeedSameSequenceOtherSeedOtherSequence) {
         differ += ta != c.sample(logits);
     }
     EXPECT_GT(differ, 0);
-}
-
-TEST(Sampler, SavedStateResumesTheSequence) {
-    std::vector<float> logits = log_probs({0.25, 0.25, 0.25, 0.25});
-    moe::Sampler a(unfiltered(1.0f, 11));
-    for (int i = 0; i < 17; ++i) a.sample(logits);
-    std::array<uint8_t, moe::Sampler::kStateBytes> state{};
-    a.save_state(state);
-
-    moe::Sampler b(unfiltered(1.0f, 12345));
-    b.load_state(state);
-    for (int i = 0; i < 100; ++i) ASSERT_EQ(a.sample(logits), b.sample(logits));
-
-    std::array<uint8_t, moe::Sampler::kStateBytes> zero{};
-    expect_status(moe::Status::bad_format, [&] { b.load_state(zero); });
-}
-
-TEST(Sampler, StateBytesAreLittleEndianWords) {
-    moe::Sampler s(unfiltered(1.0f, 0));
-    std::array<uint8_t, moe::Sampler::kStateBytes> state{};
-    s.save_state(state);
-    EXPECT_EQ(state[0], 0xaf);  // low byte of 0xe220a8397b1dcdaf
-    EXPECT_EQ(state[7], 0xe2);
 }
 
 TEST(Sampler, TopPOnALargeFlatVocabularyKeepsTheWholeNucleus) {

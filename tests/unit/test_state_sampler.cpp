@@ -160,9 +160,28 @@ TEST(SamplerSection, RoundTripsParametersAndGeneratorState) {
     const moe::SamplerSnapshot got = moe::decode_sampler_section(bytes, "x");
     EXPECT_TRUE(same_snapshot(got, sampler.snapshot()));
 
+    // The draws depend on where the generator is: the same parameters from
+    // the seed draw another sequence than the continued one.
+    moe::Sampler from_seed(spread_sampler(99));
     moe::Sampler other(moe::SamplerParams{});
     other.restore(moe::SamplerSnapshot(got));
-    for (int i = 0; i < 20; ++i) ASSERT_EQ(other.sample(logits), sampler.sample(logits)) << i;
+    int differ = 0;
+    for (int i = 0; i < 20; ++i) {
+        const int32_t t = sampler.sample(logits);
+        ASSERT_EQ(other.sample(logits), t) << i;
+        differ += from_seed.sample(logits) != t;
+    }
+    EXPECT_GT(differ, 0);
+}
+
+TEST(SamplerSection, GeneratorStateIsLittleEndianWordsAtOffset32) {
+    // Seed 0's state is splitmix64's first four outputs from 0.
+    const uint64_t words[4] = {0xe220a8397b1dcdafull, 0x6e789e6aa1b965f4ull, 0x06c45d188009454full,
+                               0xf88bb8a8724c81ecull};
+    const auto bytes = moe::encode_sampler_section(moe::Sampler(spread_sampler(0)).snapshot());
+    for (size_t w = 0; w < 4; ++w)
+        for (size_t b = 0; b < 8; ++b)
+            EXPECT_EQ(bytes[32 + 8 * w + b], uint8_t(words[w] >> (8 * b))) << "word " << w << " byte " << b;
 }
 
 TEST(SamplerSection, HistoryAndPenaltiesRoundTrip) {
