@@ -457,13 +457,19 @@ typedef struct moestream_sampler_params {
      * the sampler's history (see moestream_sample). A caller built against
      * the earlier struct (ending at seed) passes its smaller struct_size and
      * gets the penalties off. */
-    float repeat_penalty;    /* > 0; a seen token's positive logit is divided by it, a negative one multiplied; 1 = off */
-    float presence_penalty;  /* >= 0; subtracted once from a seen token's logit; 0 = off */
-    float frequency_penalty; /* >= 0; subtracted once per occurrence in the window; 0 = off */
-    int32_t penalty_last_n;  /* the window: 0 .. MOESTREAM_SAMPLER_MAX_PENALTY_LAST_N (0 = penalties off) */
+    float repeat_penalty;    /* > 0; a seen token's positive logit is divided by it, a negative one multiplied; 1 = off
+                                (below 1 favours seen tokens) */
+    float presence_penalty;  /* subtracted once from a seen token's logit; 0 = off; negative favours seen tokens */
+    float frequency_penalty; /* subtracted once per occurrence in the window; 0 = off; negative favours seen tokens */
+    int32_t penalty_last_n;  /* the window: the last 0 .. MOESTREAM_SAMPLER_MAX_PENALTY_LAST_N tokens (0 = penalties
+                                off), or -1 for the whole history (see below) */
 } moestream_sampler_params;
 
-/* The largest penalty_last_n. */
+/* The largest penalty_last_n. penalty_last_n -1 counts every token recorded
+ * since moestream_sampler_new or moestream_sampler_reset: the whole context
+ * when the sampler is fed the prompt and reset along with the context. The
+ * sampler does not know the context's length, so its history then holds the
+ * largest window (the last MOESTREAM_SAMPLER_MAX_PENALTY_LAST_N tokens). */
 #define MOESTREAM_SAMPLER_MAX_PENALTY_LAST_N 65536
 
 /* Defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, seed 0;
@@ -472,22 +478,26 @@ typedef struct moestream_sampler_params {
 MOESTREAM_API void moestream_sampler_params_init(moestream_sampler_params *params);
 /* Invalid values (temperature < 0 or not finite, top_k < 0, top_p outside
  * (0, 1], min_p outside [0, 1], repeat_penalty <= 0 or not finite,
- * presence_penalty or frequency_penalty < 0 or not finite, penalty_last_n
- * outside [0, MOESTREAM_SAMPLER_MAX_PENALTY_LAST_N]) give
- * MOESTREAM_ERR_INVALID_ARGUMENT. struct_size is this header's size or the
+ * presence_penalty or frequency_penalty not finite, penalty_last_n below -1
+ * or above MOESTREAM_SAMPLER_MAX_PENALTY_LAST_N) give
+ * MOESTREAM_ERR_INVALID_ARGUMENT naming the field. struct_size is this header's size or the
  * earlier layout's, offsetof(moestream_sampler_params, repeat_penalty). The sampler's token
- * history, a ring of penalty_last_n ids (4 bytes each), is allocated here. */
+ * history, a ring of penalty_last_n ids (4 bytes each; MOESTREAM_SAMPLER_MAX_PENALTY_LAST_N
+ * of them for -1), is allocated here. */
 MOESTREAM_API int moestream_sampler_new(const moestream_sampler_params *params, moestream_sampler **out);
 /* NULL-safe. While another thread is inside a call on the sampler, frees
  * nothing (see the conventions at the top). */
 MOESTREAM_API void moestream_sampler_free(moestream_sampler *sampler);
 /* Picks a token from n_vocab logits and records it in the sampler's history.
  * First, when a penalty is on, each distinct token among the last
- * penalty_last_n of the history (ids >= n_vocab are skipped), seen c times
- * there, has its logit l changed, in float arithmetic, to
+ * penalty_last_n of the history (all of it for -1; ids >= n_vocab are
+ * skipped), seen c times there, has its logit l changed, in float
+ * arithmetic, to
  *     l = l > 0 ? l / repeat_penalty : l * repeat_penalty;
  *     l = l - (c * frequency_penalty + presence_penalty);
- * (on a copy: the caller's row is not written). This applies to greedy too.
+ * (on a copy: the caller's row is not written). Negative presence or
+ * frequency penalties raise seen tokens' logits; a result beyond float's
+ * range becomes +-inf (and +inf is picked as below). This applies to greedy too.
  * Greedy picks the largest logit (lowest id
  * on ties). Otherwise p = softmax(logits / temperature), then min-p, top-k and
  * top-p filter, and a token is drawn with the sampler's seeded xoshiro256**

@@ -14,7 +14,9 @@ class Sampler(OwnedHandle):
     tokens it drew and those given to ``accept``): a seen token's positive
     logit is divided by ``repeat_penalty`` and a negative one multiplied, then
     ``presence_penalty`` is subtracted once and ``frequency_penalty`` once per
-    occurrence. Arguments left as None take the library's defaults
+    occurrence (negative values favour seen tokens instead). ``penalty_last_n=-1``
+    counts the whole history since creation or ``reset()`` (up to 65536 tokens).
+    Arguments left as None take the library's defaults
     (moestream_sampler_params_init; the penalties are off). One thread at a
     time; ``close()`` while a call is running raises Error with status BUSY.
     """

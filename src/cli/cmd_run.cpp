@@ -43,9 +43,10 @@ void print_help() {
                 "repetition penalties over the last --repeat-last-n tokens, prompt included (off unless given; alone\n"
                 "they keep greedy, with a sampling option they apply before it):\n"
                 "  --repeat-penalty R       divide a seen token's positive logit by R, multiply a negative one (1 = off)\n"
-                "  --presence-penalty P     subtract P from a seen token's logit (0 = off)\n"
-                "  --frequency-penalty F    subtract F per occurrence of a token (0 = off)\n"
-                "  --repeat-last-n N        the window: the last N tokens (default 64, 0..65536)\n"
+                "  --presence-penalty P     subtract P from a seen token's logit (0 = off; negative favours it)\n"
+                "  --frequency-penalty F    subtract F per occurrence of a token (0 = off; negative favours it)\n"
+                "  --repeat-last-n N        the window: the last N tokens (default 64, 0..65536; -1 = all of them,\n"
+                "                           up to 65536)\n"
                 "state:\n"
                 "  --load-state FILE        continue the session saved in FILE (the prompt is appended to it); a\n"
                 "                           run with a sampling or penalty option continues the saved sampler\n"
@@ -82,7 +83,7 @@ bool parse_penalty_option(const Args &args, size_t &i, RunOptions &o) {
     if (a == "--repeat-penalty") p.repeat_penalty = float(real_option(option_value(args, i), "--repeat-penalty"));
     else if (a == "--presence-penalty") p.presence_penalty = float(real_option(option_value(args, i), "--presence-penalty"));
     else if (a == "--frequency-penalty") p.frequency_penalty = float(real_option(option_value(args, i), "--frequency-penalty"));
-    else if (a == "--repeat-last-n") p.penalty_last_n = int32_t(int_option(option_value(args, i), "--repeat-last-n", 0, std::numeric_limits<int32_t>::max()));
+    else if (a == "--repeat-last-n") p.penalty_last_n = int32_t(int_option(option_value(args, i), "--repeat-last-n", -1, std::numeric_limits<int32_t>::max()));
     else return false;
     o.penalties = true;
     return true;

@@ -51,15 +51,20 @@ void validate(const SamplerParams &p) {
     if (!(std::isfinite(p.repeat_penalty) && p.repeat_penalty > 0.0f))
         fail(Status::invalid_argument, "sampler repeat_penalty is %g; expected a finite value > 0 (1 = off)",
              static_cast<double>(p.repeat_penalty));
-    if (!(std::isfinite(p.presence_penalty) && p.presence_penalty >= 0.0f))
-        fail(Status::invalid_argument, "sampler presence_penalty is %g; expected a finite value >= 0 (0 = off)",
+    if (!std::isfinite(p.presence_penalty))
+        fail(Status::invalid_argument, "sampler presence_penalty is %g; expected a finite value (0 = off)",
              static_cast<double>(p.presence_penalty));
-    if (!(std::isfinite(p.frequency_penalty) && p.frequency_penalty >= 0.0f))
-        fail(Status::invalid_argument, "sampler frequency_penalty is %g; expected a finite value >= 0 (0 = off)",
+    if (!std::isfinite(p.frequency_penalty))
+        fail(Status::invalid_argument, "sampler frequency_penalty is %g; expected a finite value (0 = off)",
              static_cast<double>(p.frequency_penalty));
-    if (p.penalty_last_n < 0 || p.penalty_last_n > kMaxPenaltyLastN)
-        fail(Status::invalid_argument, "sampler penalty_last_n is %d; expected 0 <= penalty_last_n <= %d",
-             p.penalty_last_n, kMaxPenaltyLastN);
+    if (p.penalty_last_n < kPenaltyWholeHistory || p.penalty_last_n > kMaxPenaltyLastN)
+        fail(Status::invalid_argument,
+             "sampler penalty_last_n is %d; expected 0 <= penalty_last_n <= %d, or %d for the whole history",
+             p.penalty_last_n, kMaxPenaltyLastN, kPenaltyWholeHistory);
+}
+
+size_t SamplerParams::penalty_window() const {
+    return static_cast<size_t>(penalty_last_n == kPenaltyWholeHistory ? kMaxPenaltyLastN : penalty_last_n);
 }
 
 namespace {
@@ -73,7 +78,7 @@ const SamplerParams &validated(const SamplerParams &params) {
 }  // namespace
 
 Sampler::Sampler(const SamplerParams &params)
-    : params_(validated(params)), rng_(params.seed), history_(static_cast<size_t>(params.penalty_last_n)) {}
+    : params_(validated(params)), rng_(params.seed), history_(params.penalty_window()) {}
 
 int32_t Sampler::sample(std::span<const float> logits) {
     if (logits.empty()) fail(Status::invalid_argument, "cannot sample from an empty logits row");

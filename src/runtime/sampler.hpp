@@ -43,26 +43,35 @@ struct SamplerParams {
     float min_p = 0.05f;       // 0 = off
     uint64_t seed = 0;
     // Repetition penalties over the last penalty_last_n tokens (see Sampler).
-    float repeat_penalty = 1.0f;     // 1 = off
-    float presence_penalty = 0.0f;   // 0 = off
-    float frequency_penalty = 0.0f;  // 0 = off
-    int32_t penalty_last_n = 64;     // 0 = no window (penalties off)
+    float repeat_penalty = 1.0f;     // > 0; 1 = off, below 1 favours seen tokens
+    float presence_penalty = 0.0f;   // 0 = off; negative favours seen tokens
+    float frequency_penalty = 0.0f;  // 0 = off; negative favours seen tokens
+    int32_t penalty_last_n = 64;     // 0 = no window (penalties off); kPenaltyWholeHistory = all
 
     bool penalties_on() const {
-        return penalty_last_n > 0 && (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
+        return penalty_last_n != 0 && (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
     }
+    // How many of the most recent tokens the penalties count: the history's
+    // capacity. For validated parameters.
+    size_t penalty_window() const;
 };
 
 // The largest penalty window: far beyond any use, while its ring (4 bytes a
 // token) and the state file's sampler section stay small.
 inline constexpr int32_t kMaxPenaltyLastN = 1 << 16;
+// penalty_last_n for every token since construction or reset(): the whole
+// context, when the sampler is fed the prompt and reset with its context.
+// The sampler does not know the context's length, so its ring holds the
+// largest window (kMaxPenaltyLastN ids, allocated at construction); a longer
+// context has its last kMaxPenaltyLastN tokens counted.
+inline constexpr int32_t kPenaltyWholeHistory = -1;
 
 // Throws invalid_argument naming the offending field.
 void validate(const SamplerParams &params);
 
 // Everything that decides a sampler's future tokens: its parameters, its
 // generator state and its token history (what a state file's sampler section
-// holds). The history's capacity is params.penalty_last_n.
+// holds). The history's capacity is params.penalty_window().
 struct SamplerSnapshot {
     SamplerParams params;
     Xoshiro256::State rng{};
@@ -80,19 +89,22 @@ struct SamplerSnapshot {
 // matters, so a given seed and logits yield the same token sequence.
 //
 // Repetition penalties come first, on a copy of the row, for each distinct id
-// among the last penalty_last_n tokens of the history (drawn by sample() or
+// among the last penalty_window() tokens of the history (drawn by sample() or
 // fed by accept()) that is below the row's length, seen c times there:
 //     l = l > 0 ? l / repeat_penalty : l * repeat_penalty
 //     l = l - (float(c) * frequency_penalty + presence_penalty)
-// in float arithmetic. Greedy picks from the penalised row too. With every
-// penalty off (the defaults) the row is used as given.
+// in float arithmetic. repeat_penalty > 0 keeps each logit's sign, so above 1
+// it lowers a seen token's logit whatever its sign, below 1 raises it; negative
+// presence or frequency penalties raise seen tokens' logits (a result beyond float's range becomes
+// +-inf, and a +inf one is picked as below). Greedy picks from the penalised
+// row too. With every penalty off (the defaults) the row is used as given.
 //
 // NaN logits are never picked (treated as -inf). If some logit is +inf the
 // lowest such id is returned. A row with no finite or +inf logit is an
 // invalid_argument error.
 //
 // One sampler is used by one thread at a time. The history is a ring of
-// penalty_last_n ids allocated at construction. sample() allocates only when
+// penalty_window() ids allocated at construction. sample() allocates only when
 // a row is larger than any row seen before (the candidate scratch, and with
 // penalties on the penalised row and a per-id count table, grow once).
 class Sampler {
@@ -117,7 +129,7 @@ public:
     SamplerSnapshot snapshot() const { return {params_, rng_.state(), history_}; }
     // Becomes the sampler the snapshot was taken of. The snapshot must be
     // valid (validate() passes, the generator state is not all zero, the
-    // history's capacity is params.penalty_last_n), as decode_sampler_section
+    // history's capacity is params.penalty_window()), as decode_sampler_section
     // guarantees; then this cannot fail (the history is moved in).
     void restore(SamplerSnapshot &&snapshot);
 

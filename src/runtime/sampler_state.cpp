@@ -90,10 +90,11 @@ SamplerSnapshot decode_sampler_section(std::span<const uint8_t> bytes, const std
     for (size_t w = 0; w < Xoshiro256::kStateWords; ++w) s.rng[w] = get<uint64_t>(p, kRngAt + 8 * w);
     if (s.rng == Xoshiro256::State{})
         fail(Status::bad_format, "%s: sampler section: generator state is all zero (corrupt)", lbl);
-    if (n_history > uint32_t(s.params.penalty_last_n))
-        fail(Status::bad_format, "%s: sampler section: %u history tokens exceed penalty_last_n %d", lbl, n_history,
-             s.params.penalty_last_n);
-    s.history = TokenHistory(size_t(s.params.penalty_last_n));
+    const size_t window = s.params.penalty_window();
+    if (n_history > window)
+        fail(Status::bad_format, "%s: sampler section: %u history tokens exceed the window of %zu (penalty_last_n %d)",
+             lbl, n_history, window, s.params.penalty_last_n);
+    s.history = TokenHistory(window);
     for (uint32_t i = 0; i < n_history; ++i) {
         const int32_t id = get<int32_t>(p, kHistoryAt + 4 * size_t(i));
         if (id < 0) fail(Status::bad_format, "%s: sampler section: history token %u is %d (negative)", lbl, i, id);

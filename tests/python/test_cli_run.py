@@ -128,10 +128,22 @@ def test_penalties_with_sampling_draw_what_the_library_draws(cli_path, binding, 
     assert restored.params["frequency_penalty"] == pytest.approx(0.8)
 
 
+def test_whole_history_window_and_negative_penalties_draw_what_the_library_draws(cli_path, binding, model):
+    tokens = ",".join(map(str, PROMPT))
+    args = ["--temp", 1.1, "--seed", 4, "--presence-penalty", -0.7, "--frequency-penalty", 0.3, "--repeat-last-n", -1]
+    drawn = ids(cli(cli_path, "run", "-m", model, "--tokens", tokens, "-n", 10, *args))
+    sampler = binding.Sampler(temperature=1.1, seed=4, presence_penalty=-0.7, frequency_penalty=0.3, penalty_last_n=-1)
+    assert drawn == binding_generation(binding, model, PROMPT, 10, sampler, accept=True)
+    # The window decides the draws: one of the last 2 tokens gives others.
+    sampler = binding.Sampler(temperature=1.1, seed=4, presence_penalty=-0.7, frequency_penalty=0.3, penalty_last_n=2)
+    assert drawn != binding_generation(binding, model, PROMPT, 10, sampler, accept=True)
+
+
 def test_bad_penalty_values_are_refused(cli_path, model):
-    for option, value, words in (("--repeat-penalty", 0, "repeat_penalty"), ("--presence-penalty", -1, "presence_penalty"),
+    for option, value, words in (("--repeat-penalty", 0, "repeat_penalty"), ("--repeat-penalty", -1, "repeat_penalty"),
+                                 ("--presence-penalty", "1e39", "presence_penalty"),  # inf as a float
                                  ("--frequency-penalty", "nan", "--frequency-penalty"),
-                                 ("--repeat-last-n", 70000, "penalty_last_n"), ("--repeat-last-n", -1, "--repeat-last-n"),
+                                 ("--repeat-last-n", 70000, "penalty_last_n"), ("--repeat-last-n", -2, "--repeat-last-n"),
                                  ("--repeat-penalty", "x", "--repeat-penalty")):
         r = cli(cli_path, "run", "-m", model, "--tokens", "1", option, value)
         assert r.returncode == 2 and words in r.stderr, (option, value, r.stderr)

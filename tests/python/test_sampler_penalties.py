@@ -1,5 +1,6 @@
 """Repetition penalties through the binding: draws against the penalised row
-computed here, accept + drawn history, invalid values, the earlier
+computed here (negative penalties and the whole-history window too), accept
++ drawn history, invalid values, the earlier
 moestream_sampler_params layout, and a state round trip that continues the
 same tokens."""
 import ctypes
@@ -14,10 +15,12 @@ np = pytest.importorskip("numpy")
 
 
 def penalised(row, history, repeat, presence, frequency, last_n):
-    """The documented rule in float32, independently of the library."""
+    """The documented rule in float32, independently of the library (last_n -1:
+    the whole history, which here is far shorter than the largest window)."""
     out = np.array(row, dtype=np.float32)
     f32 = np.float32
-    for token, count in Counter(history[-last_n:] if last_n else []).items():
+    window = history if last_n == -1 else history[-last_n:] if last_n else []
+    for token, count in Counter(window).items():
         if token >= len(out):
             continue
         v = out[token]
@@ -26,8 +29,12 @@ def penalised(row, history, repeat, presence, frequency, last_n):
     return out
 
 
-def test_draws_follow_the_direct_computation(binding):
-    rule = dict(repeat_penalty=1.6, presence_penalty=0.3, frequency_penalty=0.45, penalty_last_n=5)
+@pytest.mark.parametrize("rule", [
+    dict(repeat_penalty=1.6, presence_penalty=0.3, frequency_penalty=0.45, penalty_last_n=5),
+    dict(repeat_penalty=1.6, presence_penalty=-0.3, frequency_penalty=-0.45, penalty_last_n=5),
+    dict(repeat_penalty=0.7, presence_penalty=-0.5, frequency_penalty=0.2, penalty_last_n=-1),
+], ids=["positive", "negative", "whole-history"])
+def test_draws_follow_the_direct_computation(binding, rule):
     row = np.array([math.sin(i * 1.3) * 2.0 for i in range(10)], dtype=np.float32)  # both signs
     prompt = [2, 2, 9, 30, 2]  # 30 is beyond the row
     with binding.Sampler(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=17, **rule) as pen, \
@@ -40,8 +47,8 @@ def test_draws_follow_the_direct_computation(binding):
             token = pen.sample(row)
             assert token == plain.sample(want), step
             history.append(token)
-        assert pen.params["penalty_last_n"] == 5
-        assert pen.params["repeat_penalty"] == pytest.approx(1.6)
+        assert pen.params["penalty_last_n"] == rule["penalty_last_n"]
+        assert pen.params["presence_penalty"] == pytest.approx(rule["presence_penalty"])
 
 
 def test_greedy_history_from_accept_and_draws(binding):
@@ -63,10 +70,20 @@ def test_penalties_off_by_default(binding):
             == (1.0, 0.0, 0.0, 64)
 
 
+def test_whole_history_window_reaches_past_the_default(binding):
+    # Token 0 and then 100 others: the default window of 64 has let 0 go.
+    seen = [0] + list(range(2, 102))
+    for last_n, want in ((64, 0), (-1, 1)):
+        with binding.Sampler(temperature=0, presence_penalty=0.5, penalty_last_n=last_n) as s:
+            s.accept(seen)
+            assert s.sample([1.0, 0.9]) == want, last_n
+
+
 def test_invalid_penalties_and_accept_arguments(binding):
-    for name, value in (("repeat_penalty", 0.0), ("repeat_penalty", -1.0), ("repeat_penalty", float("nan")),
-                        ("presence_penalty", -0.5), ("frequency_penalty", float("inf")),
-                        ("penalty_last_n", -1), ("penalty_last_n", 65537)):
+    nan, inf = float("nan"), float("inf")
+    for name, value in (("repeat_penalty", 0.0), ("repeat_penalty", -1.0), ("repeat_penalty", nan),
+                        ("presence_penalty", nan), ("presence_penalty", -inf), ("frequency_penalty", inf),
+                        ("penalty_last_n", -2), ("penalty_last_n", 65537)):
         with pytest.raises(binding.Error) as err:
             binding.Sampler(**{name: value})
         assert err.value.status == Status.INVALID_ARGUMENT

@@ -179,6 +179,12 @@ TEST_F(HotPathAllocations, PenalisedSamplingAllocatesNothing) {
     penalised.frequency_penalty = 0.1f;
     penalised.penalty_last_n = 8;
     EXPECT_EQ(allocations_in_steps(p, 24, penalised), 0u) << describe_first_allocation();
+    // The whole history as the window, with penalties favouring seen tokens:
+    // its ring, of the largest window, is allocated with the sampler too.
+    penalised.presence_penalty = -0.2f;
+    penalised.frequency_penalty = -0.1f;
+    penalised.penalty_last_n = kPenaltyWholeHistory;
+    EXPECT_EQ(allocations_in_steps(p, 24, penalised), 0u) << describe_first_allocation();
 }
 
 TEST_F(HotPathAllocations, StreamedDecodeThroughMissesAndReadAheadAllocatesNothing) {

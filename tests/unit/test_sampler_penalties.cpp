@@ -1,7 +1,7 @@
-// Repetition penalties: each penalty against a direct computation of the
-// penalised row, the window dropping old tokens, fed (accept) and drawn
-// history, penalties off leaving sampling exactly as before, reset, and
-// invalid parameters.
+// Repetition penalties: each penalty (positive and negative) against a direct
+// computation of the penalised row, the window dropping old tokens or
+// spanning the whole history, fed (accept) and drawn history, penalties off
+// leaving sampling exactly as before, reset, and invalid parameters.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,10 +37,13 @@ moe::SamplerParams drawing(uint64_t seed) {
 }
 
 // The penalised row as the documented rule gives it, computed here from the
-// last `last_n` tokens of `history`, independently of the sampler.
+// last `penalty_last_n` tokens of `history` (all of them for -1; the tests'
+// histories are far shorter than the largest window), independently of the
+// sampler.
 std::vector<float> penalised(std::vector<float> row, const std::deque<int32_t> &history, const moe::SamplerParams &p) {
     std::map<int32_t, uint32_t> counts;
-    const size_t first = history.size() > size_t(p.penalty_last_n) ? history.size() - size_t(p.penalty_last_n) : 0;
+    const size_t window = p.penalty_last_n == -1 ? history.size() : size_t(p.penalty_last_n);
+    const size_t first = history.size() > window ? history.size() - window : 0;
     for (size_t i = first; i < history.size(); ++i) ++counts[history[i]];
     for (const auto &[id, c] : counts) {
         if (size_t(id) >= row.size()) continue;
@@ -126,26 +129,87 @@ TEST(SamplerPenalties, DrawsMatchTheDirectComputationOnEveryStep) {
     // A penalised sampler and an unpenalised one with the same seed, fed the
     // row penalised here by the documented rule, draw the same tokens: every
     // row of 300 steps must be bit-identical for the generators to stay in step.
-    moe::SamplerParams p = drawing(42);
-    p.repeat_penalty = 1.7f;
-    p.presence_penalty = 0.35f;
-    p.frequency_penalty = 0.6f;
-    p.penalty_last_n = 6;
-    moe::Sampler penalising(p), plain(drawing(42));
-    std::vector<float> row(12);
-    for (size_t i = 0; i < row.size(); ++i) row[i] = float(std::sin(double(i) * 1.3) * 2.0);  // both signs
-    const std::vector<int32_t> prompt = {3, 3, 7, 40, 3};  // 40 is beyond the row: skipped
-    penalising.accept(prompt);
-    std::deque<int32_t> history(prompt.begin(), prompt.end());
-    int distinct_rows = 0;
-    for (int step = 0; step < 300; ++step) {
-        const std::vector<float> want = penalised(row, history, p);
-        distinct_rows += want != row;
-        const int32_t t = penalising.sample(row);
-        ASSERT_EQ(t, plain.sample(want)) << "step " << step;
-        history.push_back(t);
+    // Positive penalties, negative ones (favouring seen tokens), mixed signs,
+    // and the whole history as the window.
+    struct Rule {
+        float repeat, presence, frequency;
+        int32_t last_n;
+    };
+    for (const Rule r : {Rule{1.7f, 0.35f, 0.6f, 6}, Rule{1.7f, -0.35f, -0.6f, 6}, Rule{0.8f, 0.4f, -0.3f, -1},
+                         Rule{1.3f, -0.5f, 0.25f, -1}}) {
+        SCOPED_TRACE(::testing::Message() << "repeat " << r.repeat << " presence " << r.presence << " frequency "
+                                          << r.frequency << " last_n " << r.last_n);
+        moe::SamplerParams p = drawing(42);
+        p.repeat_penalty = r.repeat;
+        p.presence_penalty = r.presence;
+        p.frequency_penalty = r.frequency;
+        p.penalty_last_n = r.last_n;
+        moe::Sampler penalising(p), plain(drawing(42));
+        std::vector<float> row(12);
+        for (size_t i = 0; i < row.size(); ++i) row[i] = float(std::sin(double(i) * 1.3) * 2.0);  // both signs
+        const std::vector<int32_t> prompt = {3, 3, 7, 40, 3};  // 40 is beyond the row: skipped
+        penalising.accept(prompt);
+        std::deque<int32_t> history(prompt.begin(), prompt.end());
+        int distinct_rows = 0;
+        for (int step = 0; step < 300; ++step) {
+            const std::vector<float> want = penalised(row, history, p);
+            distinct_rows += want != row;
+            const int32_t t = penalising.sample(row);
+            ASSERT_EQ(t, plain.sample(want)) << "step " << step;
+            history.push_back(t);
+        }
+        EXPECT_EQ(distinct_rows, 300);
     }
-    EXPECT_EQ(distinct_rows, 300);
+}
+
+TEST(SamplerPenalties, NegativePresenceAndFrequencyFavourSeenTokens) {
+    const std::vector<float> row = {1.0f, 0.8f};
+    const std::vector<int32_t> seen = {1, 1};
+    // Presence -0.3 once: 1.1 > 1. Not applied, 0 would win.
+    moe::Sampler presence(greedy_with(1.0f, -0.3f, 0, 8));
+    presence.accept(seen);
+    EXPECT_EQ(presence.sample(row), 1);
+    // Frequency -0.15 twice: 1.1 > 1. Counted once it would be 0.95.
+    moe::Sampler frequency(greedy_with(1.0f, 0, -0.15f, 8));
+    frequency.accept(seen);
+    EXPECT_EQ(frequency.sample(row), 1);
+    // A negative presence against a positive frequency: 0.8 - (2 * 0.2 - 0.5) = 0.9 < 1.
+    moe::Sampler mixed(greedy_with(1.0f, -0.5f, 0.2f, 8));
+    mixed.accept(seen);
+    EXPECT_EQ(mixed.sample(row), 0);
+}
+
+TEST(SamplerPenalties, APenaltyBeyondFloatRangeGivesInfinityWhichIsPicked) {
+    // -1 - 2 * -3e38 overflows to +inf: picked outright, as any +inf logit,
+    // without drawing from the generator.
+    moe::SamplerParams p = drawing(9);
+    p.frequency_penalty = -3e38f;
+    moe::Sampler s(p);
+    s.accept(std::vector<int32_t>{2, 2});
+    const moe::Xoshiro256::State before = s.rng().state();
+    EXPECT_EQ(s.sample(std::vector<float>{5.0f, 4.0f, -1.0f}), 2);
+    EXPECT_EQ(s.rng().state(), before);
+}
+
+TEST(SamplerPenalties, WholeHistoryWindowCountsEveryTokenUpToTheLargestWindow) {
+    // Token 0, then 100 others: a window of 64 has let 0 go, the whole history has not.
+    std::vector<int32_t> seen = {0};
+    for (int32_t i = 0; i < 100; ++i) seen.push_back(2 + i);
+    const std::vector<float> row = {1.0f, 0.9f};
+    moe::Sampler window(greedy_with(1.0f, 0.5f, 0, 64)), whole(greedy_with(1.0f, 0.5f, 0, -1));
+    window.accept(seen);
+    whole.accept(seen);
+    EXPECT_EQ(window.sample(row), 0);
+    EXPECT_EQ(whole.sample(row), 1);
+    // The ring was sized at construction for the largest window; past it the oldest tokens drop out.
+    moe::Sampler full(greedy_with(1.0f, 0.5f, 0, -1));
+    EXPECT_EQ(full.history().capacity(), size_t(moe::kMaxPenaltyLastN));
+    std::vector<int32_t> many(size_t(moe::kMaxPenaltyLastN) + 1);
+    for (size_t i = 0; i < many.size(); ++i) many[i] = int32_t(i);
+    full.accept(many);
+    EXPECT_EQ(full.history().size(), size_t(moe::kMaxPenaltyLastN));
+    EXPECT_EQ(full.history().oldest(0), 1);
+    EXPECT_EQ(full.sample(std::vector<float>{1.0f, 1.2f}), 0);  // 0 has left the window (1.0), 1 has not (0.7)
 }
 
 TEST(SamplerPenalties, PenaltiesOffSampleExactlyAsBefore) {
@@ -208,11 +272,14 @@ TEST(SamplerPenalties, ResetForgetsTheHistoryAndRestartsTheGenerator) {
 
 TEST(SamplerPenalties, InvalidValuesAreRefusedNamingTheField) {
     constexpr float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-    for (float bad : {0.0f, -1.0f, nan, inf}) expect_invalid(greedy_with(bad, 0, 0, 8), "repeat_penalty");
-    for (float bad : {-0.1f, nan, inf}) expect_invalid(greedy_with(1, bad, 0, 8), "presence_penalty");
-    for (float bad : {-0.1f, nan, -inf}) expect_invalid(greedy_with(1, 0, bad, 8), "frequency_penalty");
-    for (int32_t bad : {-1, moe::kMaxPenaltyLastN + 1, std::numeric_limits<int32_t>::max()})
+    for (float bad : {0.0f, -0.0f, -1.0f, nan, inf, -inf}) expect_invalid(greedy_with(bad, 0, 0, 8), "repeat_penalty");
+    for (float bad : {nan, inf, -inf}) expect_invalid(greedy_with(1, bad, 0, 8), "presence_penalty");
+    for (float bad : {nan, inf, -inf}) expect_invalid(greedy_with(1, 0, bad, 8), "frequency_penalty");
+    for (int32_t bad : {-2, std::numeric_limits<int32_t>::min(), moe::kMaxPenaltyLastN + 1,
+                        std::numeric_limits<int32_t>::max()})
         expect_invalid(greedy_with(1, 0, 0, bad), "penalty_last_n");
     EXPECT_NO_THROW(moe::Sampler(greedy_with(1, 0, 0, moe::kMaxPenaltyLastN)));
     EXPECT_NO_THROW(moe::Sampler(greedy_with(1, 0, 0, 0)));
+    EXPECT_NO_THROW(moe::Sampler(greedy_with(1, 0, 0, -1)));
+    EXPECT_NO_THROW(moe::Sampler(greedy_with(1e-30f, -1e30f, -0.1f, 8)));  // negative penalties are a choice
 }

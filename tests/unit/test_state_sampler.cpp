@@ -201,6 +201,29 @@ TEST(SamplerSection, HistoryAndPenaltiesRoundTrip) {
     for (int i = 0; i < 40; ++i) ASSERT_EQ(other.sample(logits), sampler.sample(logits)) << i;
 }
 
+TEST(SamplerSection, WholeHistoryWindowAndNegativePenaltiesRoundTrip) {
+    moe::SamplerParams p = penalising_sampler(12);
+    p.presence_penalty = -0.4f;
+    p.frequency_penalty = -0.25f;
+    p.penalty_last_n = moe::kPenaltyWholeHistory;
+    moe::Sampler sampler(p);
+    std::vector<int32_t> prompt(100);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(i % 9);
+    sampler.accept(prompt);
+    std::vector<float> logits(12);
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(i % 5) * 0.4f - 0.5f;
+    for (int i = 0; i < 3; ++i) sampler.sample(logits);
+    const auto bytes = moe::encode_sampler_section(sampler.snapshot());
+    EXPECT_EQ(bytes.size(), moe::kSamplerSectionV2HeadBytes + 4 * 103);  // every token kept
+    const moe::SamplerSnapshot got = moe::decode_sampler_section(bytes, "x");
+    EXPECT_TRUE(same_snapshot(got, sampler.snapshot()));
+    EXPECT_EQ(got.history.capacity(), size_t(moe::kMaxPenaltyLastN));
+
+    moe::Sampler other(moe::SamplerParams{});
+    other.restore(moe::SamplerSnapshot(got));
+    for (int i = 0; i < 40; ++i) ASSERT_EQ(other.sample(logits), sampler.sample(logits)) << i;
+}
+
 TEST(SamplerSection, Version1SectionsLoadWithPenaltiesOffAndNoHistory) {
     moe::Sampler sampler(spread_sampler(31));
     sampler.accept(std::vector<int32_t>{4, 4});
@@ -232,8 +255,9 @@ TEST(SamplerSection, DamagedSectionsAreRefusedNamingTheProblem) {
         return b;
     };
     const uint32_t v3 = 3, v1 = 1, one = 1, two_ids = 2, four_ids = 4;
-    const float nan = std::numeric_limits<float>::quiet_NaN(), zero = 0.0f, two = 2.0f, minus_f = -0.5f;
-    const int32_t minus = -1, window_2 = 2, huge_window = moe::kMaxPenaltyLastN + 1;
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity(),
+                zero = 0.0f, two = 2.0f;
+    const int32_t minus = -1, minus_2 = -2, window_2 = 2, huge_window = moe::kMaxPenaltyLastN + 1;
     std::string msg;
     EXPECT_EQ(status(patched(0, &v3, 4), &msg), moe::Status::unsupported);
     EXPECT_NE(msg.find("version 3"), std::string::npos) << msg;
@@ -246,11 +270,13 @@ TEST(SamplerSection, DamagedSectionsAreRefusedNamingTheProblem) {
     EXPECT_EQ(status(patched(64, &zero, 4), &msg), moe::Status::bad_format);
     EXPECT_NE(msg.find("repeat_penalty"), std::string::npos) << msg;
     EXPECT_EQ(status(patched(64, &nan, 4)), moe::Status::bad_format);
-    EXPECT_EQ(status(patched(68, &minus_f, 4), &msg), moe::Status::bad_format);
+    EXPECT_EQ(status(patched(68, &inf, 4), &msg), moe::Status::bad_format);
     EXPECT_NE(msg.find("presence_penalty"), std::string::npos) << msg;
     EXPECT_EQ(status(patched(72, &nan, 4), &msg), moe::Status::bad_format);
     EXPECT_NE(msg.find("frequency_penalty"), std::string::npos) << msg;
     EXPECT_EQ(status(patched(76, &huge_window, 4), &msg), moe::Status::bad_format);
+    EXPECT_NE(msg.find("penalty_last_n"), std::string::npos) << msg;
+    EXPECT_EQ(status(patched(76, &minus_2, 4), &msg), moe::Status::bad_format);
     EXPECT_NE(msg.find("penalty_last_n"), std::string::npos) << msg;
     // A history longer than the window, a history size the length does not
     // match, a negative id.
