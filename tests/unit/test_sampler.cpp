@@ -7,21 +7,16 @@
 
 #include "common/error.hpp"
 #include "runtime/sampler.hpp"
+#include "support/sampler_params.hpp"
+#include "support/status_of.hpp"
 
 namespace {
 
+using moe::test::status_of;
+using moe::test::unfiltered;
+
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-moe::SamplerParams unfiltered(float temperature, uint64_t seed = 1) {
-    moe::SamplerParams p;
-    p.temperature = temperature;
-    p.top_k = 0;
-    p.top_p = 1.0f;
-    p.min_p = 0.0f;
-    p.seed = seed;
-    return p;
-}
 
 std::vector<float> log_probs(const std::vector<double> &probs) {
     std::vector<float> l;
@@ -39,15 +34,6 @@ std::vector<double> frequencies(moe::Sampler &s, const std::vector<float> &logit
         f[static_cast<size_t>(t)] += 1.0 / n;
     }
     return f;
-}
-
-void expect_status(moe::Status want, auto &&fn) {
-    try {
-        fn();
-        ADD_FAILURE() << "no exception";
-    } catch (const moe::Error &e) {
-        EXPECT_EQ(e.status(), want) << e.what();
-    }
 }
 
 }  // namespace
@@ -71,7 +57,7 @@ TEST(Xoshiro256, MatchesThePublishedSequence) {
 
 TEST(Xoshiro256, RejectsAllZeroStateAndUnitIsHalfOpen) {
     moe::Xoshiro256 r(7);
-    expect_status(moe::Status::invalid_argument, [&] { r.set_state({0, 0, 0, 0}); });
+    EXPECT_EQ(status_of([&] { r.set_state({0, 0, 0, 0}); }), moe::Status::invalid_argument);
     for (int i = 0; i < 10000; ++i) {
         double u = r.next_unit();
         ASSERT_GE(u, 0.0);
@@ -95,21 +81,21 @@ TEST(Sampler, TopKOneIsArgmaxAtAnyTemperature) {
 }
 
 TEST(Sampler, InvalidParamsAreRejected) {
-    auto bad = [](auto edit) {
+    auto bad = [](const char *field, auto edit) {
         auto p = unfiltered(1.0f);
         edit(p);
-        expect_status(moe::Status::invalid_argument, [&] { moe::Sampler s(p); });
+        moe::test::expect_invalid_params(p, field);
     };
-    bad([](moe::SamplerParams &p) { p.temperature = -0.1f; });
-    bad([](moe::SamplerParams &p) { p.temperature = kNaN; });
-    bad([](moe::SamplerParams &p) { p.temperature = kInf; });
-    bad([](moe::SamplerParams &p) { p.top_k = -1; });
-    bad([](moe::SamplerParams &p) { p.top_p = 0.0f; });
-    bad([](moe::SamplerParams &p) { p.top_p = 1.5f; });
-    bad([](moe::SamplerParams &p) { p.top_p = kNaN; });
-    bad([](moe::SamplerParams &p) { p.min_p = -0.01f; });
-    bad([](moe::SamplerParams &p) { p.min_p = 1.01f; });
-    bad([](moe::SamplerParams &p) { p.min_p = kNaN; });
+    bad("temperature", [](moe::SamplerParams &p) { p.temperature = -0.1f; });
+    bad("temperature", [](moe::SamplerParams &p) { p.temperature = kNaN; });
+    bad("temperature", [](moe::SamplerParams &p) { p.temperature = kInf; });
+    bad("top_k", [](moe::SamplerParams &p) { p.top_k = -1; });
+    bad("top_p", [](moe::SamplerParams &p) { p.top_p = 0.0f; });
+    bad("top_p", [](moe::SamplerParams &p) { p.top_p = 1.5f; });
+    bad("top_p", [](moe::SamplerParams &p) { p.top_p = kNaN; });
+    bad("min_p", [](moe::SamplerParams &p) { p.min_p = -0.01f; });
+    bad("min_p", [](moe::SamplerParams &p) { p.min_p = 1.01f; });
+    bad("min_p", [](moe::SamplerParams &p) { p.min_p = kNaN; });
     EXPECT_NO_THROW(moe::Sampler s(moe::SamplerParams{}));  // the defaults are valid
 }
 
@@ -140,9 +126,9 @@ TEST(Sampler, PlusInfIsPickedEvenWithoutAFiniteLogit) {
 
 TEST(Sampler, RowsWithNothingToPickAreErrors) {
     moe::Sampler s(unfiltered(1.0f));
-    expect_status(moe::Status::invalid_argument, [&] { s.sample(std::vector<float>{kNaN, kNaN}); });
-    expect_status(moe::Status::invalid_argument, [&] { s.sample(std::vector<float>{-kInf, kNaN}); });
-    expect_status(moe::Status::invalid_argument, [&] { s.sample(std::span<const float>()); });
+    EXPECT_EQ(status_of([&] { s.sample(std::vector<float>{kNaN, kNaN}); }), moe::Status::invalid_argument);
+    EXPECT_EQ(status_of([&] { s.sample(std::vector<float>{-kInf, kNaN}); }), moe::Status::invalid_argument);
+    EXPECT_EQ(status_of([&] { s.sample(std::span<const float>()); }), moe::Status::invalid_argument);
 }
 
 TEST(Sampler, FrequenciesFollowSoftmax) {

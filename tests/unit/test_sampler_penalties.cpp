@@ -9,12 +9,18 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "common/error.hpp"
 #include "runtime/sampler.hpp"
+#include "support/sampler_params.hpp"
+#include "support/status_of.hpp"
 
 namespace {
+
+using moe::test::status_of;
+using moe::test::unfiltered;
 
 moe::SamplerParams greedy_with(float repeat, float presence, float frequency, int32_t last_n) {
     moe::SamplerParams p;
@@ -23,16 +29,6 @@ moe::SamplerParams greedy_with(float repeat, float presence, float frequency, in
     p.presence_penalty = presence;
     p.frequency_penalty = frequency;
     p.penalty_last_n = last_n;
-    return p;
-}
-
-moe::SamplerParams drawing(uint64_t seed) {
-    moe::SamplerParams p;
-    p.temperature = 1.0f;
-    p.top_k = 0;
-    p.top_p = 1.0f;
-    p.min_p = 0.0f;
-    p.seed = seed;
     return p;
 }
 
@@ -52,16 +48,6 @@ std::vector<float> penalised(std::vector<float> row, const std::deque<int32_t> &
         l = l - (float(c) * p.frequency_penalty + p.presence_penalty);
     }
     return row;
-}
-
-void expect_invalid(const moe::SamplerParams &p, const char *field) {
-    try {
-        moe::Sampler s(p);
-        ADD_FAILURE() << field << " accepted";
-    } catch (const moe::Error &e) {
-        EXPECT_EQ(e.status(), moe::Status::invalid_argument) << e.what();
-        EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
-    }
 }
 
 }  // namespace
@@ -139,12 +125,12 @@ TEST(SamplerPenalties, DrawsMatchTheDirectComputationOnEveryStep) {
                          Rule{1.3f, -0.5f, 0.25f, -1}}) {
         SCOPED_TRACE(::testing::Message() << "repeat " << r.repeat << " presence " << r.presence << " frequency "
                                           << r.frequency << " last_n " << r.last_n);
-        moe::SamplerParams p = drawing(42);
+        moe::SamplerParams p = unfiltered(1.0f, 42);
         p.repeat_penalty = r.repeat;
         p.presence_penalty = r.presence;
         p.frequency_penalty = r.frequency;
         p.penalty_last_n = r.last_n;
-        moe::Sampler penalising(p), plain(drawing(42));
+        moe::Sampler penalising(p), plain(unfiltered(1.0f, 42));
         std::vector<float> row(12);
         for (size_t i = 0; i < row.size(); ++i) row[i] = float(std::sin(double(i) * 1.3) * 2.0);  // both signs
         const std::vector<int32_t> prompt = {3, 3, 7, 40, 3};  // 40 is beyond the row: skipped
@@ -182,7 +168,7 @@ TEST(SamplerPenalties, NegativePresenceAndFrequencyFavourSeenTokens) {
 TEST(SamplerPenalties, APenaltyBeyondFloatRangeGivesInfinityWhichIsPicked) {
     // -1 - 2 * -3e38 overflows to +inf: picked outright, as any +inf logit,
     // without drawing from the generator.
-    moe::SamplerParams p = drawing(9);
+    moe::SamplerParams p = unfiltered(1.0f, 9);
     p.frequency_penalty = -3e38f;
     moe::Sampler s(p);
     s.accept(std::vector<int32_t>{2, 2});
@@ -243,13 +229,9 @@ TEST(SamplerPenalties, PenaltiesOffSampleExactlyAsBefore) {
 TEST(SamplerPenalties, AcceptRefusesNegativeIdsRecordingNothing) {
     moe::Sampler s(greedy_with(1.2f, 0, 0, 8));
     s.accept(std::vector<int32_t>{4, 5});
-    try {
-        s.accept(std::vector<int32_t>{6, -1, 7});
-        ADD_FAILURE() << "negative id accepted";
-    } catch (const moe::Error &e) {
-        EXPECT_EQ(e.status(), moe::Status::invalid_argument);
-        EXPECT_NE(std::string(e.what()).find("-1"), std::string::npos) << e.what();
-    }
+    std::string msg;
+    EXPECT_EQ(status_of([&] { s.accept(std::vector<int32_t>{6, -1, 7}); }, &msg), moe::Status::invalid_argument);
+    EXPECT_NE(msg.find("-1"), std::string::npos) << msg;
     ASSERT_EQ(s.history().size(), 2u);
     EXPECT_EQ(s.history().oldest(1), 5);
     s.accept({});  // nothing to record is fine
@@ -257,7 +239,7 @@ TEST(SamplerPenalties, AcceptRefusesNegativeIdsRecordingNothing) {
 }
 
 TEST(SamplerPenalties, ResetForgetsTheHistoryAndRestartsTheGenerator) {
-    moe::SamplerParams p = drawing(5);
+    moe::SamplerParams p = unfiltered(1.0f, 5);
     p.frequency_penalty = 0.8f;
     p.penalty_last_n = 4;
     moe::Sampler s(p);
@@ -272,12 +254,12 @@ TEST(SamplerPenalties, ResetForgetsTheHistoryAndRestartsTheGenerator) {
 
 TEST(SamplerPenalties, InvalidValuesAreRefusedNamingTheField) {
     constexpr float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-    for (float bad : {0.0f, -0.0f, -1.0f, nan, inf, -inf}) expect_invalid(greedy_with(bad, 0, 0, 8), "repeat_penalty");
-    for (float bad : {nan, inf, -inf}) expect_invalid(greedy_with(1, bad, 0, 8), "presence_penalty");
-    for (float bad : {nan, inf, -inf}) expect_invalid(greedy_with(1, 0, bad, 8), "frequency_penalty");
+    for (float bad : {0.0f, -0.0f, -1.0f, nan, inf, -inf}) moe::test::expect_invalid_params(greedy_with(bad, 0, 0, 8), "repeat_penalty");
+    for (float bad : {nan, inf, -inf}) moe::test::expect_invalid_params(greedy_with(1, bad, 0, 8), "presence_penalty");
+    for (float bad : {nan, inf, -inf}) moe::test::expect_invalid_params(greedy_with(1, 0, bad, 8), "frequency_penalty");
     for (int32_t bad : {-2, std::numeric_limits<int32_t>::min(), moe::kMaxPenaltyLastN + 1,
                         std::numeric_limits<int32_t>::max()})
-        expect_invalid(greedy_with(1, 0, 0, bad), "penalty_last_n");
+        moe::test::expect_invalid_params(greedy_with(1, 0, 0, bad), "penalty_last_n");
     EXPECT_NO_THROW(moe::Sampler(greedy_with(1, 0, 0, moe::kMaxPenaltyLastN)));
     EXPECT_NO_THROW(moe::Sampler(greedy_with(1, 0, 0, 0)));
     EXPECT_NO_THROW(moe::Sampler(greedy_with(1, 0, 0, -1)));

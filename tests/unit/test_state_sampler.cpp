@@ -20,6 +20,7 @@
 #include "runtime/state_file.hpp"
 #include "support/generated_models.hpp"
 #include "support/paths.hpp"
+#include "support/sampler_params.hpp"
 #include "support/status_of.hpp"
 
 namespace {
@@ -44,15 +45,8 @@ moe::ContextParams context_params(const std::string &path) {
     return p;
 }
 
-moe::SamplerParams spread_sampler(uint64_t seed) {
-    moe::SamplerParams p;
-    p.temperature = 1.6f;  // flat enough that many tokens are drawn
-    p.top_k = 0;
-    p.top_p = 1.0f;
-    p.min_p = 0.0f;
-    p.seed = seed;
-    return p;
-}
+// Flat enough that many tokens are drawn.
+moe::SamplerParams spread_sampler(uint64_t seed) { return moe::test::unfiltered(1.6f, seed); }
 
 // Feeds `first` and then each drawn token back; returns the n drawn tokens.
 std::vector<int32_t> generate(moe::Context &ctx, moe::Sampler &sampler, int32_t first, int n) {
@@ -108,6 +102,13 @@ std::vector<uint8_t> version1_section(const moe::SamplerSnapshot &s) {
     bytes.resize(moe::kSamplerSectionV1Bytes);
     const uint32_t v1 = 1;
     std::memcpy(bytes.data(), &v1, 4);
+    return bytes;
+}
+
+template <typename T>
+std::vector<uint8_t> bytes_of(T value) {
+    std::vector<uint8_t> bytes(sizeof value);
+    std::memcpy(bytes.data(), &value, sizeof value);
     return bytes;
 }
 
@@ -249,51 +250,45 @@ TEST(SamplerSection, DamagedSectionsAreRefusedNamingTheProblem) {
     longer.push_back(0);
     EXPECT_EQ(status(longer), moe::Status::bad_format);
 
-    auto patched = [&](size_t at, const void *value, size_t n) {
-        std::vector<uint8_t> b(good.begin(), good.end());
-        std::memcpy(b.data() + at, value, n);
-        return b;
+    // One field overwritten at a time (offsets from docs/state-format.md):
+    // each is refused with the status and words that name the problem.
+    struct Patch {
+        const char *what;
+        size_t at;
+        std::vector<uint8_t> value;
+        moe::Status want;
+        const char *words;
     };
-    const uint32_t v3 = 3, v1 = 1, one = 1, two_ids = 2, four_ids = 4;
-    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity(),
-                zero = 0.0f, two = 2.0f;
-    const int32_t minus = -1, minus_2 = -2, window_2 = 2, huge_window = moe::kMaxPenaltyLastN + 1;
-    std::string msg;
-    EXPECT_EQ(status(patched(0, &v3, 4), &msg), moe::Status::unsupported);
-    EXPECT_NE(msg.find("version 3"), std::string::npos) << msg;
-    // Version 1 with version 2's length.
-    EXPECT_EQ(status(patched(0, &v1, 4), &msg), moe::Status::bad_format);
-    EXPECT_EQ(status(patched(4, &one, 4)), moe::Status::bad_format);
-    EXPECT_EQ(status(patched(84, &one, 4), &msg), moe::Status::bad_format);
-    EXPECT_NE(msg.find("reserved"), std::string::npos) << msg;
-    // Penalties a sampler refuses.
-    EXPECT_EQ(status(patched(64, &zero, 4), &msg), moe::Status::bad_format);
-    EXPECT_NE(msg.find("repeat_penalty"), std::string::npos) << msg;
-    EXPECT_EQ(status(patched(64, &nan, 4)), moe::Status::bad_format);
-    EXPECT_EQ(status(patched(68, &inf, 4), &msg), moe::Status::bad_format);
-    EXPECT_NE(msg.find("presence_penalty"), std::string::npos) << msg;
-    EXPECT_EQ(status(patched(72, &nan, 4), &msg), moe::Status::bad_format);
-    EXPECT_NE(msg.find("frequency_penalty"), std::string::npos) << msg;
-    EXPECT_EQ(status(patched(76, &huge_window, 4), &msg), moe::Status::bad_format);
-    EXPECT_NE(msg.find("penalty_last_n"), std::string::npos) << msg;
-    EXPECT_EQ(status(patched(76, &minus_2, 4), &msg), moe::Status::bad_format);
-    EXPECT_NE(msg.find("penalty_last_n"), std::string::npos) << msg;
-    // A history longer than the window, a history size the length does not
-    // match, a negative id.
-    EXPECT_EQ(status(patched(76, &window_2, 4), &msg), moe::Status::bad_format);
-    EXPECT_NE(msg.find("exceed"), std::string::npos) << msg;
-    EXPECT_EQ(status(patched(80, &two_ids, 4)), moe::Status::bad_format);
-    EXPECT_EQ(status(patched(80, &four_ids, 4)), moe::Status::bad_format);
-    EXPECT_EQ(status(patched(92, &minus, 4), &msg), moe::Status::bad_format);
-    EXPECT_NE(msg.find("negative"), std::string::npos) << msg;
-    EXPECT_EQ(status(patched(8, &nan, 4), &msg), moe::Status::bad_format);
-    EXPECT_NE(msg.find("temperature"), std::string::npos) << msg;
-    EXPECT_EQ(status(patched(12, &minus, 4)), moe::Status::bad_format);
-    EXPECT_EQ(status(patched(16, &zero, 4)), moe::Status::bad_format);
-    EXPECT_EQ(status(patched(20, &two, 4)), moe::Status::bad_format);
-    const uint64_t zeros[4] = {};
-    EXPECT_EQ(status(patched(32, zeros, 32), &msg), moe::Status::bad_format);
-    EXPECT_NE(msg.find("all zero"), std::string::npos) << msg;
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    const Patch patches[] = {
+        {"version 3", 0, bytes_of(uint32_t(3)), moe::Status::unsupported, "version 3"},
+        {"version 1 with version 2's length", 0, bytes_of(uint32_t(1)), moe::Status::bad_format, "expected 64"},
+        {"first reserved field", 4, bytes_of(uint32_t(1)), moe::Status::bad_format, "reserved"},
+        {"second reserved field", 84, bytes_of(uint32_t(1)), moe::Status::bad_format, "reserved"},
+        {"temperature NaN", 8, bytes_of(nan), moe::Status::bad_format, "temperature"},
+        {"top_k -1", 12, bytes_of(int32_t(-1)), moe::Status::bad_format, "top_k"},
+        {"top_p 0", 16, bytes_of(0.0f), moe::Status::bad_format, "top_p"},
+        {"min_p 2", 20, bytes_of(2.0f), moe::Status::bad_format, "min_p"},
+        {"generator all zero", 32, std::vector<uint8_t>(32, 0), moe::Status::bad_format, "all zero"},
+        {"repeat_penalty 0", 64, bytes_of(0.0f), moe::Status::bad_format, "repeat_penalty"},
+        {"repeat_penalty NaN", 64, bytes_of(nan), moe::Status::bad_format, "repeat_penalty"},
+        {"presence_penalty inf", 68, bytes_of(inf), moe::Status::bad_format, "presence_penalty"},
+        {"frequency_penalty NaN", 72, bytes_of(nan), moe::Status::bad_format, "frequency_penalty"},
+        {"window beyond the largest", 76, bytes_of(int32_t(moe::kMaxPenaltyLastN + 1)), moe::Status::bad_format,
+         "penalty_last_n"},
+        {"window -2", 76, bytes_of(int32_t(-2)), moe::Status::bad_format, "penalty_last_n"},
+        {"history longer than the window", 76, bytes_of(int32_t(2)), moe::Status::bad_format, "exceed"},
+        {"history size below the length", 80, bytes_of(uint32_t(2)), moe::Status::bad_format, "expected 96"},
+        {"history size beyond the length", 80, bytes_of(uint32_t(4)), moe::Status::bad_format, "expected 104"},
+        {"negative history id", 92, bytes_of(int32_t(-1)), moe::Status::bad_format, "negative"},
+    };
+    for (const Patch &p : patches) {
+        std::vector<uint8_t> bytes = good;
+        std::copy(p.value.begin(), p.value.end(), bytes.begin() + long(p.at));
+        std::string msg;
+        EXPECT_EQ(status(bytes, &msg), p.want) << p.what << ": " << msg;
+        EXPECT_NE(msg.find(p.words), std::string::npos) << p.what << ": " << msg;
+    }
 }
 
 TEST(StateWithSampler, ContinuingAfterLoadDrawsTheSameTokens) {
