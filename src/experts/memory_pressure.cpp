@@ -1,17 +1,13 @@
 #include "experts/memory_pressure.hpp"
 
+#include <array>
 #include <chrono>
-#include <cstdlib>
+#include <span>
 #include <string>
 #include <utility>
 
 #include "common/cgroup_memory.hpp"
-#include "common/unique_fd.hpp"
-
-#if defined(__linux__)
-#include <fcntl.h>
-#include <unistd.h>
-#endif
+#include "common/polled_file.hpp"
 
 namespace moe {
 
@@ -37,16 +33,32 @@ int64_t psi_some_total_us(std::string_view text) {
 #if defined(__linux__)
 namespace {
 
-// The PSI file stays open; each poll rereads it from the start into a fixed
-// buffer (no allocation per poll).
+// Room for a pressure file's lines (about 70 characters each).
+constexpr size_t kPsiLineBytes = 256;
+
+// The "some" line's total in the file's current text; -1 when the file
+// cannot be read or has no such line.
+int64_t read_some_total(PolledFile &file, std::span<char> scratch) {
+    int64_t total = -1;
+    const bool read = file.for_each_line(scratch, [&](std::string_view line) {
+        if (line.substr(0, 5) != "some ") return true;
+        total = psi_some_total_us(line);
+        return false;
+    });
+    return read ? total : -1;
+}
+
+// The PSI file stays open as a PolledFile; each poll rereads it from the
+// start into a fixed buffer (no allocation per poll).
 class PsiFile final : public MemoryPressure {
 public:
-    PsiFile(UniqueFd fd, int64_t total_us) : fd_(std::move(fd)), last_total_us_(total_us), last_(Clock::now()) {}
+    PsiFile(PolledFile file, int64_t total_us)
+        : file_(std::move(file)), last_total_us_(total_us), last_(Clock::now()) {}
 
     const char *name() const override { return "psi"; }
 
     double stall_share() override {
-        const int64_t total = read_total(fd_.get());
+        const int64_t total = read_some_total(file_, scratch_);
         const Clock::time_point now = Clock::now();
         if (total < 0) return -1;
         const double wall_us = std::chrono::duration<double, std::micro>(now - last_).count();
@@ -66,23 +78,24 @@ public:
         return available;
     }
 
-    static int64_t read_total(int fd) {
-        char buf[512];
-        if (::lseek(fd, 0, SEEK_SET) != 0) return -1;
-        const ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n <= 0) return -1;
-        return psi_some_total_us(std::string_view(buf, size_t(n)));
-    }
-
 private:
     using Clock = std::chrono::steady_clock;
-    UniqueFd fd_;
+    PolledFile file_;
+    std::array<char, kPsiLineBytes> scratch_{};
     int64_t last_total_us_;
     Clock::time_point last_;
     AvailableMemoryReader available_;
 };
 
 }  // namespace
+
+std::unique_ptr<MemoryPressure> make_psi_memory_pressure(const std::string &path) {
+    PolledFile file(path);
+    std::array<char, kPsiLineBytes> scratch;
+    const int64_t total = read_some_total(file, scratch);
+    if (total < 0) return nullptr;
+    return std::make_unique<PsiFile>(std::move(file), total);
+}
 
 std::unique_ptr<MemoryPressure> make_system_memory_pressure() {
     // The cgroup's own file first (a memory limit there stalls us long before
@@ -98,15 +111,12 @@ std::unique_ptr<MemoryPressure> make_system_memory_pressure() {
     candidates[2] = "/proc/pressure/memory";
     for (const std::string &path : candidates) {
         if (path.empty()) continue;
-        UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-        if (!fd) continue;
-        const int64_t total = PsiFile::read_total(fd.get());
-        if (total < 0) continue;
-        return std::make_unique<PsiFile>(std::move(fd), total);
+        if (auto pressure = make_psi_memory_pressure(path)) return pressure;
     }
     return nullptr;
 }
 #else
+std::unique_ptr<MemoryPressure> make_psi_memory_pressure(const std::string &) { return nullptr; }
 std::unique_ptr<MemoryPressure> make_system_memory_pressure() { return nullptr; }
 #endif
 

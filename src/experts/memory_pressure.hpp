@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace moe {
@@ -35,6 +36,12 @@ public:
 // Linux pressure-stall file ("some avg10=.. avg60=.. avg300=.. total=N"), or
 // -1 when the text has none.
 int64_t psi_some_total_us(std::string_view text);
+
+// Linux: stalls from the pressure-stall file at `path` (its "some" line),
+// read as a PolledFile: each poll sees what opening the file afresh would
+// show, a file replaced since included. Null when the file cannot be read or
+// has no "some" line now, and off Linux.
+std::unique_ptr<MemoryPressure> make_psi_memory_pressure(const std::string &path);
 
 // Linux: the memory.pressure file of the process's cgroup (v2) when readable,
 // otherwise /proc/pressure/memory; available bytes as

@@ -541,6 +541,41 @@ TEST(MemoryPressureSignal, ParsesTheSomeLineOfAPressureFile) {
     EXPECT_EQ(psi_some_total_us(""), -1);
 }
 
+TEST(MemoryPressureSignal, PsiFileSharesFollowTheFilesTotal) {
+#if !defined(__linux__)
+    GTEST_SKIP() << "pressure-stall files are Linux's";
+#endif
+    const std::string dir = test::scratch_dir();
+    const std::string path = dir + "/memory.pressure";
+    auto write = [&](const std::string &file, const std::string &some_total) {
+        std::ofstream out(file, std::ios::trunc);
+        out << "some avg10=0.00 avg60=0.00 avg300=0.00 total=" << some_total
+            << "\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=5\n";
+    };
+    EXPECT_EQ(make_psi_memory_pressure(path), nullptr);  // no file yet
+    write(path, "");
+    EXPECT_EQ(make_psi_memory_pressure(path), nullptr);  // no total on the "some" line
+
+    write(path, "1000");
+    auto p = make_psi_memory_pressure(path);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(std::string(p->name()), "psi");
+    EXPECT_EQ(p->stall_share(), 0.0);  // rewritten in place, the same total: no stall
+    write(path, "1000000000001000");   // 10^15 us more than wall time allows: capped
+    EXPECT_EQ(p->stall_share(), 1.0);
+    // Replaced by another file (renamed over it): the new one is read, and a
+    // total that went back counts as no stall.
+    write(path + ".new", "500");
+    std::filesystem::rename(path + ".new", path);
+    EXPECT_EQ(p->stall_share(), 0.0);
+    write(path, "2000000000000500");
+    EXPECT_EQ(p->stall_share(), 1.0);
+    std::filesystem::remove(path);
+    EXPECT_LT(p->stall_share(), 0.0);  // unreadable this time
+    write(path, "2000000000000500");
+    EXPECT_EQ(p->stall_share(), 0.0);  // back, with the total last read
+}
+
 TEST(MemoryPressureSignal, SystemProbeGivesAShareOrNothing) {
     auto p = make_system_memory_pressure();
     if (!p) GTEST_SKIP() << "no pressure-stall information on this system";
