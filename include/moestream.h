@@ -39,7 +39,10 @@
  *   not a plain file (a pipe, a device, a directory) is refused with
  *   MOESTREAM_ERR_INVALID_ARGUMENT, or, for the usage profile saved by
  *   moestream_close (which returns nothing), not written and logged as a
- *   warning.
+ *   warning. A target that is one of the model's files (by its name, a
+ *   symbolic link or a hard link) would be replaced by what is written: a
+ *   state file there is MOESTREAM_ERR_INVALID_ARGUMENT, and so is
+ *   moestream_open with such a profile_path or routing_trace_path.
  */
 #ifndef MOESTREAM_H
 #define MOESTREAM_H

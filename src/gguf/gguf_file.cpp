@@ -1,5 +1,7 @@
 #include "gguf/gguf_file.hpp"
 
+#include <sys/stat.h>
+
 #include <cstring>
 #include <limits>
 #include <unordered_set>
@@ -500,6 +502,16 @@ uint64_t GgufFile::total_file_bytes() const {
     uint64_t total = 0;
     for (const Shard &s : shards_) total += s.size;
     return total;
+}
+
+void GgufFile::refuse_as_output(const std::string &path, const char *what) const {
+    struct stat target {};
+    if (path.empty() || ::stat(path.c_str(), &target) != 0) return;  // a new file replaces nothing
+    for (const Shard &s : shards_)
+        if (struct stat shard {}; ::stat(s.path.c_str(), &shard) == 0 && shard.st_dev == target.st_dev &&
+                                  shard.st_ino == target.st_ino)
+            fail(Status::invalid_argument, "refusing to write the %s to %s: it is the model file %s", what,
+                 path.c_str(), s.path.c_str());
 }
 
 // ---------------------------------------------------------------------------

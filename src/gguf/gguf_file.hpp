@@ -80,6 +80,11 @@ public:
     const std::string &shard_path(size_t i) const { return shards_[i].path; }
     uint64_t shard_size(size_t i) const { return shards_[i].size; }
     uint64_t total_file_bytes() const;
+    // Throws invalid_argument, naming `what` (e.g. "state file"), when `path`
+    // names one of the shards (the same device and inode: a symbolic or hard
+    // link to it too): a file the library writes is renamed over its target,
+    // which would replace the model with it.
+    void refuse_as_output(const std::string &path, const char *what) const;
 
     // Metadata (from the first shard; split.* keys of later shards are checked).
     const Value *find(std::string_view key) const;

@@ -87,6 +87,9 @@ Context::Context(const ContextParams &params)
     // Checked here, whatever the mode: only the streaming source looks at it.
     if (params_.cache_policy < MOESTREAM_CACHE_AUTO || params_.cache_policy > MOESTREAM_CACHE_REUSE_AWARE)
         fail(Status::invalid_argument, "cache_policy %d is not a moestream_cache_policy", params_.cache_policy);
+    // The files close writes are renamed over their paths: never over the model.
+    model_->file().refuse_as_output(params_.profile_path, "usage profile");
+    model_->file().refuse_as_output(params_.routing_trace_path, "routing trace");
     n_ctx_ = choose_n_ctx(params_, model_->hparams());
     tokens_.assign(size_t(n_ctx_), 0);
     source_ = select_expert_source(*model_, params_, stats_);

@@ -50,6 +50,7 @@ state::StateShape Context::state_shape() const {
 static_assert(kSamplerSectionV2HeadBytes + 4 * size_t(kMaxPenaltyLastN) <= state::kOptionalSectionAllowance);
 
 std::string Context::save_state(const std::string &path, const Sampler *sampler) {
+    model_->file().refuse_as_output(path, "state file");
     // Reads in flight must not land while the state is captured.
     source_.source->drain();
     const state::StateShape shape = state_shape();

@@ -3,6 +3,7 @@ each feeds the trigger named in the table and checks the status, that the
 message names the problem, and that nothing was left half done. Test names
 match the table."""
 import ctypes
+import os
 import struct
 import subprocess
 import threading
@@ -82,6 +83,35 @@ def test_invalid_argument_after_failed_open(lib, tmp_path):
     assert save(lib, out, tmp_path / "s") == Status.INVALID_ARGUMENT
     assert lib.moestream_n_past(out) == -1
     lib.moestream_close(out)
+
+
+def test_invalid_argument_output_that_is_the_model(lib, models, tmp_path):
+    # A state file, routing trace or usage profile is renamed over its path:
+    # named by the model's own path (or a link to it), that would replace the model.
+    model = tmp_path / "m.gguf"
+    model.write_bytes((models / "a.gguf").read_bytes())
+    link = tmp_path / "link.gguf"
+    link.symlink_to(model)
+    hard = tmp_path / "hard.gguf"
+    os.link(model, hard)
+    original = model.read_bytes()
+    for path in (model, link, hard):
+        for field in ("profile_path", "routing_trace_path"):
+            # pread: the usage profile is only read and written when experts are streamed.
+            status, out = open_ctx(lib, model, io_mode=3, **{field: str(path).encode()})
+            if status == 0:
+                assert step(lib, out, [1, 2]) == 0
+                lib.moestream_close(out)
+            assert status == Status.INVALID_ARGUMENT and not out, (field, status)
+            assert "m.gguf" in lib.last_error() and ("usage profile" in lib.last_error() or
+                                                     "routing trace" in lib.last_error())
+        with opened(lib, model) as handle:
+            assert step(lib, handle, [1, 2]) == 0
+            assert save(lib, handle, path) == Status.INVALID_ARGUMENT
+            assert "state file" in lib.last_error() and "m.gguf" in lib.last_error()
+            assert lib.moestream_n_past(handle) == 2
+    assert model.read_bytes() == original
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hard.gguf", "link.gguf", "m.gguf"]
 
 
 # --- MOESTREAM_ERR_IO --------------------------------------------------------
