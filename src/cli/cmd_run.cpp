@@ -62,7 +62,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 struct RunOptions {
     std::vector<int32_t> prompt;
-    std::string prompt_text, load_state, save_state;
+    std::string prompt_text, prompt_file, load_state, save_state;
     bool text_mode = false;
     int64_t n_gen = 32;
     bool sampling = false;   // any sampling option given
@@ -167,11 +167,8 @@ int cmd_run(const Args &args) {
             if (parse_model_option(args, i, opt) || parse_sampling_option(args, i, o) || parse_penalty_option(args, i, o))
                 continue;
             if (a == "--tokens") o.prompt = parse_token_list(option_value(args, i));
-            else if (a == "-p" || a == "--prompt") o.prompt_text = option_value(args, i), o.text_mode = true;
-            else if (a == "-f" || a == "--file") {
-                const std::string path = option_value(args, i);
-                o.prompt_text = read_input_file(path == "-" ? "/dev/stdin" : path), o.text_mode = true;
-            }
+            else if (a == "-p" || a == "--prompt") o.prompt_text = option_value(args, i), o.prompt_file.clear(), o.text_mode = true;
+            else if (a == "-f" || a == "--file") o.prompt_file = option_value(args, i), o.text_mode = true;
             else if (a == "-n" || a == "--n-predict") o.n_gen = int_option(option_value(args, i), a.c_str(), 0, std::numeric_limits<int32_t>::max());
             else if (a == "--load-state") o.load_state = option_value(args, i);
             else if (a == "--save-state") o.save_state = option_value(args, i);
@@ -188,6 +185,13 @@ int cmd_run(const Args &args) {
         moestream_sampler *raw = nullptr;
         if (moestream_sampler_new(&o.sampler, &raw) != MOESTREAM_OK) return usage_error("run", moestream_last_error());
         sampler.reset(raw);
+    }
+    // Input that cannot be read is a failure at run time, as in the other commands.
+    try {
+        if (!o.prompt_file.empty()) o.prompt_text = read_input_file(o.prompt_file == "-" ? "/dev/stdin" : o.prompt_file);
+    } catch (const std::runtime_error &e) {
+        std::fprintf(stderr, "moestream run: %s\n", e.what());
+        return 1;
     }
     std::unique_ptr<moestream_context, void (*)(moestream_context *)> owned(open_model(opt, "run"), moestream_close);
     moestream_context *ctx = owned.get();

@@ -79,7 +79,8 @@ def test_token_ids_wider_than_32_bits_are_refused(cli_path, model):
     assert r.returncode == 2 and "4294967297" in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("command", [["tokenize", "-f"], ["perplexity", "-f"], ["perplexity", "--tokens"]])
+@pytest.mark.parametrize("command", [["tokenize", "-f"], ["perplexity", "-f"], ["perplexity", "--tokens"],
+                                     ["run", "-f"]])
 def test_a_directory_or_missing_input_file_is_a_runtime_error(cli_path, model, tmp_path, command):
     r = cli(cli_path, *command, tmp_path, "-m", model)
     assert r.returncode == 1, (r.returncode, r.stderr)
