@@ -186,12 +186,19 @@ int cmd_run(const Args &args) {
         if (moestream_sampler_new(&o.sampler, &raw) != MOESTREAM_OK) return usage_error("run", moestream_last_error());
         sampler.reset(raw);
     }
-    // Input that cannot be read is a failure at run time, as in the other commands.
+    // Input that cannot be read, and a state file that would replace an
+    // input, are failures at run time, found before the model is opened.
     try {
         if (!o.prompt_file.empty()) o.prompt_text = read_input_file(o.prompt_file == "-" ? "/dev/stdin" : o.prompt_file);
     } catch (const std::runtime_error &e) {
         std::fprintf(stderr, "moestream run: %s\n", e.what());
         return 1;
+    }
+    if (!o.save_state.empty()) {
+        if (const std::string why = output_conflict(o.save_state, {opt.model_path, o.prompt_file}); !why.empty()) {
+            std::fprintf(stderr, "moestream run: %s\n", why.c_str());
+            return 1;
+        }
     }
     std::unique_ptr<moestream_context, void (*)(moestream_context *)> owned(open_model(opt, "run"), moestream_close);
     moestream_context *ctx = owned.get();

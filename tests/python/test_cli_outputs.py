@@ -62,6 +62,20 @@ def test_logits_and_trace_record_refuse_to_overwrite_the_model(cli_path, model):
     assert leftovers(model.parent, "m.gguf", "link.gguf") == []
 
 
+def test_run_refuses_to_save_its_state_over_an_input(cli_path, model):
+    prompt = model.parent / "prompt.txt"
+    prompt.write_text("hello world")
+    before, text_before = digest(model), digest(prompt)
+    for target in (model, prompt):
+        r = cli(cli_path, "run", "-m", model, "-f", prompt, "-n", "2", "--save-state", target)
+        assert_refused(r, model, before)
+        assert r.stdout == ""  # refused before anything was generated
+    assert digest(prompt) == text_before
+    r = cli(cli_path, "run", "-m", model, "--tokens", "1", "-n", "2", "--save-state", model.parent)
+    assert r.returncode == 1 and "is a directory" in r.stderr and r.stdout == "", r.stderr
+    assert leftovers(model.parent, "m.gguf", "prompt.txt") == []
+
+
 def test_a_failed_logits_run_keeps_the_earlier_file(cli_path, model):
     out = model.parent / "l.bin"
     good = cli(cli_path, "logits", "-m", model, "--tokens", "1,2,3", "--out", out, "--threads", "1")
