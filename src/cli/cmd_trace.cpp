@@ -84,6 +84,10 @@ int synth(const Args &args) {
     }
     auto out = a.get("-o");
     if (!out) return usage_error("trace synth", "-o TRACE is required");
+    if (const std::string why = output_conflict(*out, {heat}); !why.empty()) {
+        std::fprintf(stderr, "moestream trace synth: %s\n", why.c_str());
+        return 1;
+    }
     if (moestream_trace_synth(&p, out->c_str()) != MOESTREAM_OK) return fail_api("synth");
     moestream_trace_info info;
     moestream_trace_info_init(&info);

@@ -128,7 +128,7 @@ int trace_record(const Args &args) {
             return 1;
         }
     }
-    if (const std::string why = output_conflict(o.out, {o.model, o.model + ".moepack"}); !why.empty()) {
+    if (const std::string why = output_conflict(o.out, {o.model, o.model + ".moepack", o.text_file}); !why.empty()) {
         std::fprintf(stderr, "moestream trace record: %s\n", why.c_str());
         return 1;
     }

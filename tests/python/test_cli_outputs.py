@@ -76,6 +76,18 @@ def test_run_refuses_to_save_its_state_over_an_input(cli_path, model):
     assert leftovers(model.parent, "m.gguf", "prompt.txt") == []
 
 
+def test_traces_refuse_to_overwrite_the_text_or_heat_they_read(cli_path, model):
+    text = model.parent / "text.txt"
+    text.write_text("hello world")
+    heat = model.parent / "heat.json"
+    heat.write_text('{"heat": [[1, 2, 3, 4], [4, 3, 2, 1]], "k": 2}')
+    before, text_before, heat_before = digest(model), digest(text), digest(heat)
+    assert_refused(cli(cli_path, "trace", "record", "-m", model, "-f", text, "-o", text), model, before)
+    assert_refused(cli(cli_path, "trace", "synth", "--heat", heat, "-n", "8", "-o", heat), model, before)
+    assert (digest(text), digest(heat)) == (text_before, heat_before)
+    assert leftovers(model.parent, "m.gguf", "text.txt", "heat.json") == []
+
+
 def test_a_failed_logits_run_keeps_the_earlier_file(cli_path, model):
     out = model.parent / "l.bin"
     good = cli(cli_path, "logits", "-m", model, "--tokens", "1,2,3", "--out", out, "--threads", "1")
