@@ -75,6 +75,10 @@ bool parse_args(const Args &args, std::initializer_list<const char *> value_opti
     return true;
 }
 
+std::string unexpected_argument(const ParsedArgs &parsed) {
+    return parsed.positional.empty() ? "" : "unexpected argument '" + parsed.positional[0] + "'";
+}
+
 int usage_error(const char *cmd, const std::string &what) {
     std::fprintf(stderr, "moestream %s: %s\n'moestream %s --help' lists the options.\n", cmd, what.c_str(), cmd);
     return 2;

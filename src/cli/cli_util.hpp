@@ -34,6 +34,10 @@ bool parse_args(const Args &args, std::initializer_list<const char *> value_opti
                 std::initializer_list<const char *> flag_options, ParsedArgs &out, std::string &error,
                 std::initializer_list<std::pair<const char *, const char *>> aliases = {});
 
+// For a command that takes no positional argument: "unexpected argument 'X'"
+// naming the first one given, or "" when there is none.
+std::string unexpected_argument(const ParsedArgs &parsed);
+
 // Prints "moestream <cmd>: <what>" and where the options are described;
 // returns 2, the status of a usage error. Commands report every usage error
 // through it (the usage text itself goes to stdout, for --help only), so the

@@ -208,6 +208,7 @@ int cmd_bench(const Args &args) {
         std::printf("%s", kUsage);
         return 0;
     }
+    if (const std::string extra = unexpected_argument(a); !extra.empty()) return usage_error("bench", extra);
     const bool json = a.flags.count("--json");
     int32_t probe_threads = 0;
     if (auto s = a.get("--threads")) {

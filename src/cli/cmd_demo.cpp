@@ -68,6 +68,7 @@ int cmd_demo(const Args &args) {
         std::printf("%s", kUsage);
         return 0;
     }
+    if (const std::string extra = unexpected_argument(a); !extra.empty()) return usage_error("demo", extra);
     DemoRun run;
     if (!read_run_options(a, run, error)) return usage_error("demo", error);
     // The budget is checked before a model is generated (minutes, several

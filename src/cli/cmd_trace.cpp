@@ -36,6 +36,7 @@ int synth(const Args &args) {
     if (!parse_args(args, {"--heat", "-n", "--reuse", "--skew", "--window", "--recall", "--layers", "--experts", "--top-k", "--expert-bytes", "--seed", "-o"},
                     {}, a, error, {{"--tokens", "-n"}, {"--output", "-o"}}))
         return usage_error("trace synth", error);
+    if (const std::string extra = unexpected_argument(a); !extra.empty()) return usage_error("trace synth", extra);
     moestream_trace_synth_params p;
     moestream_trace_synth_params_init(&p);
     std::string heat = a.get_or("--heat", "");

@@ -114,6 +114,7 @@ int trace_record(const Args &args) {
                     {{"--model", "-m"}, {"-n", "--tokens"}, {"--output", "-o"}, {"--budget", "--memory-budget"},
                      {"--file", "-f"}}))
         return usage_error("trace record", error);
+    if (const std::string extra = unexpected_argument(a); !extra.empty()) return usage_error("trace record", extra);
     RecordOptions o;
     if (!a.get("-m") || !a.get("-o")) return usage_error("trace record", "-m MODEL and -o TRACE are required");
     o.model = *a.get("-m");

@@ -65,6 +65,23 @@ def test_integers_too_large_for_their_field_are_usage_errors(cli_path, model, tm
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("args", [
+    ["generate", "--preset", "tiny", "-o", "x.gguf", "extra"],
+    ["bench", "-m", "{model}", "-n", "2", "--prompt", "2", "--warm", "extra"],
+    ["demo", "--model", "{model}", "-n", "2", "--no-mmap", "extra"],
+    ["trace", "synth", "-n", "8", "-o", "x.trace", "extra"],
+    ["trace", "record", "-m", "{model}", "--tokens", "2", "-o", "x.trace", "extra"],
+])
+def test_commands_without_positional_arguments_refuse_one(cli_path, model, tmp_path, args):
+    # An argument a command does not take was ignored: a mistyped option value
+    # ("--layers 2 4") ran with the defaults instead.
+    r = subprocess.run([str(cli_path), *[a.format(model=model) for a in args]], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "unexpected argument 'extra'" in r.stderr, r.stderr
+    assert r.stdout == "" and list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("command", [["run", "--tokens", "1"], ["tokenize", "-p", "a"], ["perplexity", "-f", "{text}"]])
 def test_batch_is_an_option_of_logits_only(cli_path, model, tmp_path, command):
     # --batch is in logits' --help alone; the other commands must not take it and ignore it.
