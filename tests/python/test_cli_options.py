@@ -184,6 +184,16 @@ def test_version_help_prints_its_usage(cli_path):
     assert cli(cli_path, "version", "--bogus").returncode == 2
 
 
+def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path):
+    for flag in ("--help", "-h"):
+        r = cli(cli_path, flag)
+        assert r.returncode == 0 and r.stderr == "", (flag, r.stderr)
+        assert r.stdout.startswith("usage: moestream <command>") and "  run " in r.stdout, r.stdout
+    for args in ([], ["frob"]):
+        r = cli(cli_path, *args)
+        assert r.returncode == 2 and r.stdout == "" and "usage: moestream <command>" in r.stderr, r
+
+
 # Every command reports a usage error one way: what is wrong and where the
 # options are described, on stderr without the usage text (which would push
 # the error off the screen), exit status 2, nothing written.
