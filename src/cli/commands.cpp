@@ -25,7 +25,7 @@ const std::vector<Command> &commands() {
         {"trace", "synthesise, inspect, replay and record expert routing traces", cmd_trace},
         {"logits", "write the logits of a token sequence (raw float32)", cmd_logits},
         {"perplexity", "perplexity of a text file (-f) or a token id file (--tokens)", cmd_perplexity},
-        {"run", "greedy generation from a prompt (-p) or token ids", cmd_run},
+        {"run", "generation from a prompt (-p, -f) or token ids: greedy, or sampled (--temp, --seed, ...)", cmd_run},
         {"tokenize", "print the token ids of a text", cmd_tokenize},
     };
     return list;

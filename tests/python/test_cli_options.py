@@ -189,6 +189,9 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
         r = cli(cli_path, flag)
         assert r.returncode == 0 and r.stderr == "", (flag, r.stderr)
         assert r.stdout.startswith("usage: moestream <command>") and "  run " in r.stdout, r.stdout
+        # run samples too: its summary must not call it greedy alone.
+        run_line = next(line for line in r.stdout.splitlines() if line.startswith("  run "))
+        assert "sampled" in run_line, run_line
     for args in ([], ["frob"]):
         r = cli(cli_path, *args)
         assert r.returncode == 2 and r.stdout == "" and "usage: moestream <command>" in r.stderr, r
