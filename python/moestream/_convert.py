@@ -1,5 +1,6 @@
 """Conversions between the C structs/enums and plain Python values."""
 import ctypes
+import numbers
 
 from . import _ffi
 from ._errors import Error, Status
@@ -16,10 +17,23 @@ LOG_LEVELS = {"error": 0, "warn": 1, "info": 2, "debug": 3}
 NUMA_PLACEMENTS = {"local": 0, "interleave": 1}
 
 
+def whole_number(value, what):
+    """value as an int: an integer (bool and numpy integers included) or a
+    real number without a fraction (8e9). Anything else is a TypeError naming
+    `what`: int() would cut 1.5 to 1 and read the text "12" as 12."""
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real) and float(value).is_integer():
+        return int(value)
+    if isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a whole number, got {value!r}")
+    raise TypeError(f"{what} must be an integer, not {type(value).__name__}")
+
+
 def checked_int(value, ctype, what):
-    """int(value), or Error(INVALID_ARGUMENT) naming `what` when the C integer
-    type cannot hold it: ctypes would silently keep only the low bits."""
-    number = int(value)
+    """whole_number(value), or Error(INVALID_ARGUMENT) naming `what` when the C
+    integer type cannot hold it: ctypes would silently keep only the low bits."""
+    number = whole_number(value, what)
     bits = 8 * ctypes.sizeof(ctype)
     if ctype(-1).value < 0:
         low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
@@ -112,9 +126,12 @@ def int32_buffer(values):
     """(keepalive, pointer, n) for token ids; ids outside int32 are an Error."""
     if np is not None and isinstance(values, np.ndarray):
         values = values.tolist()
-    elif isinstance(values, int):
+    elif isinstance(values, numbers.Integral):
         values = [values]
-    values = [int(v) for v in values]
+    elif isinstance(values, (str, bytes, bytearray, memoryview)):
+        # Text would step its characters or bytes as ids: tokenize() makes ids of text.
+        raise TypeError(f"token ids must be a sequence of integers, not {type(values).__name__}")
+    values = [whole_number(v, "token id") for v in values]
     for v in values:
         if not -2**31 <= v < 2**31:
             raise Error(Status.INVALID_ARGUMENT, f"token id {v} does not fit in int32")

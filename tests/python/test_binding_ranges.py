@@ -68,3 +68,34 @@ def test_generator_trace_and_inspect_arguments_out_of_range(lib, tmp_path):
     trace.unlink()
     refused("memory_budget", moestream.inspect, tmp_path / "m.gguf", memory_budget=-1)
     refused("status", moestream.status_string, 2**32)
+
+
+def test_integer_arguments_that_are_not_whole_numbers_are_type_errors(lib, model_path):
+    # int() would cut 1.5 to 1 and read "16" as 16: a float token id or a
+    # string for n_ctx would run with a value the caller never wrote.
+    for kwargs in ({"n_threads": 1.5}, {"n_ctx": "16"}, {"memory_budget": float("nan")}):
+        with pytest.raises(TypeError, match=next(iter(kwargs))):
+            moestream.Context(model_path, profile_path="", **kwargs)
+    for kwargs in ({"top_k": 1.5}, {"seed": "3"}, {"penalty_last_n": float("inf")}):
+        with pytest.raises(TypeError, match=next(iter(kwargs))):
+            moestream.Sampler(**kwargs)
+    with pytest.raises(TypeError, match="n_layer"):
+        moestream.generate_model_size(preset="tiny", n_layer=2.5)
+    with moestream.Context(model_path, n_ctx=16.0, n_threads=1, profile_path="") as ctx:
+        assert ctx.n_ctx == 16  # a float without a fraction is its integer
+        for tokens in ([1.5], [1, "2"], "12", b"\x01\x02", [float("nan")]):
+            with pytest.raises(TypeError):
+                ctx.step(tokens)
+        with pytest.raises(TypeError):
+            ctx.step_all_logits([0.5])
+        with pytest.raises(TypeError):
+            ctx.token_to_piece(1.5)
+        assert ctx.n_past == 0
+        np = pytest.importorskip("numpy")
+        ctx.step(np.array([1, 2], dtype=np.int64), logits=False)
+        ctx.step([np.int32(3), True], logits=False)
+        assert ctx.n_past == 4
+    sampler = moestream.Sampler(seed=1)
+    with pytest.raises(TypeError):
+        sampler.accept([1, 2.5])
+    sampler.close()
