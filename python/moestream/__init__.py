@@ -56,11 +56,9 @@ def inspect(path, memory_budget=0):
     ``memory_budget`` (bytes, 0 = automatic) only affects ``io_mode`` and
     ``io_mode_reason``.
     """
-    import os
-
     lib = _ffi.lib()
     info = _ffi.ModelInfo()
     lib.moestream_model_info_init(ctypes.byref(info))
     memory_budget = cv.checked_int(memory_budget, ctypes.c_uint64, "memory_budget")
-    lib.moestream_inspect(os.fsencode(os.fspath(path)), memory_budget, ctypes.byref(info))
+    lib.moestream_inspect(cv.path_bytes(path), memory_budget, ctypes.byref(info))
     return cv.model_info_dict(info)

@@ -1,15 +1,10 @@
 """moestream.Context: one opened model with its KV cache and expert cache."""
 import ctypes
-import os
 
 from . import _convert as cv
 from . import _ffi
 from ._errors import Error, Status
 from ._handle import OwnedHandle
-
-
-def _path_bytes(path):
-    return os.fsencode(os.fspath(path))
 
 
 class Context(OwnedHandle):
@@ -35,7 +30,7 @@ class Context(OwnedHandle):
 
         params = _ffi.Params()
         self._lib.moestream_params_init(ctypes.byref(params))
-        params.model_path = _path_bytes(model_path)
+        params.model_path = cv.path_bytes(model_path, "model_path")
         cv.set_int(params, "memory_budget", memory_budget)
         cv.set_int(params, "n_threads", n_threads)
         cv.set_int(params, "n_ctx", n_ctx)
@@ -47,9 +42,9 @@ class Context(OwnedHandle):
         params.numa_placement = cv.enum_value(cv.NUMA_PLACEMENTS, numa, "numa")
         cv.set_int(params, "max_batch", max_batch)
         if packed_path is not None:
-            params.packed_path = _path_bytes(packed_path)
+            params.packed_path = cv.path_bytes(packed_path, "packed_path")
         if profile_path is not None:
-            params.profile_path = _path_bytes(profile_path)
+            params.profile_path = cv.path_bytes(profile_path, "profile_path")
         if log is not None:
             self._log_callback = _make_log_callback(log)
             params.log_fn = self._log_callback
@@ -117,10 +112,10 @@ class Context(OwnedHandle):
         parameters and generator state (docs/state-format.md)."""
         with self._claim() as handle:
             if sampler is None:
-                self._lib.moestream_state_save(handle, _path_bytes(path))
+                self._lib.moestream_state_save(handle, cv.path_bytes(path))
             else:
                 with sampler._claim() as sampler_handle:
-                    self._lib.moestream_state_save_with_sampler(handle, sampler_handle, _path_bytes(path))
+                    self._lib.moestream_state_save_with_sampler(handle, sampler_handle, cv.path_bytes(path))
 
     def load_state(self, path, sampler=None):
         """Restores a saved state. With a Sampler, the file must hold a
@@ -128,10 +123,10 @@ class Context(OwnedHandle):
         state. On error neither the context nor the sampler changes."""
         with self._claim() as handle:
             if sampler is None:
-                self._lib.moestream_state_load(handle, _path_bytes(path))
+                self._lib.moestream_state_load(handle, cv.path_bytes(path))
             else:
                 with sampler._claim() as sampler_handle:
-                    self._lib.moestream_state_load_with_sampler(handle, sampler_handle, _path_bytes(path))
+                    self._lib.moestream_state_load_with_sampler(handle, sampler_handle, cv.path_bytes(path))
                 sampler._refresh_params()
 
     def stats(self):

@@ -1,6 +1,7 @@
 """Conversions between the C structs/enums and plain Python values."""
 import ctypes
 import numbers
+import os
 
 from . import _ffi
 from ._errors import Error, Status
@@ -15,6 +16,16 @@ PREFETCH_MODES = {"auto": 0, "off": 1, "previous_token": 2, "lookahead": 3, "bot
 CACHE_POLICIES = {"auto": 0, "lru": 1, "lfu_decay": 2, "pinned_hot": 3, "reuse_aware": 4}
 LOG_LEVELS = {"error": 0, "warn": 1, "info": 2, "debug": 3}
 NUMA_PLACEMENTS = {"local": 0, "interleave": 1}
+
+
+def path_bytes(path, what="path"):
+    """A path (str, bytes or os.PathLike) as the bytes the C API takes. A NUL
+    byte is a ValueError, as in open(): C would end the path there and read,
+    or write, another file."""
+    data = os.fsencode(os.fspath(path))
+    if b"\0" in data:
+        raise ValueError(f"{what} holds a NUL byte: {path!r}")
+    return data
 
 
 def whole_number(value, what):

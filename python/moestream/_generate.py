@@ -1,6 +1,5 @@
 """Random-weight models of a real architecture's shape (moestream_generate_*)."""
 import ctypes
-import os
 
 from . import _convert as cv
 from . import _ffi
@@ -54,7 +53,7 @@ def generate_model(path, *, architecture=None, preset=None, quant=None, seed=0, 
     called while writing. The same arguments and seed always give the same bytes.
     """
     p, keep = _params(architecture, preset, quant, seed, progress, shape, deepseek2_attn_kv_b)
-    _ffi.lib().moestream_generate_model(ctypes.byref(p), os.fsencode(os.fspath(path)))
+    _ffi.lib().moestream_generate_model(ctypes.byref(p), cv.path_bytes(path))
     del keep
 
 

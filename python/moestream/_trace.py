@@ -1,6 +1,5 @@
 """Routing traces: synthesis, statistics and cache replay (moestream_trace_*)."""
 import ctypes
-import os
 
 from . import _convert as cv
 from . import _ffi
@@ -19,7 +18,7 @@ def trace_synth(path, *, heat=None, n_tokens=1000, reuse=0.4, skew=None, n_layer
     p = _ffi.TraceSynthParams()
     lib.moestream_trace_synth_params_init(ctypes.byref(p))
     if heat is not None:
-        p.heat_path = os.fsencode(os.fspath(heat))
+        p.heat_path = cv.path_bytes(heat, "heat")
     cv.set_int(p, "n_tokens", n_tokens)
     p.reuse = float(reuse)
     if skew is not None:
@@ -28,7 +27,7 @@ def trace_synth(path, *, heat=None, n_tokens=1000, reuse=0.4, skew=None, n_layer
     for name, value in (("n_layer", n_layer), ("n_expert", n_expert), ("n_expert_used", n_expert_used),
                         ("bytes_per_expert", bytes_per_expert), ("seed", seed), ("window", window)):
         cv.set_int(p, name, value)
-    lib.moestream_trace_synth(ctypes.byref(p), os.fsencode(os.fspath(path)))
+    lib.moestream_trace_synth(ctypes.byref(p), cv.path_bytes(path))
 
 
 def trace_info(path):
@@ -36,7 +35,7 @@ def trace_info(path):
     lib = _ffi.lib()
     info = _ffi.TraceInfo()
     lib.moestream_trace_info_init(ctypes.byref(info))
-    lib.moestream_trace_info_get(os.fsencode(os.fspath(path)), ctypes.byref(info))
+    lib.moestream_trace_info_get(cv.path_bytes(path), ctypes.byref(info))
     return {name: getattr(info, name) for name, _ in info._fields_ if name != "struct_size"}
 
 
@@ -45,7 +44,7 @@ def trace_replay(path, cache_bytes, policy="auto", warmup_share=0.5):
     lib = _ffi.lib()
     p = _ffi.ReplayParams()
     lib.moestream_replay_params_init(ctypes.byref(p))
-    p.trace_path = os.fsencode(os.fspath(path))
+    p.trace_path = cv.path_bytes(path)
     cv.set_int(p, "cache_bytes", cache_bytes)
     # A bad name is the library's kind of error (Error, INVALID_ARGUMENT), not a KeyError.
     p.cache_policy = cv.enum_value(POLICIES, policy, "policy")

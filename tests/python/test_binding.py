@@ -563,6 +563,22 @@ def test_open_missing_model(lib, tmp_path):
     assert str(missing) in e.value.message
 
 
+def test_paths_with_a_nul_byte_are_value_errors(lib, model_path, ctx, tmp_path):
+    # C would end the path at the NUL: save_state("s\0x") wrote the file "s".
+    with pytest.raises(ValueError, match="model_path"):
+        moestream.Context(f"{model_path}\0.bak")
+    with pytest.raises(ValueError, match="profile_path"):
+        moestream.Context(model_path, profile_path=tmp_path / "p\0x")
+    ctx.step([1, 2], logits=False)
+    for call in (lambda: ctx.save_state(tmp_path / "s\0x"), lambda: ctx.load_state(tmp_path / "s\0x"),
+                 lambda: moestream.inspect(f"{model_path}\0"), lambda: moestream.trace_info(tmp_path / "t\0x"),
+                 lambda: moestream.generate_model(tmp_path / "g\0x", preset="tiny"),
+                 lambda: moestream.trace_synth(tmp_path / "t\0x", n_tokens=4)):
+        with pytest.raises(ValueError, match="NUL"):
+            call()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_bad_enum_names_are_rejected(lib, model_path):
     require(lib, *CONTEXT_FUNCTIONS)
     with pytest.raises(moestream.Error) as e:
