@@ -5,6 +5,7 @@ from . import _convert as cv
 from . import _ffi
 from ._errors import Error, Status
 from ._handle import OwnedHandle
+from ._sampler import Sampler
 
 
 class Context(OwnedHandle):
@@ -46,6 +47,8 @@ class Context(OwnedHandle):
         if profile_path is not None:
             params.profile_path = cv.path_bytes(profile_path, "profile_path")
         if log is not None:
+            if not callable(log):
+                raise TypeError(f"log must be callable as log(level_name, message), not {type(log).__name__}")
             self._log_callback = _make_log_callback(log)
             params.log_fn = self._log_callback
             params.log_level = cv.enum_value(cv.LOG_LEVELS, log_level, "log_level")
@@ -110,6 +113,7 @@ class Context(OwnedHandle):
     def save_state(self, path, sampler=None):
         """Saves tokens and KV cache atomically; with a Sampler, also its
         parameters and generator state (docs/state-format.md)."""
+        _check_sampler(sampler)
         with self._claim() as handle:
             if sampler is None:
                 self._lib.moestream_state_save(handle, cv.path_bytes(path))
@@ -121,6 +125,7 @@ class Context(OwnedHandle):
         """Restores a saved state. With a Sampler, the file must hold a
         sampler section, and the sampler takes its parameters and generator
         state. On error neither the context nor the sampler changes."""
+        _check_sampler(sampler)
         with self._claim() as handle:
             if sampler is None:
                 self._lib.moestream_state_load(handle, cv.path_bytes(path))
@@ -273,6 +278,11 @@ class Context(OwnedHandle):
             return f"<moestream.Context {self.architecture} n_vocab={self.n_vocab} n_past={self.n_past}>"
         except Error:
             return "<moestream.Context>"
+
+
+def _check_sampler(sampler):
+    if sampler is not None and not isinstance(sampler, Sampler):
+        raise TypeError(f"sampler must be a moestream.Sampler or None, not {type(sampler).__name__}")
 
 
 _LEVEL_NAMES = {v: k for k, v in cv.LOG_LEVELS.items()}

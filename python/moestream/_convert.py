@@ -124,9 +124,11 @@ def stats_dict(stats):
 def float_buffer(values):
     """(keepalive, pointer, n) for a row of floats, without copying numpy float32 input."""
     if np is not None:
-        arr = np.ascontiguousarray(values, dtype=np.float32)
+        # asarray, not ascontiguousarray: that makes a scalar (None, 2.0) a row of one.
+        arr = np.asarray(values, dtype=np.float32)
         if arr.ndim != 1:
             raise Error(Status.INVALID_ARGUMENT, f"expected a 1-D row of floats, got shape {arr.shape}")
+        arr = np.ascontiguousarray(arr)
         return arr, arr.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), int(arr.shape[0])
     values = list(values)
     buf = (ctypes.c_float * len(values))(*values)

@@ -272,6 +272,22 @@ def test_invalid_sampler_params(lib, kwargs):
 def test_sampler_rejects_2d_input(lib):
     with moestream.Sampler() as s, pytest.raises(moestream.Error):
         s.sample(np.zeros((2, 3), dtype=np.float32))
+    # A scalar is no row either (it was sampled as a row of one: None as a NaN).
+    for scalar in (None, 2.0):
+        with moestream.Sampler() as s, pytest.raises(moestream.Error, match="1-D row"):
+            s.sample(scalar)
+
+
+def test_arguments_of_the_wrong_kind_are_type_errors(lib, model_path, ctx, tmp_path):
+    # A log that cannot be called failed silently on every message; a sampler
+    # that is not one raised AttributeError from inside the binding.
+    with pytest.raises(TypeError, match="log"):
+        moestream.Context(model_path, profile_path="", log="warnings.txt")
+    ctx.step([1], logits=False)
+    for call in (ctx.save_state, ctx.load_state):
+        with pytest.raises(TypeError, match="Sampler"):
+            call(tmp_path / "s.state", sampler=42)
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- library lookup (subprocesses, so this process's loaded library is untouched) -----------
