@@ -62,7 +62,7 @@ int cmd_logits(const Args &args) {
                 return 0;
             }
             if (parse_model_option(args, i, opt)) continue;
-            if (a == "--tokens") tokens = parse_token_list(option_value(args, i));
+            if (a == "--tokens") tokens = token_list_option(option_value(args, i));
             else if (a == "--out" || a == "-o") out_path = option_value(args, i);
             else if (a == "--all") all = true;
             else if (a == "--batch")

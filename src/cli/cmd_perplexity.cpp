@@ -56,6 +56,8 @@ int cmd_perplexity(const Args &args) {
             else if (a == "-f" || a == "--file") text_file = option_value(args, i);
             else throw std::runtime_error("unknown option '" + a + "'");
         }
+        if (!token_file.empty() && !text_file.empty())
+            throw std::runtime_error("--tokens and -f both give the text: give one");
         if (opt.model_path.empty() || token_file.empty() == text_file.empty())
             throw std::runtime_error("-m and one of -f / --tokens are required");
         // A chunk of one token predicts nothing: every chunk would score zero tokens.

@@ -118,6 +118,12 @@ std::vector<int32_t> parse_token_list(const std::string &s) {
     return out;
 }
 
+std::vector<int32_t> token_list_option(const std::string &s) {
+    std::vector<int32_t> ids = parse_token_list(s);
+    if (ids.empty()) throw std::runtime_error("--tokens lists no token id");
+    return ids;
+}
+
 std::vector<int32_t> read_token_file(const std::string &path) {
     const std::string text = read_input_file(path);
     try {

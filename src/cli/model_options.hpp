@@ -36,6 +36,9 @@ int64_t int_option(const std::string &s, const char *option, int64_t lo, int64_t
 // "1,2,3" or whitespace/comma separated ids (32-bit; whether they are in the
 // vocabulary is checked once a model is open).
 std::vector<int32_t> parse_token_list(const std::string &s);
+// The value of a --tokens LIST option: parse_token_list, and a usage error
+// (thrown) when it lists no id, rather than the "required" error of no option.
+std::vector<int32_t> token_list_option(const std::string &s);
 // Throws std::runtime_error naming the file when it cannot be read.
 std::vector<int32_t> read_token_file(const std::string &path);
 // Opens the model with the library's warnings going to stderr, or prints the

@@ -226,6 +226,12 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["generate", "--preset", "tiny"], "generate", "-o PATH is required"),
     (["version", "x"], "version", "unexpected argument 'x'"),
     (["run", "-m", "{model}", "--bogus"], "run", "unknown option '--bogus'"),
+    # Given options are not reported as missing.
+    (["run", "-m", "{model}", "-p", "hi", "--tokens", "1"], "run", "--tokens and -p / -f both give the prompt: give one"),
+    (["run", "-m", "{model}", "--tokens", ","], "run", "--tokens lists no token id"),
+    (["logits", "-m", "{model}", "--tokens", "", "-o", "x.bin"], "logits", "--tokens lists no token id"),
+    (["perplexity", "-m", "{model}", "-f", "a.txt", "--tokens", "b.txt"], "perplexity",
+     "--tokens and -f both give the text: give one"),
     (["pack"], "pack", "expected one MODEL argument"),
     (["trace", "record", "-m", "{model}", "-o", "x.trace", "--feed", "sideways"], "trace record",
      "--feed takes greedy or random"),
