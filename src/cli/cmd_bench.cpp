@@ -148,15 +148,16 @@ void print_resident(const BenchResult &r, const MembwResult &bw) {
 double ceiling_bw(const BenchResult &r, double probe_bw) { return r.replay_ok ? r.replay_best_bw() : probe_bw; }
 
 void print_row(const BenchConfig &c, const BenchResult &r, double disk_bw) {
+    const std::string budget = c.budget ? format_bytes(c.budget) : "auto";  // 0: the library's automatic budget
     if (!r.ok) {
-        std::printf("%-7s %-10s  failed: %s\n", moestream_io_mode_name(c.io_mode), format_bytes(c.budget).c_str(), r.error);
+        std::printf("%-7s %-10s  failed: %s\n", moestream_io_mode_name(c.io_mode), budget.c_str(), r.error);
         return;
     }
     const double ceiling = r.ceiling_for(ceiling_bw(r, disk_bw));
     char ceil_text[16] = "-";
     if (ceiling > 0) std::snprintf(ceil_text, sizeof ceil_text, "%.0f%%", 100.0 * r.decode_tok_s() / ceiling);
     std::printf("%-7s %-10s %6.2f t/s %6.1f t/s %8.2fs %7.1f%% %11s %8.0f MB/s %6.1f%% %7s %10s  %s\n",
-                moestream_io_mode_name(r.io_mode), format_bytes(c.budget).c_str(), r.decode_tok_s(), r.prefill_tok_s(),
+                moestream_io_mode_name(r.io_mode), budget.c_str(), r.decode_tok_s(), r.prefill_tok_s(),
                 r.ttft_s, 100.0 * r.hit_rate(), format_bytes(uint64_t(r.bytes_per_token())).c_str(), r.read_bw() / 1e6,
                 100.0 * r.io_wait_share(), ceil_text, format_bytes(r.peak_rss).c_str(),
                 r.io_mode == MOESTREAM_IO_MMAP ? r.cgroup_note : "engine budget");

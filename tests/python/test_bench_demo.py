@@ -73,6 +73,14 @@ def test_bench_text_splits_the_time_and_the_hits_by_layer(cli_path, small_model)
     assert "cache memory" in o.group(2) and "dense weights copied in" in o.group(2), o.group(2)
 
 
+def test_bench_text_names_the_automatic_budget(cli_path, small_model):
+    # No --memory-budget is the library's automatic budget, not a budget of 0 bytes.
+    out = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "-n", "2", "--prompt", "2", "--warm",
+                          "--io-mode", "mmap"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"^mmap +auto +\d", out.stdout, re.M), out.stdout
+
+
 def test_demo_on_a_given_model(cli_path, small_model):
     out = subprocess.run([str(cli_path), "demo", "--model", str(small_model), "-n", "4", "--prompt", "2",
                           "--max-seconds", "20"], capture_output=True, text=True)
