@@ -100,8 +100,10 @@ int cmd_generate(const Args &args) {
     }
     uint64_t size = 0;
     if (const int st = moestream_generate_model_size(&p, &size); st != MOESTREAM_OK) {
-        // Invalid argument: the options do not make a model.
-        if (st == MOESTREAM_ERR_INVALID_ARGUMENT) return usage_error("generate", moestream_last_error());
+        // Invalid argument or unsupported (an --arch the generator has no
+        // shape for): the options do not make a model.
+        if (st == MOESTREAM_ERR_INVALID_ARGUMENT || st == MOESTREAM_ERR_UNSUPPORTED)
+            return usage_error("generate", moestream_last_error());
         std::fprintf(stderr, "moestream generate: %s\n", moestream_last_error());
         return 1;
     }

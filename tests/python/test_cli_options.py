@@ -224,6 +224,8 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["demo", "-n", "0"], "demo", "-n takes an integer from 1 to 2147483647, got '0'"),
     (["generate", "--seed", "x", "-o", "x.gguf"], "generate", "bad --seed 'x'"),
     (["generate", "--preset", "tiny"], "generate", "-o PATH is required"),
+    (["generate", "--arch", "llama", "-o", "x.gguf"], "generate",
+     "moestream_generate_model_size: generator: architecture 'llama' not supported (qwen3moe, gpt-oss, deepseek2)"),
     (["version", "x"], "version", "unexpected argument 'x'"),
     (["run", "-m", "{model}", "--bogus"], "run", "unknown option '--bogus'"),
     # Given options are not reported as missing.
