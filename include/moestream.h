@@ -166,7 +166,8 @@ typedef struct moestream_params {
     uint64_t memory_budget;     /* bytes for the whole engine; 0 = automatic (80% of the memory
                                    available, within the process's memory cgroup) */
     int32_t n_threads;          /* compute threads; 0 = one per physical core the process may run
-                                   on (its CPU affinity, e.g. taskset, and its cgroup's cpuset) */
+                                   on (its CPU affinity, e.g. taskset, and its cgroup's cpuset);
+                                   more than 4096 start 4096 */
     int32_t n_ctx;              /* context length; 0 = min(model's, 4096) */
     int32_t io_mode;            /* moestream_io_mode */
     int32_t prefetch;           /* moestream_prefetch_mode */
