@@ -41,6 +41,14 @@ def whole_number(value, what):
     raise TypeError(f"{what} must be an integer, not {type(value).__name__}")
 
 
+def real_number(value, what):
+    """float(value) for a real number (int, float, numpy scalars); anything
+    else is a TypeError naming `what`: float() would read the text "0.5"."""
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a number, not {type(value).__name__}")
+    return float(value)
+
+
 def checked_int(value, ctype, what):
     """whole_number(value), or Error(INVALID_ARGUMENT) naming `what` when the C
     integer type cannot hold it: ctypes would silently keep only the low bits."""

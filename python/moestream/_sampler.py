@@ -31,19 +31,19 @@ class Sampler(OwnedHandle):
         params = _ffi.SamplerParams()
         self._lib.moestream_sampler_params_init(ctypes.byref(params))
         if temperature is not None:
-            params.temperature = float(temperature)
+            params.temperature = cv.real_number(temperature, "temperature")
         if top_k is not None:
             cv.set_int(params, "top_k", top_k)
         if top_p is not None:
-            params.top_p = float(top_p)
+            params.top_p = cv.real_number(top_p, "top_p")
         if min_p is not None:
-            params.min_p = float(min_p)
+            params.min_p = cv.real_number(min_p, "min_p")
         if seed is not None:
             cv.set_int(params, "seed", seed)
         for name, value in (("repeat_penalty", repeat_penalty), ("presence_penalty", presence_penalty),
                             ("frequency_penalty", frequency_penalty)):
             if value is not None:
-                setattr(params, name, float(value))
+                setattr(params, name, cv.real_number(value, name))
         if penalty_last_n is not None:
             cv.set_int(params, "penalty_last_n", penalty_last_n)
         self.params = _params_dict(params)

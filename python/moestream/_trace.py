@@ -20,10 +20,10 @@ def trace_synth(path, *, heat=None, n_tokens=1000, reuse=0.4, skew=None, n_layer
     if heat is not None:
         p.heat_path = cv.path_bytes(heat, "heat")
     cv.set_int(p, "n_tokens", n_tokens)
-    p.reuse = float(reuse)
+    p.reuse = cv.real_number(reuse, "reuse")
     if skew is not None:
-        p.skew = float(skew)
-    p.recall = float(recall)
+        p.skew = cv.real_number(skew, "skew")
+    p.recall = cv.real_number(recall, "recall")
     for name, value in (("n_layer", n_layer), ("n_expert", n_expert), ("n_expert_used", n_expert_used),
                         ("bytes_per_expert", bytes_per_expert), ("seed", seed), ("window", window)):
         cv.set_int(p, name, value)
@@ -48,7 +48,7 @@ def trace_replay(path, cache_bytes, policy="auto", warmup_share=0.5):
     cv.set_int(p, "cache_bytes", cache_bytes)
     # A bad name is the library's kind of error (Error, INVALID_ARGUMENT), not a KeyError.
     p.cache_policy = cv.enum_value(POLICIES, policy, "policy")
-    p.warmup_share = float(warmup_share)
+    p.warmup_share = cv.real_number(warmup_share, "warmup_share")
     r = _ffi.ReplayResult()
     lib.moestream_replay_result_init(ctypes.byref(r))
     lib.moestream_trace_replay(ctypes.byref(p), ctypes.byref(r))

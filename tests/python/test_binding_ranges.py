@@ -99,3 +99,17 @@ def test_integer_arguments_that_are_not_whole_numbers_are_type_errors(lib, model
     with pytest.raises(TypeError):
         sampler.accept([1, 2.5])
     sampler.close()
+
+
+def test_real_arguments_that_are_not_numbers_are_type_errors(lib, tmp_path):
+    # float() would read the text "0.5" as 0.5.
+    for kwargs in ({"temperature": "0.5"}, {"top_p": "1"}, {"repeat_penalty": [1.1]}):
+        with pytest.raises(TypeError, match=next(iter(kwargs))):
+            moestream.Sampler(**kwargs)
+    with pytest.raises(TypeError, match="reuse"):
+        moestream.trace_synth(tmp_path / "t.trace", n_tokens=4, reuse="0.3")
+    assert list(tmp_path.iterdir()) == []
+    np = pytest.importorskip("numpy")
+    s = moestream.Sampler(temperature=np.float32(0.5), top_p=1)
+    assert s.params["temperature"] == 0.5 and s.params["top_p"] == 1.0
+    s.close()
