@@ -11,6 +11,7 @@
 // reads of a layer, so it is measured on its own.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -26,28 +27,53 @@ struct Shape {
     bool f32;
 };
 
+const Shape kQwen3{32, 4, 128, 128, false, false};
+
+// A cache of n_layer layers holding n_pos positions, a query for one token
+// and the buffers attend_kv_group writes. The rows are drawn from a pool of
+// 61 random rows (a prime, so neighbouring positions and layers differ):
+// filling 48 layers one random number at a time would take longer than the
+// measurement.
+class Decode {
+public:
+    Decode(const Shape &c, int32_t n_layer, int32_t n_pos)
+        : c_(c), n_layer_(n_layer), n_pos_(n_pos), group_(c.heads / c.heads_kv),
+          kv_(n_layer, n_pos, c.heads_kv * c.dk, c.latent ? 0 : c.heads_kv * c.dv, c.f32),
+          s_{c.heads, c.heads_kv, c.dk, c.dv, 1.0f / std::sqrt(float(c.dk))}, q_(size_t(c.heads * c.dk)),
+          out_(size_t(c.heads * c.dv)), scores_(size_t(group_) * size_t(n_pos)) {
+        std::mt19937 rng(1);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        std::vector<std::vector<float>> pool(61, std::vector<float>(size_t(c.heads_kv * std::max(c.dk, c.dv))));
+        for (auto &row : pool)
+            for (float &x : row) x = nd(rng);
+        for (int32_t l = 0; l < n_layer; ++l)
+            for (int32_t p = 0; p < n_pos; ++p)
+                kv_.store(l, p, pool[size_t(p + l) % pool.size()].data(),
+                          pool[size_t(p + 2 * l + 1) % pool.size()].data());
+        for (float &x : q_) x = nd(rng);
+    }
+
+    // One token's attention over every layer: each KV head group in turn.
+    void run() {
+        for (int32_t l = 0; l < n_layer_; ++l)
+            for (int32_t h = 0; h < c_.heads_kv; ++h)
+                moe::attend_kv_group(kv_, l, s_, h, &q_[size_t(h * group_ * c_.dk)], n_pos_ - 1, scores_.data(),
+                                     &out_[size_t(h * group_ * c_.dv)]);
+        benchmark::DoNotOptimize(out_.data());
+    }
+
+private:
+    Shape c_;
+    int32_t n_layer_, n_pos_, group_;
+    moe::KvCache kv_;
+    moe::AttentionShape s_;
+    std::vector<float> q_, out_, scores_;
+};
+
 void BM_Attention(benchmark::State &state, Shape c) {
     const int32_t n_pos = static_cast<int32_t>(state.range(0));
-    moe::KvCache kv(1, n_pos, c.heads_kv * c.dk, c.latent ? 0 : c.heads_kv * c.dv, c.f32);
-    std::mt19937 rng(1);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> k(size_t(c.heads_kv * c.dk)), v(size_t(c.heads_kv * c.dv));
-    std::vector<float> q(size_t(c.heads * c.dk)), out(size_t(c.heads * c.dv));
-    for (int32_t p = 0; p < n_pos; ++p) {
-        for (float &x : k) x = nd(rng);
-        for (float &x : v) x = nd(rng);
-        kv.store(0, p, k.data(), v.data());
-    }
-    for (float &x : q) x = nd(rng);
-    moe::AttentionShape s{c.heads, c.heads_kv, c.dk, c.dv, 1.0f / std::sqrt(float(c.dk))};
-    const int32_t group = c.heads / c.heads_kv;
-    std::vector<float> scores(size_t(group) * size_t(n_pos));
-    for (auto _ : state) {
-        for (int32_t h = 0; h < c.heads_kv; ++h)
-            moe::attend_kv_group(kv, 0, s, h, &q[size_t(h * group * c.dk)], n_pos - 1, scores.data(),
-                                 &out[size_t(h * group * c.dv)]);
-        benchmark::DoNotOptimize(out.data());
-    }
+    Decode d(c, 1, n_pos);
+    for (auto _ : state) d.run();
     state.counters["positions/s"] =
         benchmark::Counter(double(state.iterations()) * n_pos, benchmark::Counter::kIsRate);
 }
@@ -56,53 +82,22 @@ void BM_Attention(benchmark::State &state, Shape c) {
 // positions (2 KiB a position) outgrow the CPU's caches as a decode's do, so
 // the rows come from memory.
 void BM_AttentionLayers(benchmark::State &state) {
-    const Shape c{32, 4, 128, 128, false, false};
-    const int32_t n_layer = 48, n_pos = static_cast<int32_t>(state.range(0));
-    moe::KvCache kv(n_layer, n_pos, c.heads_kv * c.dk, c.heads_kv * c.dv, false);
-    std::mt19937 rng(1);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<std::vector<float>> pool(61, std::vector<float>(size_t(c.heads_kv * c.dk)));
-    for (auto &row : pool)
-        for (float &x : row) x = nd(rng);
-    for (int32_t l = 0; l < n_layer; ++l)
-        for (int32_t p = 0; p < n_pos; ++p)
-            kv.store(l, p, pool[size_t(p + l) % pool.size()].data(), pool[size_t(p + 2 * l + 1) % pool.size()].data());
-    std::vector<float> q(size_t(c.heads * c.dk)), out(size_t(c.heads * c.dv));
-    for (float &x : q) x = nd(rng);
-    moe::AttentionShape s{c.heads, c.heads_kv, c.dk, c.dv, 1.0f / std::sqrt(float(c.dk))};
-    const int32_t group = c.heads / c.heads_kv;
-    std::vector<float> scores(size_t(group) * size_t(n_pos));
-    for (auto _ : state) {
-        for (int32_t l = 0; l < n_layer; ++l)
-            for (int32_t h = 0; h < c.heads_kv; ++h)
-                moe::attend_kv_group(kv, l, s, h, &q[size_t(h * group * c.dk)], n_pos - 1, scores.data(),
-                                     &out[size_t(h * group * c.dv)]);
-        benchmark::DoNotOptimize(out.data());
-    }
+    Decode d(kQwen3, 48, static_cast<int32_t>(state.range(0)));
+    for (auto _ : state) d.run();
 }
 
-BENCHMARK_CAPTURE(BM_Attention, f16, Shape{32, 4, 128, 128, false, false})
-    ->Name("attention")
-    ->Arg(64)
-    ->Arg(256)
-    ->Arg(1024)
-    ->Arg(4096)
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_Attention, f32, Shape{32, 4, 128, 128, false, true})
-    ->Name("attention_f32")
-    ->Arg(64)
-    ->Arg(256)
-    ->Arg(1024)
-    ->Arg(4096)
-    ->Unit(benchmark::kMicrosecond);
+// The context lengths of the single-layer cases.
+void contexts(benchmark::internal::Benchmark *b) {
+    for (const int64_t n : {64, 256, 1024, 4096}) b->Arg(n);
+    b->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK_CAPTURE(BM_Attention, f16, kQwen3)->Name("attention")->Apply(contexts);
+BENCHMARK_CAPTURE(BM_Attention, f32, Shape{32, 4, 128, 128, false, true})->Name("attention_f32")->Apply(contexts);
 BENCHMARK(BM_AttentionLayers)->Name("attention_48_layers")->Arg(400)->Arg(2048)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Attention, latent, Shape{16, 1, 576, 512, true, false})
     ->Name("attention_latent")
-    ->Arg(64)
-    ->Arg(256)
-    ->Arg(1024)
-    ->Arg(4096)
-    ->Unit(benchmark::kMicrosecond);
+    ->Apply(contexts);
 
 }  // namespace
 
