@@ -197,36 +197,32 @@ MOE_VEC8_INLINE void store_transposed(const V *r, float *tile, int32_t width) {
     }
 }
 
-// The tile score_tile reads, from the cache rows of kTile keys (key l's
-// elements from k[l] on): eight elements of each key loaded (widened) as
-// vectors, transposed in registers.
-template <class Row>
-MOE_VEC8_INLINE void fill_key_tile(const uint8_t *const *k, int32_t dk, float *tile) {
-    for (int32_t i = 0; i < dk; i += kTile) {
-        F8 r[kTile];
-        for (int l = 0; l < kTile; ++l) Row::load(k[l], i, r[l]);
-        store_transposed(r, tile + size_t(i) * kTile, kTile);
+// Elements i .. i + 7 of key l as an F8, or as an F8x2 with those of key
+// l + 8 in lanes 8-15 (by one conversion where the row type can).
+template <class Row, class V>
+MOE_VEC8_INLINE void load_key(const uint8_t *const *k, int l, int32_t i, V &out) {
+    if constexpr (kLanesOf<V> == kLanes) {
+        Row::load(k[l], i, out);
+    } else if constexpr (requires { Row::load_pair(k[l], k[l + kTile], i, out); }) {
+        Row::load_pair(k[l], k[l + kTile], i, out);
+    } else {
+        F8 a, b;
+        Row::load(k[l], i, a);
+        Row::load(k[l + kTile], i, b);
+        out = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     }
 }
 
-// The same for 16 keys into a tile 16 lanes wide, keys l and l + 8 loaded
-// into one F8x2 (by one conversion where the row type can).
-template <class Row>
-MOE_VEC8_INLINE void fill_key_tile_wide(const uint8_t *const *k, int32_t dk, float *tile) {
-    constexpr int32_t kWidth = 2 * kTile;
+// The tile score_tile reads, from the cache rows of as many keys as V has
+// lanes (key l's elements from k[l] on): eight elements of each key loaded
+// (widened) as vectors, transposed in registers.
+template <class Row, class V>
+MOE_VEC8_INLINE void fill_key_tile(const uint8_t *const *k, int32_t dk, float *tile) {
+    constexpr int32_t W = kLanesOf<V>;
     for (int32_t i = 0; i < dk; i += kTile) {
-        F8x2 r[kTile];
-        for (int l = 0; l < kTile; ++l) {
-            if constexpr (requires { Row::load_pair(k[l], k[l + kTile], i, r[l]); }) {
-                Row::load_pair(k[l], k[l + kTile], i, r[l]);
-            } else {
-                F8 a, b;
-                Row::load(k[l], i, a);
-                Row::load(k[l + kTile], i, b);
-                r[l] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            }
-        }
-        store_transposed(r, tile + size_t(i) * kWidth, kWidth);
+        V r[kTile];
+        for (int l = 0; l < kTile; ++l) load_key<Row>(k, l, i, r[l]);
+        store_transposed(r, tile + size_t(i) * W, W);
     }
 }
 
@@ -335,7 +331,7 @@ MOE_VEC8_INLINE void score_group(int32_t group, const float *q, int32_t dk, cons
 // elements at a time (W = V's lanes) from element c on; returns where it
 // stopped. Each W elements of a row are loaded (widened) once for the G
 // heads: G * C sums in registers take C + G loads per row, not 2 * G * C.
-template <class Row, int G, int C, class V = F8>
+template <class Row, class V, int G, int C>
 MOE_VEC8_INLINE int32_t accumulate_heads(const uint8_t *const *v, int32_t n, int32_t dv, const float *w,
                                          size_t stride, float *out, int32_t c) {
     constexpr int32_t W = kLanesOf<V>;
@@ -357,86 +353,107 @@ MOE_VEC8_INLINE int32_t accumulate_heads(const uint8_t *const *v, int32_t n, int
     return c;
 }
 
-// Every head of the group: four heads at a time over 16 elements (6 loads a
-// row for 8 sums), the heads left over one at a time over 64 (9 loads for 8
-// sums); then whatever elements are left, 8 at a time.
-template <class Row>
+// G heads over every element: C * W at a time, then W, then on the wide
+// path 8 (dv is a multiple of 8).
+template <class Row, class V, int G, int C>
+MOE_VEC8_INLINE void accumulate_head_block(const uint8_t *const *v, int32_t n, int32_t dv, const float *w,
+                                           size_t stride, float *out) {
+    int32_t c = accumulate_heads<Row, V, G, C>(v, n, dv, w, stride, out, 0);
+    c = accumulate_heads<Row, V, G, 1>(v, n, dv, w, stride, out, c);
+    if constexpr (kLanesOf<V> > kLanes) accumulate_heads<Row, F8, G, 1>(v, n, dv, w, stride, out, c);
+}
+
+// Every head of the group, as many at a time as the registers hold. 16
+// lanes (AVX-512's 32 registers): eight heads over 32 elements (16 sums, 18
+// registers; every element of a row converted once when the group has eight
+// heads), then four over 32, then one over 128. 8 lanes (16 registers): four
+// heads over 16 elements (6 loads a row for 8 sums), then one over 64 (9
+// loads for 8 sums).
+template <class Row, class V>
 MOE_VEC8_INLINE void accumulate_values(const uint8_t *const *v, int32_t n, int32_t dv, int32_t group,
                                        const float *w, size_t stride, float *out) {
     int32_t g = 0;
-    for (; g + 4 <= group; g += 4) {
-        const float *wg = w + size_t(g) * stride;
-        float *og = out + size_t(g) * size_t(dv);
-        const int32_t c = accumulate_heads<Row, 4, 2>(v, n, dv, wg, stride, og, 0);
-        accumulate_heads<Row, 4, 1>(v, n, dv, wg, stride, og, c);
+    if constexpr (kLanesOf<V> > kLanes) {
+        for (; g + 8 <= group; g += 8)
+            accumulate_head_block<Row, V, 8, 2>(v, n, dv, w + size_t(g) * stride, stride, out + size_t(g) * size_t(dv));
     }
-    for (; g < group; ++g) {
-        const float *wg = w + size_t(g) * stride;
-        float *og = out + size_t(g) * size_t(dv);
-        const int32_t c = accumulate_heads<Row, 1, 8>(v, n, dv, wg, stride, og, 0);
-        accumulate_heads<Row, 1, 1>(v, n, dv, wg, stride, og, c);
-    }
-}
-
-// G heads of the wide path over every element: C * 16 at a time, then 16,
-// then 8.
-template <class Row, int G, int C>
-MOE_VEC8_INLINE void accumulate_heads_wide(const uint8_t *const *v, int32_t n, int32_t dv, const float *w,
-                                           size_t stride, float *out) {
-    int32_t c = accumulate_heads<Row, G, C, F8x2>(v, n, dv, w, stride, out, 0);
-    c = accumulate_heads<Row, G, 1, F8x2>(v, n, dv, w, stride, out, c);
-    accumulate_heads<Row, G, 1, F8>(v, n, dv, w, stride, out, c);
-}
-
-// accumulate_values on 16 lanes: eight heads over 32 elements (16 sums, 18
-// registers of AVX-512's 32; every element of a row converted once when the
-// group has eight heads), then four heads over 32, then one over 128.
-template <class Row>
-MOE_VEC8_INLINE void accumulate_values_wide(const uint8_t *const *v, int32_t n, int32_t dv, int32_t group,
-                                            const float *w, size_t stride, float *out) {
-    int32_t g = 0;
-    for (; g + 8 <= group; g += 8)
-        accumulate_heads_wide<Row, 8, 2>(v, n, dv, w + size_t(g) * stride, stride, out + size_t(g) * size_t(dv));
     for (; g + 4 <= group; g += 4)
-        accumulate_heads_wide<Row, 4, 2>(v, n, dv, w + size_t(g) * stride, stride, out + size_t(g) * size_t(dv));
+        accumulate_head_block<Row, V, 4, 2>(v, n, dv, w + size_t(g) * stride, stride, out + size_t(g) * size_t(dv));
     for (; g < group; ++g)
-        accumulate_heads_wide<Row, 1, 8>(v, n, dv, w + size_t(g) * stride, stride, out + size_t(g) * size_t(dv));
+        accumulate_head_block<Row, V, 1, 8>(v, n, dv, w + size_t(g) * stride, stride, out + size_t(g) * size_t(dv));
 }
 
-// The f16 loops with F16C: functions of that target, as HalfRowF16c needs.
+// How a call reads its cache rows: f32 as they are, f16 by F16C or by the
+// portable conversion (see use_f16c).
+enum class RowKind { f32, f16c, half };
+
+// The f16 loops with F16C, one pair per tile width: functions of that target,
+// as HalfRowF16c needs.
+template <class V>
+struct F16cLoops {  // never called where there is no F16C: use_f16c() is false
+    static void fill_key_tile(const uint8_t *const *, int32_t, float *) {}
+    static void accumulate_values(const uint8_t *const *, int32_t, int32_t, int32_t, const float *, size_t, float *) {}
+};
 #if defined(__x86_64__)
-__attribute__((target("avx,f16c"), flatten)) void fill_key_tile_f16c(const uint8_t *const *k, int32_t dk, float *tile) {
-    fill_key_tile<HalfRowF16c>(k, dk, tile);
-}
-__attribute__((target("avx,f16c"), flatten)) void accumulate_values_f16c(const uint8_t *const *v, int32_t n, int32_t dv,
-                                                                       int32_t group, const float *w, size_t stride,
-                                                                       float *out) {
-    accumulate_values<HalfRowF16c>(v, n, dv, group, w, stride, out);
-}
-__attribute__((target("avx512f,f16c"), flatten)) void fill_key_tile_f16c_wide(const uint8_t *const *k, int32_t dk,
-                                                                            float *tile) {
-    fill_key_tile_wide<HalfRowF16cWide>(k, dk, tile);
-}
-__attribute__((target("avx512f,f16c"), flatten)) void accumulate_values_f16c_wide(const uint8_t *const *v, int32_t n,
-                                                                                int32_t dv, int32_t group,
-                                                                                const float *w, size_t stride,
-                                                                                float *out) {
-    accumulate_values_wide<HalfRowF16cWide>(v, n, dv, group, w, stride, out);
-}
-#else  // never called: use_f16c() is false
-void fill_key_tile_f16c(const uint8_t *const *, int32_t, float *) {}
-void accumulate_values_f16c(const uint8_t *const *, int32_t, int32_t, int32_t, const float *, size_t, float *) {}
-void accumulate_values_f16c_wide(const uint8_t *const *, int32_t, int32_t, int32_t, const float *, size_t, float *) {}
-void fill_key_tile_f16c_wide(const uint8_t *const *, int32_t, float *) {}
+template <>
+struct F16cLoops<F8> {
+    __attribute__((target("avx,f16c"), flatten)) static void fill_key_tile(const uint8_t *const *k, int32_t dk,
+                                                                          float *tile) {
+        moe::fill_key_tile<HalfRowF16c, F8>(k, dk, tile);
+    }
+    __attribute__((target("avx,f16c"), flatten)) static void accumulate_values(const uint8_t *const *v, int32_t n,
+                                                                              int32_t dv, int32_t group,
+                                                                              const float *w, size_t stride,
+                                                                              float *out) {
+        moe::accumulate_values<HalfRowF16c, F8>(v, n, dv, group, w, stride, out);
+    }
+};
+template <>
+struct F16cLoops<F8x2> {
+    __attribute__((target("avx512f,f16c"), flatten)) static void fill_key_tile(const uint8_t *const *k, int32_t dk,
+                                                                              float *tile) {
+        moe::fill_key_tile<HalfRowF16cWide, F8x2>(k, dk, tile);
+    }
+    __attribute__((target("avx512f,f16c"), flatten)) static void accumulate_values(const uint8_t *const *v,
+                                                                                  int32_t n, int32_t dv,
+                                                                                  int32_t group, const float *w,
+                                                                                  size_t stride, float *out) {
+        moe::accumulate_values<HalfRowF16cWide, F8x2>(v, n, dv, group, w, stride, out);
+    }
+};
 #endif
 
+// The key tile and the value sums by row kind. The wide path runs only where
+// F16C is in use (use_wide), so it never converts f16 rows portably.
+template <class V>
+MOE_VEC8_INLINE void fill_key_tile_by(RowKind kind, const uint8_t *const *k, int32_t dk, float *tile) {
+    if (kind == RowKind::f32) {
+        fill_key_tile<F32Row, V>(k, dk, tile);
+    } else if (kind == RowKind::f16c || kLanesOf<V> > kLanes) {
+        F16cLoops<V>::fill_key_tile(k, dk, tile);
+    } else if constexpr (kLanesOf<V> == kLanes) {
+        fill_key_tile<HalfRow, V>(k, dk, tile);
+    }
+}
+template <class V>
+MOE_VEC8_INLINE void accumulate_values_by(RowKind kind, const uint8_t *const *v, int32_t n, int32_t dv,
+                                          int32_t group, const float *w, size_t stride, float *out) {
+    if (kind == RowKind::f32) {
+        accumulate_values<F32Row, V>(v, n, dv, group, w, stride, out);
+    } else if (kind == RowKind::f16c || kLanesOf<V> > kLanes) {
+        F16cLoops<V>::accumulate_values(v, n, dv, group, w, stride, out);
+    } else if constexpr (kLanesOf<V> == kLanes) {
+        accumulate_values<HalfRow, V>(v, n, dv, group, w, stride, out);
+    }
+}
 
 // Asks for the cache lines of rows p .. p + count - 1 (those before n), bytes
 // from offset in each. The loops below read 8 or 16 rows side by side, a few
 // lines of each, which the hardware prefetchers barely follow; in a decode
 // the rows come from memory (every layer's cache together outgrows the CPU's
-// caches), so rows 16 ahead of those computed are asked for (the tile two
+// caches), so rows kAhead ahead of those computed are asked for (the tile two
 // ahead, or the next wide one).
+constexpr int32_t kAhead = 16;
 MOE_VEC8_INLINE void prefetch_rows(const KvRowRun &run, int32_t p, int32_t count, int32_t n, size_t offset,
                                    size_t bytes) {
     constexpr size_t kLine = 64;
@@ -444,88 +461,104 @@ MOE_VEC8_INLINE void prefetch_rows(const KvRowRun &run, int32_t p, int32_t count
         for (size_t b = 0; b < bytes; b += kLine) __builtin_prefetch(run.row(l) + offset + b);
 }
 
-// attend_kv_group for head sizes that are multiples of the lane count: keys
-// scored a tile of positions at a time (16 on the wide path, then 8) for all
-// heads of the group, softmax per head, values accumulated as many positions
-// at a time.
+// One call of attend_tiled: the group's queries, its rows in the cache
+// (positions numbered from 0, row p of a run holding position first + p, also
+// where a sliding window's ring wraps), its scores (stride apart per head)
+// and outputs.
+struct TiledCall {
+    int32_t group, dk, dv, n_pos;
+    RowKind kind;
+    KvRowRun keys, values;
+    size_t k_head, v_head;    // the KV head's first byte in a row
+    size_t k_bytes, v_bytes;  // its bytes in a row
+    const float *q;
+    float scale;
+    float *scores;
+    size_t stride;
+    float *out;
+};
+
+// Scores of every head of the group against whole tiles of as many keys as V
+// has lanes, from position p on; returns the first position not scored.
+template <class V>
+MOE_VEC8_INLINE int32_t score_tiles(const TiledCall &c, int32_t p, float *tile) {
+    constexpr int32_t W = kLanesOf<V>;
+    const uint8_t *k[W];
+    for (; p + W <= c.n_pos; p += W) {
+        prefetch_rows(c.keys, p + kAhead, W, c.n_pos, c.k_head, c.k_bytes);
+        for (int32_t l = 0; l < W; ++l) k[l] = c.keys.row(p + l) + c.k_head;
+        fill_key_tile_by<V>(c.kind, k, c.dk, tile);
+        score_group<V>(c.group, c.q, c.dk, tile, c.scale, c.scores + p, c.stride);
+    }
+    return p;
+}
+
+// Every value row into every head's output, as many rows at a time as V has
+// lanes, each row accumulated into the heads in position order.
+template <class V>
+MOE_VEC8_INLINE void accumulate_tiles(const TiledCall &c) {
+    constexpr int32_t W = kLanesOf<V>;
+    const uint8_t *v[W];
+    for (int32_t j0 = 0; j0 < c.n_pos; j0 += W) {
+        const int32_t n = std::min(W, c.n_pos - j0);
+        prefetch_rows(c.values, j0 + kAhead, W, c.n_pos, c.v_head, c.v_bytes);
+        for (int32_t l = 0; l < n; ++l) v[l] = c.values.row(j0 + l) + c.v_head;
+        accumulate_values_by<V>(c.kind, v, n, c.dv, c.group, c.scores + size_t(j0), c.stride, c.out);
+    }
+}
+
+// attend_tiled on tiles of V's lanes (8, or 16 on the wide path, which takes
+// the keys left after its whole tiles 8 at a time first): keys scored a tile
+// of positions at a time for all heads of the group, softmax per head, as
+// attend_head, values accumulated as many positions at a time.
+template <class V>
+MOE_VEC8_INLINE void attend_tiles(const TiledCall &c, const float *sinks) {
+    alignas(64) float tile[kMaxHeadDim * kLanesOf<V>];
+    int32_t p0 = score_tiles<V>(c, 0, tile);
+    if constexpr (kLanesOf<V> > kLanes) p0 = score_tiles<F8>(c, p0, tile);
+    alignas(64) float row[kMaxHeadDim];  // a key past the last whole tile
+    for (; p0 < c.n_pos; ++p0) {
+        widen(c.keys.row(p0) + c.k_head, c.kind == RowKind::f32, c.kind == RowKind::f16c, c.dk, row);
+        for (int32_t g = 0; g < c.group; ++g) {
+            const float *qg = c.q + size_t(g) * size_t(c.dk);
+            float sum = 0.0f;
+            for (int32_t i = 0; i < c.dk; ++i) sum += qg[i] * row[i];
+            c.scores[size_t(g) * c.stride + size_t(p0)] = sum * c.scale;
+        }
+    }
+    for (int32_t g = 0; g < c.group; ++g) {
+        softmax_in_place<V>(c.scores + size_t(g) * c.stride, c.n_pos, sinks ? sinks + g : nullptr);
+        std::fill(c.out + size_t(g) * size_t(c.dv), c.out + size_t(g + 1) * size_t(c.dv), 0.0f);
+    }
+    accumulate_tiles<V>(c);
+}
+
+// attend_kv_group for head sizes that are multiples of the lane count, on the
+// wide path or the 8-position one.
 MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t kv_head,
                                   const float *q, int32_t first, int32_t end, float *scores, float *out,
                                   const float *sinks) {
-    const int32_t group = s.n_head / s.n_head_kv;
-    const int32_t dk = s.head_dim_k, dv = s.head_dim_v;
-    const bool f32 = kv.is_f32(), f16c = use_f16c(), wide = use_wide();
+    const int32_t dk = s.head_dim_k, dv = s.head_dim_v, n_pos = end - first;
     const size_t es = kv.element_bytes();
-    // Positions first..end-1, numbered from 0 below; row p of a run holds
-    // position first + p, also where a sliding window's ring wraps.
-    const int32_t n_pos = end - first;
-    const KvRowRun keys = kv.run(KvPart::k, layer, first), values = kv.run(KvPart::v, layer, first);
     const size_t k_head = size_t(kv_head) * size_t(dk) * es;
-    const size_t v_head = kv.values_in_keys() ? k_head : size_t(kv_head) * size_t(dv) * es;
-    const size_t k_bytes = size_t(dk) * es, v_bytes = size_t(dv) * es;
-    const size_t stride = size_t(n_pos);
-    constexpr int32_t kWide = 2 * kTile;
-
-    alignas(64) float row[kMaxHeadDim];  // a key past the last whole tile
-    alignas(64) float tile[kMaxHeadDim * kWide];
-    const uint8_t *k[kWide];
-    int32_t p0 = 0;
-    if (wide) {
-        for (; p0 + kWide <= n_pos; p0 += kWide) {
-            prefetch_rows(keys, p0 + kWide, kWide, n_pos, k_head, k_bytes);
-            for (int32_t l = 0; l < kWide; ++l) k[l] = keys.row(p0 + l) + k_head;
-            // The wide path runs only where F16C is in use (see use_wide).
-            if (f32) fill_key_tile_wide<F32Row>(k, dk, tile);
-            else fill_key_tile_f16c_wide(k, dk, tile);
-            score_group<F8x2>(group, q, dk, tile, s.scale, scores + p0, stride);
-        }
-    }
-    for (; p0 + kTile <= n_pos; p0 += kTile) {
-        prefetch_rows(keys, p0 + 2 * kTile, kTile, n_pos, k_head, k_bytes);
-        for (int32_t l = 0; l < kTile; ++l) k[l] = keys.row(p0 + l) + k_head;
-        if (f32) fill_key_tile<F32Row>(k, dk, tile);
-        else if (f16c) fill_key_tile_f16c(k, dk, tile);
-        else fill_key_tile<HalfRow>(k, dk, tile);
-        score_group<F8>(group, q, dk, tile, s.scale, scores + p0, stride);
-    }
-    for (; p0 < n_pos; ++p0) {
-        widen(keys.row(p0) + k_head, f32, f16c, dk, row);
-        for (int32_t g = 0; g < group; ++g) {
-            const float *qg = q + size_t(g) * size_t(dk);
-            float sum = 0.0f;
-            for (int32_t i = 0; i < dk; ++i) sum += qg[i] * row[i];
-            scores[size_t(g) * stride + size_t(p0)] = sum * s.scale;
-        }
-    }
-
-    // Softmax per head, as attend_head.
-    for (int32_t g = 0; g < group; ++g) {
-        float *sg = scores + size_t(g) * stride;
-        if (wide) softmax_in_place<F8x2>(sg, n_pos, sinks ? sinks + g : nullptr);
-        else softmax_in_place(sg, n_pos, sinks ? sinks + g : nullptr);
-        std::fill(out + size_t(g) * size_t(dv), out + size_t(g + 1) * size_t(dv), 0.0f);
-    }
-    // Values: a tile of rows at a time, each accumulated into every head in position order.
-    const uint8_t *v[kWide];
-    if (wide) {
-        for (int32_t j0 = 0; j0 < n_pos; j0 += kWide) {
-            const int32_t n = std::min(kWide, n_pos - j0);
-            prefetch_rows(values, j0 + kWide, kWide, n_pos, v_head, v_bytes);
-            for (int32_t l = 0; l < n; ++l) v[l] = values.row(j0 + l) + v_head;
-            const float *w = scores + size_t(j0);
-            if (f32) accumulate_values_wide<F32Row>(v, n, dv, group, w, stride, out);
-            else accumulate_values_f16c_wide(v, n, dv, group, w, stride, out);
-        }
-        return;
-    }
-    for (int32_t j0 = 0; j0 < n_pos; j0 += kTile) {
-        const int32_t n = std::min(kTile, n_pos - j0);
-        prefetch_rows(values, j0 + 2 * kTile, kTile, n_pos, v_head, v_bytes);
-        for (int32_t l = 0; l < n; ++l) v[l] = values.row(j0 + l) + v_head;
-        const float *w = scores + size_t(j0);
-        if (f32) accumulate_values<F32Row>(v, n, dv, group, w, stride, out);
-        else if (f16c) accumulate_values_f16c(v, n, dv, group, w, stride, out);
-        else accumulate_values<HalfRow>(v, n, dv, group, w, stride, out);
-    }
+    const TiledCall c{s.n_head / s.n_head_kv,
+                      dk,
+                      dv,
+                      n_pos,
+                      kv.is_f32() ? RowKind::f32 : use_f16c() ? RowKind::f16c : RowKind::half,
+                      kv.run(KvPart::k, layer, first),
+                      kv.run(KvPart::v, layer, first),
+                      k_head,
+                      kv.values_in_keys() ? k_head : size_t(kv_head) * size_t(dv) * es,
+                      size_t(dk) * es,
+                      size_t(dv) * es,
+                      q,
+                      s.scale,
+                      scores,
+                      size_t(n_pos),
+                      out};
+    if (use_wide()) attend_tiles<F8x2>(c, sinks);
+    else attend_tiles<F8>(c, sinks);
 }
 
 }  // namespace
