@@ -25,24 +25,6 @@ constexpr int32_t kMaxHeadDim = 576;
 // Most query heads per KV head served by the tiled path.
 constexpr int32_t kMaxGroup = 256;
 
-void widen_half(const uint8_t *p, int32_t from, int32_t n, float *out) {
-    for (int32_t i = from; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * size_t(i), 2);
-        out[i] = kernels::detail::half_to_f32(h);
-    }
-}
-
-#if defined(__x86_64__)
-// The hardware conversion is exact, as half_to_f32 (signalling NaNs come out quiet).
-__attribute__((target("avx,f16c"))) void widen_half_f16c(const uint8_t *p, int32_t n, float *out) {
-    int32_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 2 * size_t(i)))));
-    widen_half(p, i, n, out);
-}
-#endif
-
 // f16 cache rows are converted by F16C whenever the kernels run a SIMD ISA
 // (the kernels' AVX2 level requires F16C, and AVX-512 requires AVX2), so
 // holding them to the scalar ISA (MOESTREAM_ISA=scalar, set_isa) also lets
@@ -53,18 +35,6 @@ bool use_f16c() {
 #else
     return false;
 #endif
-}
-
-// Widens n cache elements (f16 or f32) starting at p to f32.
-void widen(const uint8_t *p, bool f32, bool f16c, int32_t n, float *out) {
-    if (f32) {
-        std::memcpy(out, p, size_t(n) * sizeof(float));
-        return;
-    }
-#if defined(__x86_64__)
-    if (f16c) return widen_half_f16c(p, n, out);
-#endif
-    widen_half(p, 0, n, out);
 }
 
 using vec8::exp8_nonpositive;
@@ -111,13 +81,18 @@ struct HalfRow {  // any CPU: the scalar conversion
     template <class V>
     static MOE_VEC8_INLINE void load(const uint8_t *row, int32_t i, V &out) {
         alignas(64) float f[kLanesOf<V>];
-        widen_half(row + 2 * size_t(i), 0, kLanesOf<V>, f);
+        for (int32_t l = 0; l < kLanesOf<V>; ++l) {
+            uint16_t h;
+            std::memcpy(&h, row + 2 * size_t(i + l), 2);
+            f[l] = kernels::detail::half_to_f32(h);
+        }
         out = load_lanes<V>(f);
     }
 };
 #if defined(__x86_64__)
-// Only for functions of the same target, which inline it (flatten): the
-// clones' baselines do not include F16C.
+// The hardware conversion, exact as half_to_f32 is (signalling NaNs come out
+// quiet). Only for functions of the same target, which inline it (flatten):
+// the clones' baselines do not include F16C.
 struct HalfRowF16c {
     __attribute__((target("avx,f16c"))) static inline void load(const uint8_t *row, int32_t i, F8 &out) {
         out = F8(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + 2 * size_t(i)))));
@@ -478,21 +453,6 @@ struct TiledCall {
     float *out;
 };
 
-// Scores of every head of the group against whole tiles of as many keys as V
-// has lanes, from position p on; returns the first position not scored.
-template <class V>
-MOE_VEC8_INLINE int32_t score_tiles(const TiledCall &c, int32_t p, float *tile) {
-    constexpr int32_t W = kLanesOf<V>;
-    const uint8_t *k[W];
-    for (; p + W <= c.n_pos; p += W) {
-        prefetch_rows(c.keys, p + kAhead, W, c.n_pos, c.k_head, c.k_bytes);
-        for (int32_t l = 0; l < W; ++l) k[l] = c.keys.row(p + l) + c.k_head;
-        fill_key_tile_by<V>(c.kind, k, c.dk, tile);
-        score_group<V>(c.group, c.q, c.dk, tile, c.scale, c.scores + p, c.stride);
-    }
-    return p;
-}
-
 // Every value row into every head's output, as many rows at a time as V has
 // lanes, each row accumulated into the heads in position order.
 template <class V>
@@ -507,25 +467,37 @@ MOE_VEC8_INLINE void accumulate_tiles(const TiledCall &c) {
     }
 }
 
-// attend_tiled on tiles of V's lanes (8, or 16 on the wide path, which takes
-// the keys left after its whole tiles 8 at a time first): keys scored a tile
-// of positions at a time for all heads of the group, softmax per head, as
-// attend_head, values accumulated as many positions at a time.
+// Scores of every head of the group against every key, a tile of as many
+// keys as V has lanes at a time. Past the last key a tile repeats it: each
+// lane's sum is still a whole tile's (so attend_head's), and those of the
+// repeats are dropped.
+template <class V>
+MOE_VEC8_INLINE void score_keys(const TiledCall &c) {
+    constexpr int32_t W = kLanesOf<V>;
+    alignas(64) float tile[kMaxHeadDim * W];
+    // The scores of a last tile that is not whole: its lanes past the last key
+    // would run into the next head's scores.
+    alignas(64) float last[kMaxGroup * W];
+    const uint8_t *k[W];
+    for (int32_t p = 0; p < c.n_pos; p += W) {
+        const int32_t n = std::min(W, c.n_pos - p);
+        prefetch_rows(c.keys, p + kAhead, W, c.n_pos, c.k_head, c.k_bytes);
+        for (int32_t l = 0; l < W; ++l) k[l] = c.keys.row(p + std::min(l, n - 1)) + c.k_head;
+        fill_key_tile_by<V>(c.kind, k, c.dk, tile);
+        const bool whole = n == W;
+        score_group<V>(c.group, c.q, c.dk, tile, c.scale, whole ? c.scores + p : last, whole ? c.stride : W);
+        for (int32_t g = 0; !whole && g < c.group; ++g)
+            std::memcpy(c.scores + size_t(g) * c.stride + size_t(p), last + size_t(g) * W, size_t(n) * sizeof(float));
+    }
+}
+
+// attend_tiled on tiles of as many positions as V has lanes (8, or 16 on the
+// wide path): keys scored a tile at a time for all heads of the group,
+// softmax per head, as attend_head, values accumulated as many positions at
+// a time.
 template <class V>
 MOE_VEC8_INLINE void attend_tiles(const TiledCall &c, const float *sinks) {
-    alignas(64) float tile[kMaxHeadDim * kLanesOf<V>];
-    int32_t p0 = score_tiles<V>(c, 0, tile);
-    if constexpr (kLanesOf<V> > kLanes) p0 = score_tiles<F8>(c, p0, tile);
-    alignas(64) float row[kMaxHeadDim];  // a key past the last whole tile
-    for (; p0 < c.n_pos; ++p0) {
-        widen(c.keys.row(p0) + c.k_head, c.kind == RowKind::f32, c.kind == RowKind::f16c, c.dk, row);
-        for (int32_t g = 0; g < c.group; ++g) {
-            const float *qg = c.q + size_t(g) * size_t(c.dk);
-            float sum = 0.0f;
-            for (int32_t i = 0; i < c.dk; ++i) sum += qg[i] * row[i];
-            c.scores[size_t(g) * c.stride + size_t(p0)] = sum * c.scale;
-        }
-    }
+    score_keys<V>(c);
     for (int32_t g = 0; g < c.group; ++g) {
         softmax_in_place<V>(c.scores + size_t(g) * c.stride, c.n_pos, sinks ? sinks + g : nullptr);
         std::fill(c.out + size_t(g) * size_t(c.dv), c.out + size_t(g + 1) * size_t(c.dv), 0.0f);
