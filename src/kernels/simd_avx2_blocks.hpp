@@ -56,34 +56,57 @@ MOE_ALWAYS_INLINE int32_t hsum_i32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
-// Eight vectors of partial sums -> one vector whose lane j is the total of s[j].
-MOE_ALWAYS_INLINE __m256i transpose_sum8(const __m256i *s) {
-    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
-    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-}
-
-// transpose_sum8 of a group's partial sums folded in as they are produced
-// (the K-quant row loop's D::Fold): add<J>(s) takes block J's partials, one
-// level of the network per pair of blocks, so at most three vectors stay live.
-struct Fold256 {
-    __m256i even, pair, quad[2];
+// A network that sums eight vectors of int32 partial sums into one vector
+// whose lane j is the total of vector j, in three levels: N::pair joins two
+// vectors, N::quad two pairs, N::total the two quads into 8 lanes (N::V the
+// vector type). Fold<N> runs it on a group's partial sums as they are
+// produced (the K-quant row loop's D::Fold): add<J>(s) takes block J's
+// partials, one level per pair of blocks, so at most three vectors stay live;
+// sum8<N> runs it on eight vectors at hand.
+template <typename N>
+struct Fold {
+    using V = typename N::V;
+    V even, pair, quad[2];
     template <int J>
-    MOE_ALWAYS_INLINE void add(__m256i s) {
+    MOE_ALWAYS_INLINE void add(V s) {
         if constexpr (J % 2 == 0) {
             even = s;
         } else {
-            const __m256i pr = _mm256_hadd_epi32(even, s);
+            const V pr = N::pair(even, s);
             if constexpr (J % 4 == 1) pair = pr;
-            else quad[J / 4] = _mm256_hadd_epi32(pair, pr);
+            else quad[J / 4] = N::quad(pair, pr);
         }
     }
     // Lane j = the total of block j.
-    MOE_ALWAYS_INLINE __m256i total() const {
-        return _mm256_add_epi32(_mm256_permute2x128_si256(quad[0], quad[1], 0x20),
-                                _mm256_permute2x128_si256(quad[0], quad[1], 0x31));
+    MOE_ALWAYS_INLINE __m256i total() const { return N::total(quad[0], quad[1]); }
+};
+template <typename N>
+MOE_ALWAYS_INLINE __m256i sum8(const typename N::V *s) {
+    Fold<N> f;
+    f.template add<0>(s[0]);
+    f.template add<1>(s[1]);
+    f.template add<2>(s[2]);
+    f.template add<3>(s[3]);
+    f.template add<4>(s[4]);
+    f.template add<5>(s[5]);
+    f.template add<6>(s[6]);
+    f.template add<7>(s[7]);
+    return f.total();
+}
+
+// The 256-bit network: vphaddd twice, then the two quads' 128-bit lanes added.
+struct Sum256 {
+    using V = __m256i;
+    MOE_ALWAYS_INLINE static __m256i pair(__m256i a, __m256i b) { return _mm256_hadd_epi32(a, b); }
+    MOE_ALWAYS_INLINE static __m256i quad(__m256i a, __m256i b) { return _mm256_hadd_epi32(a, b); }
+    MOE_ALWAYS_INLINE static __m256i total(__m256i q0, __m256i q1) {
+        return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
     }
 };
+using Fold256 = Fold<Sum256>;
+
+// Eight vectors of partial sums -> one vector whose lane j is the total of s[j].
+MOE_ALWAYS_INLINE __m256i transpose_sum8(const __m256i *s) { return sum8<Sum256>(s); }
 
 MOE_ALWAYS_INLINE __m256 load8_f16(const uint8_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));

@@ -17,44 +17,28 @@ struct DotVnni {
 };
 
 MOE_ALWAYS_INLINE __m512i load512(const uint8_t *p) { return _mm512_loadu_si512(p); }
-// Eight vectors of 16 int32 partial sums -> lane j = total of x[j].
-MOE_ALWAYS_INLINE __m256i total8(const __m512i *x) {
-    __m512i p[4];  // 128-bit lanes: partials of x[2i], x[2i+1], x[2i], x[2i+1]
-    for (int i = 0; i < 4; ++i)
-        p[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]),
-                                _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]));
-    __m512i q[2];  // 128-bit lanes: partials of x[4k] .. x[4k+3]
-    for (int k = 0; k < 2; ++k)
-        q[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(p[2 * k], p[2 * k + 1]),
-                                _mm512_unpackhi_epi64(p[2 * k], p[2 * k + 1]));
-    // 128-bit lanes 0, 1: partials of x[0..3]; 2, 3: of x[4..7].
-    const __m512i r = _mm512_add_epi32(_mm512_shuffle_i64x2(q[0], q[1], 0x88), _mm512_shuffle_i64x2(q[0], q[1], 0xDD));
-    const __m512i total = _mm512_add_epi32(_mm512_shuffle_i64x2(r, r, 0x08), _mm512_shuffle_i64x2(r, r, 0x0D));
-    return _mm512_castsi512_si256(total);
-}
-
-// total8 of a group's partial sums folded in as they are produced (the
-// K-quant row loop's D::Fold): add<J>(s) takes block J's partials, one level
-// of the network per pair of blocks, so at most three vectors stay live.
-struct Fold512 {
-    __m512i even, pair, quad[2];
-    template <int J>
-    MOE_ALWAYS_INLINE void add(__m512i s) {
-        if constexpr (J % 2 == 0) {
-            even = s;
-        } else {
-            const __m512i pr = _mm512_add_epi32(_mm512_unpacklo_epi32(even, s), _mm512_unpackhi_epi32(even, s));
-            if constexpr (J % 4 == 1) pair = pr;
-            else quad[J / 4] = _mm512_add_epi32(_mm512_unpacklo_epi64(pair, pr), _mm512_unpackhi_epi64(pair, pr));
-        }
+// The 512-bit network of Fold (simd_avx2_blocks.hpp): 32-bit and then 64-bit
+// unpacks added, then the 128-bit lanes of the two quads.
+struct Sum512 {
+    using V = __m512i;
+    // The 32-bit lanes of each 128-bit lane: partials of a, b, a, b.
+    MOE_ALWAYS_INLINE static __m512i pair(__m512i a, __m512i b) {
+        return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
     }
-    // Lane j = the total of block j.
-    MOE_ALWAYS_INLINE __m256i total() const {
-        const __m512i r = _mm512_add_epi32(_mm512_shuffle_i64x2(quad[0], quad[1], 0x88),
-                                           _mm512_shuffle_i64x2(quad[0], quad[1], 0xDD));
+    // Each 128-bit lane: partials of the four vectors of pairs a and b.
+    MOE_ALWAYS_INLINE static __m512i quad(__m512i a, __m512i b) {
+        return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+    }
+    MOE_ALWAYS_INLINE static __m256i total(__m512i q0, __m512i q1) {
+        // 128-bit lanes 0, 1: partials of vectors 0..3; 2, 3: of 4..7.
+        const __m512i r = _mm512_add_epi32(_mm512_shuffle_i64x2(q0, q1, 0x88), _mm512_shuffle_i64x2(q0, q1, 0xDD));
         return _mm512_castsi512_si256(_mm512_add_epi32(_mm512_shuffle_i64x2(r, r, 0x08), _mm512_shuffle_i64x2(r, r, 0x0D)));
     }
 };
+using Fold512 = Fold<Sum512>;
+
+// Eight vectors of 16 int32 partial sums -> lane j = total of x[j].
+MOE_ALWAYS_INLINE __m256i total8(const __m512i *x) { return sum8<Sum512>(x); }
 
 // 512-bit K-quant registers of 64 elements (128-bit lane L of register r =
 // 16-element group 4r + L) are dotted by vpdpbusd into int32 sums of 4
