@@ -44,19 +44,27 @@ MOE_ALWAYS_INLINE __m256i total8(const __m512i *x) { return sum8<Sum512>(x); }
 // 16-element group 4r + L) are dotted by vpdpbusd into int32 sums of 4
 // products, packed in pairs of registers (0, 1 and 2, 3) into int16 by
 // vpackssdw and multiplied by the group scales with vpdpwssd.
-// int16 lane p of 128-bit lane L of packed pair k takes the scale of group
-// 8k + L (p < 4) or 8k + 4 + L (p >= 4).
+// ConsecutiveGroups::group(r, L) is that group; a decoder whose registers
+// hold other groups (Q3_K) gives group_pair_scales its own Layout::group.
+struct ConsecutiveGroups {
+    static constexpr int group(int r, int l) { return 4 * r + l; }
+};
+
+// int16 lane p of 128-bit lane L of packed pair k takes the scale of the
+// group of register 2k (p < 4) or 2k + 1 (p >= 4) in that lane.
+template <typename Layout>
 constexpr std::array<int16_t, 64> group_pair_index() {
     std::array<int16_t, 64> c{};
     for (int k = 0; k < 2; ++k)
         for (int l = 0; l < 4; ++l)
-            for (int p = 0; p < 8; ++p) c[32 * k + 8 * l + p] = static_cast<int16_t>(8 * k + l + (p < 4 ? 0 : 4));
+            for (int p = 0; p < 8; ++p) c[32 * k + 8 * l + p] = static_cast<int16_t>(Layout::group(2 * k + p / 4, l));
     return c;
 }
 
 // Sixteen int16 group scales -> the vpdpwssd operands of packed pairs 0 and 1.
+template <typename Layout = ConsecutiveGroups>
 MOE_ALWAYS_INLINE void group_pair_scales(__m256i sc16, __m512i *out) {
-    static constexpr std::array<int16_t, 64> kGroupOf = group_pair_index();
+    static constexpr std::array<int16_t, 64> kGroupOf = group_pair_index<Layout>();
     const __m512i scz = _mm512_zextsi256_si512(sc16);
     for (int i = 0; i < 2; ++i) out[i] = _mm512_permutexvar_epi16(_mm512_loadu_si512(kGroupOf.data() + 32 * i), scz);
 }

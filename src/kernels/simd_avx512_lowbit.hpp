@@ -129,24 +129,12 @@ struct Q3K512 : KDecoder512<q3_k::bytes, false>, TwoBitLoadOrder<320, Q3K512> {
         _mm256_storeu_si256(reinterpret_cast<__m256i *>(out),
                             _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(bsums, 2)));
     }
-    // int16 lane p of 128-bit lane L of packed pair k (registers 2k, 2k + 1)
-    // takes the scale of group(2k, L) (p < 4) or group(2k + 1, L).
-    static constexpr std::array<int16_t, 64> kPairGroups = [] {
-        std::array<int16_t, 64> c{};
-        for (int k = 0; k < 2; ++k)
-            for (int l = 0; l < 4; ++l)
-                for (int p = 0; p < 8; ++p) c[32 * k + 8 * l + p] = static_cast<int16_t>(group(2 * k + p / 4, l));
-        return c;
-    }();
-
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         mins = 0;
         dm = load_u32(w + q3_k::d - 2);
         Block k;
         const __m256i sc16 = q3_k_scales16(w);
-        for (int i = 0; i < 2; ++i)
-            k.sc[i] = _mm512_permutexvar_epi16(_mm512_loadu_si512(kPairGroups.data() + 32 * i),
-                                               _mm512_zextsi256_si512(sc16));
+        group_pair_scales<Q3K512>(sc16, k.sc);
         k.corr = _mm512_zextsi256_si512(sc16);
         const __m512i q = load512(w + q3_k::qs), three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
         // hmask bit 4n + j of byte l, moved to bit 2 of its byte by a rotation
