@@ -161,7 +161,7 @@ struct KRowsUnrolled : KRows<D> {
             unrolled(std::make_integer_sequence<int, 8>{}, [&](auto ic) {
                 constexpr int i = decltype(ic)::value;
                 const uint8_t *wb = wj + i * row_bytes;
-                for (size_t off = 0; off < D::kBytes; off += 64) prefetch_in_place(wb + kPrefetchAhead + off);
+                prefetch_ahead<D::kBytes, true>(wb);
                 block<i, T>(wb, head, mins[i], dm[i], p, j, fold);
             });
             for (int t = 0; t < T; ++t) {

@@ -46,11 +46,6 @@ MOE_ALWAYS_INLINE __m256i gather8_u32(const uint8_t *p) {
 // per call); one call ahead measured 6-7% slower there.
 constexpr size_t kPrefetchAhead = 8192;
 constexpr auto kPrefetchHint = _MM_HINT_NTA;
-template <size_t kBytes>
-MOE_ALWAYS_INLINE void prefetch_ahead(const uint8_t *p) {
-    for (size_t off = 0; off < kBytes; off += 64)
-        _mm_prefetch(reinterpret_cast<const char *>(p + kPrefetchAhead + off), kPrefetchHint);
-}
 // One prefetch of the line holding p that stays where it is written. The
 // compiler schedules the intrinsic freely: in loops unrolled over a group of
 // blocks it issued all of a group's prefetches at the group's start, which
@@ -58,6 +53,15 @@ MOE_ALWAYS_INLINE void prefetch_ahead(const uint8_t *p) {
 MOE_ALWAYS_INLINE void prefetch_in_place(const uint8_t *p) {
     static_assert(kPrefetchHint == _MM_HINT_NTA, "the instruction below is the NTA prefetch");
     asm volatile("prefetchnta %0" : : "m"(*p));
+}
+// kInPlace: each prefetch stays where it is written (prefetch_in_place),
+// for loops unrolled over blocks.
+template <size_t kBytes, bool kInPlace = false>
+MOE_ALWAYS_INLINE void prefetch_ahead(const uint8_t *p) {
+    for (size_t off = 0; off < kBytes; off += 64) {
+        if constexpr (kInPlace) prefetch_in_place(p + kPrefetchAhead + off);
+        else _mm_prefetch(reinterpret_cast<const char *>(p + kPrefetchAhead + off), kPrefetchHint);
+    }
 }
 
 // The low (kHigh = false) or high 16 bits of each 32-bit lane, read as fp16.
