@@ -450,10 +450,8 @@ struct KRows {
                 if constexpr (requires { D::kGroupMins; }) {
                     // Every row meets block j.
                     summ = D::group_min_sums8(w + j * D::kBytes, row_bytes, p[t].act + q8_k::bytes * j, 0, 8);
-                } else if constexpr (D::kMins) {
-                    alignas(32) int16_t bpair8[64];  // block j's pair sums for each of the 8 rows
-                    for (int i = 0; i < 8; ++i) std::memcpy(bpair8 + 8 * i, p[t].bpair + 8 * j, 16);
-                    summ = min_sums8(mins, bpair8);
+                } else {
+                    static_assert(!D::kMins, "decoders with mins per pair of groups take KRowsUnrolled's rows8");
                 }
                 const __m256 term = terms8(dm, sumi, summ, _mm256_set1_ps(p[t].d[j]));
                 _mm256_store_ps(terms[t][j], _mm256_add_ps(_mm256_setzero_ps(), term));
