@@ -79,6 +79,8 @@ struct Fold {
     }
     // Lane j = the total of block j.
     MOE_ALWAYS_INLINE __m256i total() const { return N::total(quad[0], quad[1]); }
+    // After blocks 0..3 alone: each 128-bit lane holds the totals of that lane of blocks 0..3.
+    MOE_ALWAYS_INLINE V lane_totals4() const { return quad[0]; }
 };
 template <typename N>
 MOE_ALWAYS_INLINE __m256i sum8(const typename N::V *s) {
