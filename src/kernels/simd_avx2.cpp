@@ -213,8 +213,8 @@ void fill_avx2_kernels(KernelTable &t) {
     Tiled<KRowsUnrolled<Q45K<false>>>::install(t, GgmlType::Q4_K);
     Tiled<KRowsUnrolled<Q45K<true>>>::install(t, GgmlType::Q5_K);
     Tiled<KRowsUnrolled<Q6K>>::install(t, GgmlType::Q6_K);
-    Tiled<KRows<Q2K>>::install(t, GgmlType::Q2_K);
-    Tiled<KRows<Q3K>>::install(t, GgmlType::Q3_K);
+    Tiled<KRowsUnrolled<Q2K>>::install(t, GgmlType::Q2_K);
+    Tiled<KRowsUnrolled<Q3K>>::install(t, GgmlType::Q3_K);
     Tiled<KRows<IQ4XS>>::install(t, GgmlType::IQ4_XS);
     Tiled<LegacyRows<NibblePairs<IQ4NLSignedDec, DotSigned>>>::install(t, GgmlType::IQ4_NL);
     Tiled<LegacyRows<NibblePairs<Mxfp4Dec, DotMaddubs>>>::install(t, GgmlType::MXFP4);

@@ -1,9 +1,9 @@
 // Low-bit weight types for the shared row loops (quant_rows.hpp): the block
 // heads of Q2_K, Q3_K and IQ4_XS (scales, mins, fp16 fields; Q2_K's mins
 // also for the 512-bit decoders of simd_avx512_lowbit.hpp), their 256-bit
-// decoders (KRows' D, the AVX2 kernels) and IQ4_NL blocks (LegacyRows' NibblePairs B on AVX2,
-// Nibbles8 on AVX-512); also the frame and the scaled group sums of these
-// 256-bit K-quant decoders (KDecoder256, group_sums256).
+// decoders (the AVX2 kernels: Q2_K and Q3_K in parts for KRowsUnrolled,
+// IQ4_XS for KRows) and IQ4_NL blocks (LegacyRows' NibblePairs B on AVX2,
+// Nibbles8 on AVX-512).
 //
 // 256-bit K-quant registers hold 32 consecutive elements: two 16-element
 // groups (the low and high 128-bit lane) for Q2_K / Q3_K, one 32-element
@@ -36,8 +36,9 @@ MOE_ALWAYS_INLINE __m256i scaled_add(__m256i acc, __m256i p16, __m256i sc) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sc));
 }
 
-// The frame of a 256-bit K-quant decoder (KRows' D): eight registers of
-// quants with their int16 scales, partial sums reduced by transpose_sum8.
+// The frame of a 256-bit K-quant decoder for KRows (IQ4_XS): eight
+// registers of quants with their int16 scales, partial sums reduced by
+// transpose_sum8.
 template <size_t kBlockBytes, bool kHasMins>
 struct KDecoder256 {
     static constexpr size_t kBytes = kBlockBytes;
@@ -48,26 +49,7 @@ struct KDecoder256 {
         __m256i v[8];
         __m256i sc[8];
     };
-    // With an int16 correction per group against the activation sums.
-    struct CorrBlock : Block {
-        __m256i corr;
-    };
 };
-
-// sum_i sc_i * <v_i, qa_i> over the eight registers of quants (+ the
-// correction vector acc): vpmaddubsw pairs the unsigned weights with the
-// activation bytes, vpmaddwd multiplies the pairs by register i's int16 scales.
-MOE_ALWAYS_INLINE __m256i group_sums256(const __m256i *v, const __m256i *sc, const uint8_t *act, __m256i acc) {
-    for (int i = 0; i < 8; ++i) acc = scaled_add(acc, _mm256_maddubs_epi16(v[i], load256(act + q8_k::qs + 32 * i)), sc[i]);
-    return acc;
-}
-
-// The same with the block's offset correction (Q3_K, Q6_K: corr holds the
-// offset times each group's scale) applied to the activation's 16 group sums.
-template <typename Block>
-MOE_ALWAYS_INLINE __m256i corrected_group_sums256(const Block &k, const uint8_t *act) {
-    return group_sums256(k.v, k.sc, act, _mm256_madd_epi16(load256(act + q8_k::bsums), k.corr));
-}
 
 // pair_scales' vpshufb controls, read from memory (an operand of the
 // shuffle) rather than built in registers for each block.
@@ -93,26 +75,7 @@ MOE_ALWAYS_INLINE void pair_scales(__m256i sc16, __m256i *out) {
     for (int i = 0; i < kRegs; ++i) out[i] = _mm256_shuffle_epi8(dup[i / 4], load256(kPicks.data() + 32 * (i % 4)));
 }
 
-// The 2-bit fields of 64 quant bytes: register 4n + j = bits 2j..2j+1 of bytes 32n..32n+31.
-MOE_ALWAYS_INLINE void two_bit_fields(const uint8_t *qs, __m256i *v) {
-    const __m256i three = _mm256_set1_epi8(3);
-    for (int n = 0; n < 2; ++n) {
-        const __m256i q = load256(qs + 32 * n);
-        for (int j = 0; j < 4; ++j) v[4 * n + j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), three);
-    }
-}
-
 // --- block heads (Q2_K's mins shared with the 512-bit decoder) -------------------
-
-// Q2_K: the fp16 fields and the 16 group scales as int16 (the mins are
-// read by group_min_sums8).
-MOE_ALWAYS_INLINE __m256i q2_k_head(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
-    mins = 0;
-    dm = load_u32(w + q2_k::d);
-    const __m128i sc = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q2_k::scales)),
-                                     _mm_set1_epi8(0x0F));
-    return _mm256_cvtepu8_epi16(sc);
-}
 
 // Q2_K's mins per 16-element group, for the row loops (kGroupMins): lane
 // j < cnt = sum_g m_g * bsum_g of the weight block at w + j * w_stride
@@ -137,7 +100,8 @@ struct Q2KGroupMins {
     }
 };
 
-// Q3_K: the 16 signed scales (-32..31) as bytes, from the 12 packed bytes.
+// Q3_K: the 16 signed scales (-32..31) as bytes, from the 12 packed bytes
+// (scalar code, which runs beside the vector work).
 MOE_ALWAYS_INLINE __m128i q3_k_scale_bytes(const uint8_t *p) {
     const uint64_t lo = load_u64(p);
     const uint32_t aux = load_u32(p + 8);
@@ -151,20 +115,6 @@ MOE_ALWAYS_INLINE __m128i q3_k_scale_bytes(const uint8_t *p) {
     return _mm_sub_epi8(v, _mm_set1_epi8(32));
 }
 
-// Q3_K: the fp16 field (as d << 16), the 16 signed group scales S_g as
-// int16, the correction of the +4 the decoders store the quants with (-4 *
-// S_g, int16) and the 32 hmask bytes (bit 4n + j of byte l: the high bit of
-// element 128n + 32j + l).
-struct Q3KHead {
-    __m256i scales, corr, hmask;
-};
-MOE_ALWAYS_INLINE Q3KHead q3_k_head(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
-    mins = 0;
-    dm = load_u32(w + q3_k::d - 2);
-    const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scale_bytes(w + q3_k::scales));
-    return {sc16, _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-4)), load256(w + q3_k::hmask)};
-}
-
 // IQ4_XS: the fp16 field (as d << 16) and the eight signed sub-block scales as int16.
 MOE_ALWAYS_INLINE __m128i iq4_xs_head(const uint8_t *w, uint32_t &dm) {
     dm = static_cast<uint32_t>(load_u16(w + iq4_xs::d)) << 16;
@@ -176,44 +126,104 @@ MOE_ALWAYS_INLINE __m128i iq4_xs_head(const uint8_t *w, uint32_t &dm) {
 
 // --- 256-bit decoders -----------------------------------------------------------------
 
-// Q2_K: quants 0..3 with the 4-bit group scales; the 16 4-bit mins meet the
-// activation sums per group in group_min_sums8.
-struct Q2K : KDecoder256<q2_k::bytes, true>, Q2KGroupMins {
+// The frame of the Q2_K and Q3_K decoders for the unrolled loop
+// (krows_unrolled.hpp, KRowsUnrolled's D in parts): two parts of 128
+// elements (n = 0, 1: quant bytes 32n..32n+31), each dotted against every
+// token before the next is decoded. Register j of part n = bits 2j..2j+1 of
+// those bytes (D adds Q3_K's high bit), its 128-bit lane L = group 8n + 2j +
+// L. The int16 pair products of a part's four registers are summed by two
+// levels of vphaddw into halves of groups before one vpmaddwd by the group
+// scales, instead of one vpmaddwd by a broadcast scale per register (|half|
+// <= 8 * 7 * 127 with Q3_K's quants stored +4).
+template <size_t kBlockBytes, bool kHasMins>
+struct TwoBitParts {
+    static constexpr size_t kBytes = kBlockBytes;
+    static constexpr bool kMins = kHasMins, kArranged = false;
+    static constexpr int kParts = 2;
+    using Partial = __m256i;
+    using Fold = Fold256;
+    MOE_ALWAYS_INLINE static __m256i total8(const __m256i *x) { return transpose_sum8(x); }
+    struct Part {
+        __m256i v[4];
+        __m256i sc;  // int16 2i, 2i + 1 of 128-bit lane L: the scale of register i's group
+    };
 
-    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
-        Block k;
-        pair_scales(q2_k_head(w, mins, dm), k.sc);
-        two_bit_fields(w + q2_k::qs, k.v);
-        return k;
+    // The 2-bit fields of part n's quant bytes.
+    MOE_ALWAYS_INLINE static void fields(const uint8_t *qs, int n, __m256i *v) {
+        const __m256i q = load256(qs + 32 * n), three = _mm256_set1_epi8(3);
+        for (int j = 0; j < 4; ++j) v[j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), three);
     }
 
-    MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        return group_sums256(k.v, k.sc, act, _mm256_setzero_si256());
+    // Part n's scales from the 16 group scales as signed bytes in both 128-bit
+    // lanes: a vpshufb puts S_(8n + 2(i / 2) + L) in the high byte of int16 i
+    // of lane L (the low byte zero), a 16-bit arithmetic shift by 8 extends it.
+    MOE_ALWAYS_INLINE static __m256i scales(__m256i bytes, int n) {
+        static constexpr std::array<int8_t, 64> kPicks = [] {
+            std::array<int8_t, 64> c{};
+            for (int m = 0; m < 2; ++m)
+                for (int b = 0; b < 32; ++b)
+                    c[32 * m + b] = static_cast<int8_t>(b % 2 ? 8 * m + 2 * ((b % 16) / 4) + b / 16 : -1);
+            return c;
+        }();
+        return _mm256_srai_epi16(_mm256_shuffle_epi8(bytes, load256(kPicks.data() + 32 * n)), 8);
+    }
+
+    MOE_ALWAYS_INLINE static __m256i part_sums(const Part &x, const uint8_t *act, int n, __m256i acc) {
+        __m256i p[4];
+        for (int j = 0; j < 4; ++j) p[j] = _mm256_maddubs_epi16(x.v[j], load256(act + q8_k::qs + 128 * n + 32 * j));
+        // int16 2i, 2i + 1 of each lane: register i's sums over elements 0..7 and 8..15 of its group.
+        const __m256i halves = _mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3]));
+        return _mm256_add_epi32(acc, _mm256_madd_epi16(halves, x.sc));
     }
 };
 
-// Q3_K: quants stored +4 (0..7: the two low bits and the hmask bit as bit 2);
-// the +4 is removed with the activation group sums (-4 * S_g * bsum_g).
-struct Q3K : KDecoder256<q3_k::bytes, false> {
-    using Block = CorrBlock;  // corr: int16 -4 * S_g
-
-    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
-        const Q3KHead head = q3_k_head(w, mins, dm);
-        Block k;
-        pair_scales(head.scales, k.sc);
-        k.corr = head.corr;
-        two_bit_fields(w + q3_k::qs, k.v);
-        const __m256i hm = head.hmask, four = _mm256_set1_epi8(4);
-        for (int i = 0; i < 8; ++i) {
-            // hmask bit i of byte l -> bit 2 of element l of register i.
-            const __m256i h = i <= 2 ? _mm256_slli_epi16(hm, 2 - i) : _mm256_srli_epi16(hm, i - 2);
-            k.v[i] = _mm256_or_si256(k.v[i], _mm256_and_si256(h, four));
-        }
-        return k;
+// Q2_K: quants 0..3 with the 4-bit group scales; the 16 4-bit mins meet the
+// activation sums per group in group_min_sums8.
+struct Q2K : TwoBitParts<q2_k::bytes, true>, Q2KGroupMins {
+    using Context = __m256i;  // the 16 group scales as bytes in both 128-bit lanes
+    MOE_ALWAYS_INLINE static Context context(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+        mins = 0;
+        dm = load_u32(w + q2_k::d);
+        return _mm256_and_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q2_k::scales))),
+                                _mm256_set1_epi8(0x0F));
     }
+    MOE_ALWAYS_INLINE static __m256i start(Context, const uint8_t *) { return _mm256_setzero_si256(); }
+    MOE_ALWAYS_INLINE static Part part(const uint8_t *w, Context c, int n) {
+        Part x;
+        fields(w + q2_k::qs, n, x.v);
+        x.sc = scales(c, n);
+        return x;
+    }
+};
 
-    MOE_ALWAYS_INLINE static __m256i sums(const Block &k, const uint8_t *act, const uint8_t *) {
-        return corrected_group_sums256(k, act);
+// Q3_K: the quants stored +4 (0..7: the two low bits and hmask bit 4n + j
+// as bit 2); the +4 is removed with the activation group sums (-4 * S_g *
+// bsum_g).
+struct Q3K : TwoBitParts<q3_k::bytes, false> {
+    struct Context {
+        __m256i scales;  // the 16 signed group scales S_g as bytes, in both 128-bit lanes
+        __m256i corr;    // int16 -4 * S_g
+        __m256i hmask;
+    };
+    MOE_ALWAYS_INLINE static Context context(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+        mins = 0;
+        dm = load_u32(w + q3_k::d - 2);
+        const __m128i sb = q3_k_scale_bytes(w + q3_k::scales);
+        return {_mm256_broadcastsi128_si256(sb), _mm256_mullo_epi16(_mm256_cvtepi8_epi16(sb), _mm256_set1_epi16(-4)),
+                load256(w + q3_k::hmask)};
+    }
+    MOE_ALWAYS_INLINE static __m256i start(const Context &c, const uint8_t *act) {
+        return _mm256_madd_epi16(load256(act + q8_k::bsums), c.corr);
+    }
+    MOE_ALWAYS_INLINE static Part part(const uint8_t *w, const Context &c, int n) {
+        Part x;
+        fields(w + q3_k::qs, n, x.v);
+        // hmask bit 4n + j of byte l -> bit 2.
+        const __m256i h = n ? _mm256_srli_epi16(c.hmask, 4) : c.hmask, four = _mm256_set1_epi8(4);
+        const __m256i hj[4] = {_mm256_slli_epi16(h, 2), _mm256_slli_epi16(h, 1), h, _mm256_srli_epi16(h, 1)};
+        for (int j = 0; j < 4; ++j) x.v[j] = _mm256_or_si256(x.v[j], _mm256_and_si256(hj[j], four));
+        x.sc = scales(c.scales, n);
+        return x;
     }
 };
 
