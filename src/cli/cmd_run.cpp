@@ -19,6 +19,7 @@
 #include <limits>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "cli_tokens.hpp"
@@ -33,7 +34,8 @@ void print_help() {
                 "  -p, --prompt TEXT        prompt text; prints the generated text, stops at end of sequence\n"
                 "  -f, --file FILE          prompt text from FILE (- for standard input), as -p\n"
                 "  --tokens LIST            prompt token ids instead; prints the generated ids\n"
-                "  -n, --n-predict N        tokens to generate (default 32)\n"
+                "  -n, --n-predict N        tokens to generate (default 32); a loaded session, the prompt and N tokens\n"
+                "                           must fit in the context (-c), else the run is refused before it starts\n"
                 "sampling (greedy when none is given; the others then take the library's defaults):\n"
                 "  --temp T                 temperature (0 = greedy; default 0.8)\n"
                 "  --top-k K                keep the K most likely tokens (0 = off; default 40)\n"
@@ -151,6 +153,25 @@ bool load_session(moestream_context *ctx, moestream_sampler *sampler, const std:
     return true;
 }
 
+// Whether the context holds the loaded session, the prompt and every token
+// -n asks for, so that a run which cannot finish fails before it prints
+// anything rather than after the tokens that fit; false after saying what to
+// pass instead.
+bool fits_in_context(moestream_context *ctx, const RunOptions &o) {
+    const int64_t n_ctx = moestream_n_ctx(ctx), past = moestream_n_past(ctx);
+    const int64_t prompt = int64_t(o.prompt.size()), need = past + prompt + o.n_gen;
+    if (need <= n_ctx) return true;
+    const std::string what = past ? std::to_string(past) + " tokens of the loaded session, the prompt's " +
+                                        std::to_string(prompt)
+                                  : "prompt's " + std::to_string(prompt) + " tokens";
+    const int64_t most = n_ctx - past - prompt;  // the largest -n that fits
+    const std::string fewer = most > 0 ? ", or -n " + std::to_string(most) + " or less" : "";
+    std::fprintf(stderr, "moestream run: the %s and -n %lld need %lld tokens, but the context holds %lld: "
+                 "pass -c %lld or more%s\n", what.c_str(), (long long)o.n_gen, (long long)need, (long long)n_ctx,
+                 (long long)need, fewer.c_str());
+    return false;
+}
+
 }  // namespace
 
 int cmd_run(const Args &args) {
@@ -212,6 +233,7 @@ int cmd_run(const Args &args) {
         std::fprintf(stderr, "moestream run: the prompt has no tokens\n");
         return 1;
     }
+    if (!fits_in_context(ctx, o)) return 1;
     if (sampler) {
         const int st = moestream_sampler_accept(sampler.get(), o.prompt.data(), int32_t(o.prompt.size()));
         if (st != MOESTREAM_OK) {

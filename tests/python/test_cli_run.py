@@ -147,3 +147,25 @@ def test_bad_penalty_values_are_refused(cli_path, model):
                                  ("--repeat-penalty", "x", "--repeat-penalty")):
         r = cli(cli_path, "run", "-m", model, "--tokens", "1", option, value)
         assert r.returncode == 2 and words in r.stderr, (option, value, r.stderr)
+
+
+@pytest.mark.parametrize("prompt,n,ctx", [("1,2,3", 5, 4), ("1,2,3,4,5", 1, 4), ("1,2,3", 2, 4)])
+def test_a_run_the_context_cannot_hold_is_refused_before_any_token(cli_path, model, prompt, n, ctx):
+    # The prompt and every token asked for must fit: a run that printed the
+    # tokens that fit and then failed with "context full" looked like a result.
+    r = cli(cli_path, "run", "-m", model, "--tokens", prompt, "-c", ctx, "-n", n)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert r.stdout == ""
+    need = len(prompt.split(",")) + n
+    assert f"{need} tokens" in r.stderr and f"holds {ctx}" in r.stderr, r.stderr
+    assert f"-c {need}" in r.stderr, r.stderr
+    assert ids(cli(cli_path, "run", "-m", model, "--tokens", prompt, "-c", need, "-n", n)) != []
+
+
+def test_a_continued_session_counts_its_tokens_against_the_context(cli_path, model, tmp_path):
+    state = tmp_path / "s.state"
+    ids(cli(cli_path, "run", "-m", model, "--tokens", "1,2,3", "-n", 3, "-c", 16, "--save-state", state))
+    r = cli(cli_path, "run", "-m", model, "--tokens", "4,5", "-n", 10, "-c", 16, "--load-state", state)
+    assert r.returncode == 1 and r.stdout == "", r.stderr
+    assert "6 tokens of the loaded session, the prompt's 2 and -n 10 need 18 tokens" in r.stderr, r.stderr
+    assert len(ids(cli(cli_path, "run", "-m", model, "--tokens", "4,5", "-n", 8, "-c", 16, "--load-state", state))) == 8
