@@ -18,7 +18,7 @@ const char *kUsage =
     "80% of available memory) would choose. SIZE: bytes or 512MiB, 8GiB, 1.5G, ...\n"
     "MODEL is a GGUF file or the first shard of a split set.\n"
     "  --json                 print exactly one JSON object\n"
-    "  --memory-budget SIZE   budget for the I/O mode choice\n";
+    "  --memory-budget SIZE   budget for the I/O mode choice (0 = automatic)\n";
 
 void print_text(const std::string &path, const moestream_model_info &m, uint64_t budget) {
     std::printf("model            %s\n", path.c_str());
@@ -91,8 +91,8 @@ int cmd_inspect(const Args &args) {
     if (a.positional.size() != 1) return usage_error("inspect", "expected one MODEL argument");
     uint64_t budget = 0;
     if (auto v = a.get("--memory-budget")) {
-        if (!parse_size(*v, budget) || budget == 0)
-            return usage_error("inspect", "--memory-budget needs a positive size, got '" + *v + "'");
+        // 0 is the automatic budget, as for moestream_inspect and the commands that open a model.
+        if (!parse_size(*v, budget)) return usage_error("inspect", "bad --memory-budget '" + *v + "' (a size)");
     }
     const std::string &path = a.positional[0];
     moestream_model_info info;

@@ -220,7 +220,7 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["trace", "info"], "trace info", "expected one TRACE argument"),
     (["trace", "replay", "{trace}", "--policy", "sideways"], "trace replay", "unknown policy 'sideways'"),
     (["inspect"], "inspect", "expected one MODEL argument"),
-    (["inspect", "{model}", "--memory-budget", "0"], "inspect", "--memory-budget needs a positive size, got '0'"),
+    (["inspect", "{model}", "--memory-budget", "lots"], "inspect", "bad --memory-budget 'lots' (a size)"),
     (["demo", "-n", "0"], "demo", "-n takes an integer from 1 to 2147483647, got '0'"),
     (["generate", "--seed", "x", "-o", "x.gguf"], "generate", "bad --seed 'x'"),
     (["generate", "--preset", "tiny"], "generate", "-o PATH is required"),

@@ -157,6 +157,18 @@ def test_budget_drives_the_io_mode(cli_path, tmp_path):
     assert json.loads(r.stdout)["io_mode"] == "pread"
 
 
+def test_a_zero_budget_is_the_automatic_one(cli_path, tmp_path):
+    # As for the commands that open a model and for moestream_inspect itself.
+    path = tmp_path / "m.gguf"
+    make_model(path, SPECS["qwen3moe-q4_k_m"])
+    zero, none = inspect_json(cli_path, path, "--memory-budget", "0"), inspect_json(cli_path, path)
+    # The reason names the automatic budget, a share of the memory available at that moment.
+    assert zero.pop("io_mode_reason").split(" budget ")[0] == none.pop("io_mode_reason").split(" budget ")[0]
+    assert zero == none and zero["memory_budget"] == 0
+    r = run_cli(cli_path, "inspect", path, "--memory-budget", "0")
+    assert r.returncode == 0 and "(budget auto)" in r.stdout, r.stderr
+
+
 def test_text_output_names_the_essentials(cli_path, tmp_path):
     path = tmp_path / "m.gguf"
     make_model(path, SPECS["llama-q8_0"])
@@ -176,7 +188,7 @@ def test_cli_errors(cli_path, tmp_path):
     assert r.returncode == 1 and "bad format" in r.stderr and r.stdout == ""
     path = tmp_path / "m.gguf"
     make_model(path, SPECS["olmoe-f16"])
-    for args in (["--memory-budget", "lots"], ["--memory-budget", "0"], ["--bogus"], [], [path, path]):
+    for args in (["--memory-budget", "lots"], ["--memory-budget", "-1"], ["--bogus"], [], [path, path]):
         r = run_cli(cli_path, "inspect", *([] if args == [] or args == [path, path] else [path]), *args)
         assert r.returncode == 2, args
     r = run_cli(cli_path, "inspect", "--help")
