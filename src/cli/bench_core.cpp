@@ -57,8 +57,10 @@ uint64_t process_read_bytes() {
     return 0;
 }
 
-void set_error(BenchResult &r, const char *what, int status) {
-    std::snprintf(r.error, sizeof r.error, "%s: %s: %s", what, moestream_status_string(status), moestream_last_error());
+// The failed call as every command reports one, after the stage of the run it ended ("prompt: ...").
+void set_error(BenchResult &r, const char *call, int status, const char *stage = nullptr) {
+    std::snprintf(r.error, sizeof r.error, "%s%s%s", stage ? stage : "", stage ? ": " : "",
+                  library_error(call, status).c_str());
 }
 
 // Replays the decode's logged reads at the engine's queue depth, at four
@@ -79,7 +81,8 @@ void replay_decode_reads(moestream_context *ctx, BenchResult &r) {
         st = moestream_read_log_replay(ctx, &mean);
     }
     if (st != MOESTREAM_OK) {
-        std::snprintf(r.replay_note, sizeof r.replay_note, "replay failed: %s", moestream_last_error());
+        std::snprintf(r.replay_note, sizeof r.replay_note, "replay failed: %s",
+                      library_error("moestream_read_log_replay", st).c_str());
         return;
     }
     r.replay_ok = engine.reads > 0;
@@ -135,14 +138,14 @@ void measure(const BenchConfig &c, BenchResult &r) {
         // Untimed: faults the mapping in; the timed run then starts from position 0 again.
         const auto t_warm = Clock::now();
         st = moestream_step(ctx, prompt.data(), static_cast<int32_t>(prompt.size()), logits.data());
-        if (st != MOESTREAM_OK) return set_error(r, "moestream_step (warm-up)", st);
+        if (st != MOESTREAM_OK) return set_error(r, "moestream_step", st, "warm-up");
         st = moestream_reset(ctx);
-        if (st != MOESTREAM_OK) return set_error(r, "moestream_reset", st);
+        if (st != MOESTREAM_OK) return set_error(r, "moestream_reset", st, "warm-up");
         r.warmup_s = since(t_warm);
     }
     const auto t_prefill = Clock::now();
     st = moestream_step(ctx, prompt.data(), static_cast<int32_t>(prompt.size()), logits.data());
-    if (st != MOESTREAM_OK) return set_error(r, "moestream_step (prompt)", st);
+    if (st != MOESTREAM_OK) return set_error(r, "moestream_step", st, "prompt");
     r.prefill_s = since(t_prefill);
     r.ttft_s = r.prefill_s;  // the first generated token is known once the prompt's logits are
     r.prompt_tokens = static_cast<int32_t>(prompt.size());
@@ -162,7 +165,8 @@ void measure(const BenchConfig &c, BenchResult &r) {
         st = moestream_read_log_start(ctx, capacity);
         logging = st == MOESTREAM_OK;
         if (!logging)
-            std::snprintf(r.replay_note, sizeof r.replay_note, "no read log (%s)", moestream_last_error());
+            std::snprintf(r.replay_note, sizeof r.replay_note, "no read log: %s",
+                          library_error("moestream_read_log_start", st).c_str());
     }
     moestream_stats_get(ctx, &s0);
     const std::string device_stat = device_stat_path(c.model);
@@ -179,7 +183,7 @@ void measure(const BenchConfig &c, BenchResult &r) {
             return;
         }
         st = moestream_step(ctx, &next, 1, logits.data());
-        if (st != MOESTREAM_OK) return set_error(r, "moestream_step (decode)", st);
+        if (st != MOESTREAM_OK) return set_error(r, "moestream_step", st, "decode");
         ++r.decode_tokens;
         const double elapsed = since(t_decode);
         if (c.live && (tty || r.decode_tokens % 8 == 0 || r.decode_tokens == limit)) {

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "model_options.hpp"
+#include "cli_util.hpp"
 
 namespace cli {
 

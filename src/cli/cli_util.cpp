@@ -383,6 +383,18 @@ bool PendingOutput::commit(std::string &error) {
     return true;
 }
 
+std::string library_error(const char *call, int status) {
+    const std::string message = moestream_last_error(), prefix = std::string(call) + ": ";
+    const std::string what = message.empty() ? std::string(call) + " failed"
+                             : message.rfind(prefix, 0) == 0 ? message
+                                                             : prefix + message;
+    return what + " (" + moestream_status_string(status) + ")";
+}
+
+void report_error(const char *cmd, const char *call, int status) {
+    std::fprintf(stderr, "moestream %s: %s\n", cmd, library_error(call, status).c_str());
+}
+
 namespace {
 
 // The library logs an error only beside the status a call returns, and the

@@ -123,6 +123,14 @@ int32_t greedy_token(const std::vector<float> &logits);
 constexpr const char *kNoGreedyToken =
     "the logits hold no number above -inf (NaN or -inf everywhere): the model's weights hold non-finite values";
 
+// A failed library call as "CALL: MESSAGE (STATUS)": what failed, the
+// library's message (moestream_last_error) and the status name. The message
+// names the function it failed in first, so CALL is left out when the
+// message starts with it. Every command reports a library failure this way.
+std::string library_error(const char *call, int status);
+// Prints "moestream <cmd>: <library_error(call, status)>" to stderr.
+void report_error(const char *cmd, const char *call, int status);
+
 // Passes the library's warnings to stderr ("moestream: warning: ...").
 void log_library_messages(moestream_params &params);
 

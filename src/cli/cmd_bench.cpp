@@ -312,7 +312,7 @@ int cmd_bench(const Args &args) {
     moestream_model_info info;
     moestream_model_info_init(&info);
     if (int st = moestream_inspect(model->c_str(), 0, &info); st != MOESTREAM_OK) {
-        std::fprintf(stderr, "moestream bench: %s\n", moestream_last_error());
+        report_error("bench", "moestream_inspect", st);
         return 1;
     }
     // A budget given is positive: 0 would mean the automatic budget, which is

@@ -85,8 +85,8 @@ int cmd_demo(const Args &args) {
     }
     moestream_model_info info;
     moestream_model_info_init(&info);
-    if (moestream_inspect(model.c_str(), 0, &info) != MOESTREAM_OK) {
-        std::fprintf(stderr, "moestream demo: %s\n", moestream_last_error());
+    if (const int st = moestream_inspect(model.c_str(), 0, &info); st != MOESTREAM_OK) {
+        report_error("demo", "moestream_inspect", st);
         return 1;
     }
     if (!parse_share_or_size(budget_text, info.file_bytes, budget) || budget == 0) return usage_error("demo", bad_budget);

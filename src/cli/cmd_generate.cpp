@@ -104,7 +104,7 @@ int cmd_generate(const Args &args) {
         // shape for): the options do not make a model.
         if (st == MOESTREAM_ERR_INVALID_ARGUMENT || st == MOESTREAM_ERR_UNSUPPORTED)
             return usage_error("generate", moestream_last_error());
-        std::fprintf(stderr, "moestream generate: %s\n", moestream_last_error());
+        report_error("generate", "moestream_generate_model_size", st);
         return 1;
     }
     if (a.flags.count("--size-only")) {
@@ -120,8 +120,9 @@ int cmd_generate(const Args &args) {
     progress.tty = isatty(2);
     p.progress = on_progress;
     p.progress_user_data = &progress;
-    if (moestream_generate_model(&p, out->c_str()) != MOESTREAM_OK) {
-        std::fprintf(stderr, "\nmoestream generate: %s\n", moestream_last_error());
+    if (const int st = moestream_generate_model(&p, out->c_str()); st != MOESTREAM_OK) {
+        std::fprintf(stderr, "\n");
+        report_error("generate", "moestream_generate_model", st);
         return 1;
     }
     return 0;

@@ -99,7 +99,7 @@ int cmd_inspect(const Args &args) {
     moestream_model_info_init(&info);
     const int rc = moestream_inspect(path.c_str(), budget, &info);
     if (rc != MOESTREAM_OK) {
-        std::fprintf(stderr, "moestream inspect: %s (%s)\n", moestream_last_error(), moestream_status_string(rc));
+        report_error("inspect", "moestream_inspect", rc);
         return 1;
     }
     if (a.flags.count("--json")) print_json(path, info, budget);

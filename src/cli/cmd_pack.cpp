@@ -37,7 +37,7 @@ int cmd_pack(const Args &args) {
         uint64_t checked = 0, bad = 0;
         const int rc = moestream_pack_verify(out.c_str(), model.c_str(), &checked, &bad);
         if (rc != MOESTREAM_OK) {
-            std::fprintf(stderr, "moestream pack --verify: %s\n", moestream_last_error());
+            report_error("pack --verify", "moestream_pack_verify", rc);
             return 1;
         }
         std::printf("%s: %" PRIu64 " experts verified, all intact\n", out.c_str(), checked);
@@ -50,7 +50,7 @@ int cmd_pack(const Args &args) {
     }
     const int rc = moestream_pack(model.c_str(), out.c_str());
     if (rc != MOESTREAM_OK) {
-        std::fprintf(stderr, "moestream pack: %s\n", moestream_last_error());
+        report_error("pack", "moestream_pack", rc);
         return 1;
     }
     std::printf("wrote %s\n", out.c_str());

@@ -25,8 +25,9 @@ const char *kUsage =
     "       moestream trace record -m MODEL -f TEXT_FILE [--memory-budget SIZE] -o TRACE   (the text's routing)\n"
     "Trace format: docs/trace-format.md. Budgets in % are shares of all expert bytes.\n";
 
-int fail_api(const char *what) {
-    std::fprintf(stderr, "moestream trace %s: %s\n", what, moestream_last_error());
+// Reports the failed library call of `subcommand`; returns the status of a failure at run time.
+int fail_api(const char *subcommand, const char *call, int status) {
+    report_error((std::string("trace ") + subcommand).c_str(), call, status);
     return 1;
 }
 
@@ -89,10 +90,12 @@ int synth(const Args &args) {
         std::fprintf(stderr, "moestream trace synth: %s\n", why.c_str());
         return 1;
     }
-    if (moestream_trace_synth(&p, out->c_str()) != MOESTREAM_OK) return fail_api("synth");
+    if (const int st = moestream_trace_synth(&p, out->c_str()); st != MOESTREAM_OK)
+        return fail_api("synth", "moestream_trace_synth", st);
     moestream_trace_info info;
     moestream_trace_info_init(&info);
-    if (moestream_trace_info_get(out->c_str(), &info) != MOESTREAM_OK) return fail_api("synth");
+    if (const int st = moestream_trace_info_get(out->c_str(), &info); st != MOESTREAM_OK)
+        return fail_api("synth", "moestream_trace_info_get", st);
     std::printf("wrote %s: %lld tokens x %d layers, top-%d of %d experts; reuse %.3f, top-20%% share %.3f (median over layers)\n",
                 out->c_str(), static_cast<long long>(info.n_tokens), info.n_layer, info.n_expert_used, info.n_expert,
                 info.reuse, info.top20_share_median);
@@ -106,7 +109,8 @@ int info(const Args &args) {
     if (a.positional.size() != 1) return usage_error("trace info", "expected one TRACE argument");
     moestream_trace_info i;
     moestream_trace_info_init(&i);
-    if (moestream_trace_info_get(a.positional[0].c_str(), &i) != MOESTREAM_OK) return fail_api("info");
+    if (const int st = moestream_trace_info_get(a.positional[0].c_str(), &i); st != MOESTREAM_OK)
+        return fail_api("info", "moestream_trace_info_get", st);
     if (a.flags.count("--json")) {
         std::printf("{\"trace\": %s, \"n_tokens\": %lld, \"n_layer\": %d, \"n_expert\": %d, \"n_expert_used\": %d, "
                     "\"bytes_per_expert\": %llu, \"expert_bytes\": %llu, \"reuse\": %.6f, \"top20_share_median\": %.6f, "
@@ -134,7 +138,8 @@ int replay(const Args &args) {
     const std::string trace = a.positional[0];
     moestream_trace_info info;
     moestream_trace_info_init(&info);
-    if (moestream_trace_info_get(trace.c_str(), &info) != MOESTREAM_OK) return fail_api("replay");
+    if (const int st = moestream_trace_info_get(trace.c_str(), &info); st != MOESTREAM_OK)
+        return fail_api("replay", "moestream_trace_info_get", st);
 
     std::vector<std::pair<std::string, uint64_t>> budgets;
     for (const std::string &b : split_list(a.get_or("--budget", "25%,50%,75%"))) {
@@ -181,7 +186,8 @@ int replay(const Args &args) {
             p.warmup_share = warmup;
             moestream_replay_result r;
             moestream_replay_result_init(&r);
-            if (moestream_trace_replay(&p, &r) != MOESTREAM_OK) return fail_api("replay");
+            if (const int st = moestream_trace_replay(&p, &r); st != MOESTREAM_OK)
+                return fail_api("replay", "moestream_trace_replay", st);
             results.push_back(r);
         }
         const moestream_replay_result &belady = results.back();

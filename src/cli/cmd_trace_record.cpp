@@ -68,8 +68,8 @@ bool record_text(moestream_context *ctx, const std::vector<int32_t> &tokens) {
     for (size_t start = 0; start < tokens.size(); start += n_ctx) {
         const size_t n = std::min(n_ctx, tokens.size() - start);
         moestream_reset(ctx);
-        if (moestream_step(ctx, &tokens[start], int32_t(n), nullptr) != MOESTREAM_OK) {
-            std::fprintf(stderr, "moestream trace record: %s\n", moestream_last_error());
+        if (const int st = moestream_step(ctx, &tokens[start], int32_t(n), nullptr); st != MOESTREAM_OK) {
+            report_error("trace record", "moestream_step", st);
             return false;
         }
     }
@@ -100,7 +100,7 @@ bool record(moestream_context *ctx, const RecordOptions &o) {
         }
         st = moestream_step(ctx, &next, 1, logits.data());
     }
-    if (st != MOESTREAM_OK) std::fprintf(stderr, "moestream trace record: %s\n", moestream_last_error());
+    if (st != MOESTREAM_OK) report_error("trace record", "moestream_step", st);
     return st == MOESTREAM_OK;
 }
 
@@ -147,8 +147,8 @@ int trace_record(const Args &args) {
     p.profile_path = "";
     log_library_messages(p);
     moestream_context *raw = nullptr;
-    if (moestream_open(&p, &raw) != MOESTREAM_OK) {
-        std::fprintf(stderr, "moestream trace record: %s\n", moestream_last_error());
+    if (const int st = moestream_open(&p, &raw); st != MOESTREAM_OK) {
+        report_error("trace record", "moestream_open", st);
         return 1;
     }
     // Closed before the temporary trace is removed, also when record() throws.
@@ -169,8 +169,8 @@ int trace_record(const Args &args) {
     if (!recorded) return 1;
     moestream_trace_info info;
     moestream_trace_info_init(&info);
-    if (moestream_trace_info_get(trace.path().c_str(), &info) != MOESTREAM_OK) {
-        std::fprintf(stderr, "moestream trace record: %s\n", moestream_last_error());
+    if (const int st = moestream_trace_info_get(trace.path().c_str(), &info); st != MOESTREAM_OK) {
+        report_error("trace record", "moestream_trace_info_get", st);
         return 1;
     }
     if (!trace.commit(error)) {

@@ -46,7 +46,8 @@ std::string unusable(const std::string &path) {
     if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
     moestream_model_info info;
     moestream_model_info_init(&info);
-    return moestream_inspect(path.c_str(), 0, &info) == MOESTREAM_OK ? "" : moestream_last_error();
+    const int status = moestream_inspect(path.c_str(), 0, &info);
+    return status == MOESTREAM_OK ? "" : library_error("moestream_inspect", status);
 }
 
 // Removes every file of `dir`: what a generation killed before it finished
@@ -75,8 +76,8 @@ bool generate(const std::string &scratch, const std::string &path, std::string &
     g.progress = on_progress;
     g.progress_user_data = &progress;
     const std::string partial = scratch + "/" + kModelName;
-    if (moestream_generate_model(&g, partial.c_str()) != MOESTREAM_OK) {
-        error = moestream_last_error();
+    if (const int st = moestream_generate_model(&g, partial.c_str()); st != MOESTREAM_OK) {
+        error = library_error("moestream_generate_model", st);
         return false;
     }
     if (::rename(partial.c_str(), path.c_str()) != 0) {

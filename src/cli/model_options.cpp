@@ -146,9 +146,4 @@ moestream_context *open_model(ModelOptions &opt, const char *cmd) {
     return ctx;
 }
 
-void report_error(const char *cmd, const char *call, int status) {
-    std::fprintf(stderr, "moestream %s: %s failed: %s: %s\n", cmd, call, moestream_status_string(status),
-                 moestream_last_error());
-}
-
 }  // namespace cli

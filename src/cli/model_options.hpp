@@ -44,7 +44,5 @@ std::vector<int32_t> read_token_file(const std::string &path);
 // Opens the model with the library's warnings going to stderr, or prints the
 // library's error as "moestream <cmd>: ..." and returns NULL.
 moestream_context *open_model(ModelOptions &opt, const char *cmd);
-// Prints "moestream <cmd>: <call> failed: <status>: <last error>".
-void report_error(const char *cmd, const char *call, int status);
 
 }  // namespace cli
