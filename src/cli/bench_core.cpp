@@ -291,7 +291,7 @@ BenchResult run_bench(const BenchConfig &c) {
         return result;
     }
     UniqueFd from_child(fds[0]), to_parent(fds[1]);
-    std::fflush(stdout);
+    flush_stdout();
     std::fflush(stderr);
     const pid_t pid = ::fork();
     if (pid < 0) {

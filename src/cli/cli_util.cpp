@@ -282,6 +282,22 @@ std::string output_conflict(const std::string &output, const std::vector<std::st
     return "";
 }
 
+namespace {
+int first_stdout_errno = 0;
+}  // namespace
+
+bool flush_stdout() {
+    errno = 0;
+    if (std::fflush(stdout) == 0) return true;
+    if (first_stdout_errno == 0) first_stdout_errno = errno;
+    return false;
+}
+
+std::string stdout_failure() {
+    if (flush_stdout() && !std::ferror(stdout)) return "";
+    return first_stdout_errno ? std::strerror(first_stdout_errno) : "write error";
+}
+
 bool write_all(int fd, const void *data, size_t size) {
     const auto *p = static_cast<const uint8_t *>(data);
     while (size > 0) {

@@ -73,6 +73,15 @@ std::string read_input_file(const std::string &path);
 // directory. Checked before anything is opened for writing.
 std::string output_conflict(const std::string &output, const std::vector<std::string> &inputs);
 
+// fflush(stdout), keeping the errno of the first flush that fails: a
+// command flushes before it forks or to show progress, and the check at exit
+// (stdout_failure) then finds the error flag set but errno long overwritten.
+// Every flush of stdout goes through it.
+bool flush_stdout();
+// Why output to stdout failed: strerror of the first failed flush_stdout(),
+// "write error" when a write other than a flush failed, "" when none did.
+std::string stdout_failure();
+
 // Writes all `size` bytes to `fd`, resuming short writes; false on an error.
 bool write_all(int fd, const void *data, size_t size);
 

@@ -434,7 +434,7 @@ int cmd_bench(const Args &args) {
                 print_setup(r);
                 print_device(r, disk_bw, disk);
                 if (resident) print_resident(r, membw);
-                std::fflush(stdout);
+                flush_stdout();
             }
         }
     if (json) {

@@ -107,13 +107,13 @@ int cmd_demo(const Args &args) {
                 100.0 * double(budget) / double(info.file_bytes),
                 budget < info.file_bytes ? "the experts cannot all stay in memory"
                                          : "at least the model's size, so the experts may all stay in memory");
-    std::fflush(stdout);
+    flush_stdout();
 
     BenchConfig direct = base;
     direct.io_mode = MOESTREAM_IO_DIRECT;
     std::printf("[1/2] direct streaming: O_DIRECT reads into the engine's expert cache, %d prompt + %d tokens\n",
                 base.prompt, base.n_tokens);
-    std::fflush(stdout);
+    flush_stdout();
     const BenchResult rd = run_bench(direct);
     if (!rd.ok) std::printf("      failed: %s\n", rd.error);
 
@@ -124,7 +124,7 @@ int cmd_demo(const Args &args) {
     if (!a.flags.count("--no-mmap")) {
         std::printf("[2/2] mmap mode under the same memory (page cache dropped first; stops after %.0f s)\n",
                     base.max_seconds);
-        std::fflush(stdout);
+        flush_stdout();
         rm = run_bench(mmap);
         if (!rm.ok) std::printf("      failed: %s\n", rm.error);
         else std::printf("      memory: %s\n", rm.cgroup_note);

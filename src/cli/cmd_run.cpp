@@ -270,7 +270,7 @@ int cmd_run(const Args &args) {
         }
         // Output that cannot be written (a reader gone while SIGPIPE is
         // ignored, a full disk) ends the run: the tokens to come would reach no one.
-        if (std::fflush(stdout) != 0) {
+        if (!flush_stdout()) {
             std::fprintf(stderr, "moestream run: cannot write output: %s\n", std::strerror(errno));
             std::clearerr(stdout);  // reported, with its cause: main's final check need not repeat it
             return 1;
@@ -289,7 +289,7 @@ int cmd_run(const Args &args) {
     }
     const double gen_s = seconds_since(t0);
     std::printf("\n");
-    std::fflush(stdout);
+    flush_stdout();
     std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.2f tok/s); generated %lld tokens in %.3f s (%.2f tok/s)\n",
                  o.prompt.size(), prompt_s, prompt_s > 0 ? double(o.prompt.size()) / prompt_s : 0.0,
                  static_cast<long long>(generated), gen_s,

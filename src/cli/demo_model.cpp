@@ -71,7 +71,7 @@ bool generate(const std::string &scratch, const std::string &path, std::string &
     uint64_t size = 0;
     moestream_generate_model_size(&g, &size);
     std::printf("writing a random-weight qwen3moe model (%s, Q4_K_M) to %s\n", format_bytes(size).c_str(), path.c_str());
-    std::fflush(stdout);
+    flush_stdout();
     GenProgress progress;
     g.progress = on_progress;
     g.progress_user_data = &progress;

@@ -1,10 +1,11 @@
 // moestream command-line tool: dispatches to the commands in commands.cpp.
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <new>
+#include <string>
 
+#include "cli_util.hpp"
 #include "commands.hpp"
 
 namespace {
@@ -52,9 +53,9 @@ int run_guarded(int argc, char **argv) {
 // Output that never reached its destination (a full disk, a closed pipe) is a
 // failure even when the command itself succeeded.
 int check_stdout(int status) {
-    errno = 0;
-    if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
-    std::fprintf(stderr, "moestream: cannot write output: %s\n", errno ? std::strerror(errno) : "write error");
+    const std::string why = cli::stdout_failure();
+    if (why.empty()) return status;
+    std::fprintf(stderr, "moestream: cannot write output: %s\n", why.c_str());
     return status ? status : 1;
 }
 
