@@ -31,16 +31,23 @@ const char *kUsage =
     ", --head-dim " LIMIT(HEAD_DIM) ",\n--experts and --top-k " LIMIT(EXPERTS) ", --ff-expert " LIMIT(FF_EXPERT)
     ", --vocab " LIMIT(VOCAB) ".\n";
 
+// The header line waits for the first progress report, which comes once the
+// target has been created: a target the library refuses (a pipe, a missing
+// directory) leaves only the error on the screen.
 struct Progress {
+    std::string header;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
     int last_percent = -1;
     bool tty = false;
+    // A progress line without its newline, which an error must end first.
+    bool line_open() const { return tty && last_percent >= 0 && last_percent < 100; }
 };
 
 void on_progress(uint64_t done, uint64_t total, void *user) {
     auto *p = static_cast<Progress *>(user);
     const int percent = total ? static_cast<int>(done * 100 / total) : 100;
     if (percent == p->last_percent) return;
+    if (p->last_percent < 0) std::fprintf(stderr, "%s\n", p->header.c_str());
     p->last_percent = percent;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p->start).count();
     if (p->tty || percent == 100)
@@ -113,15 +120,18 @@ int cmd_generate(const Args &args) {
     }
     auto out = a.get("-o");
     if (!out) return usage_error("generate", "-o PATH is required");
-    std::fprintf(stderr, "generating %s (%s, preset %s, %s) -> %s\n", format_bytes(size).c_str(),
-                 arch.empty() ? "preset's architecture" : arch.c_str(),
-                 preset.c_str(), quant.c_str(), out->c_str());
+    if (const std::string why = output_conflict(*out, {}); !why.empty()) {
+        std::fprintf(stderr, "moestream generate: %s\n", why.c_str());
+        return 1;
+    }
     Progress progress;
+    progress.header = "generating " + format_bytes(size) + " (" + (arch.empty() ? "preset's architecture" : arch) +
+                      ", preset " + preset + ", " + quant + ") -> " + *out;
     progress.tty = isatty(2);
     p.progress = on_progress;
     p.progress_user_data = &progress;
     if (const int st = moestream_generate_model(&p, out->c_str()); st != MOESTREAM_OK) {
-        std::fprintf(stderr, "\n");
+        if (progress.line_open()) std::fprintf(stderr, "\n");
         report_error("generate", "moestream_generate_model", st);
         return 1;
     }

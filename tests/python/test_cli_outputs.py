@@ -173,6 +173,19 @@ def test_pack_and_generate_follow_links_and_refuse_pipes(cli_path, model):
     assert leftovers(model.parent, "m.gguf", "real.gguf", "link.gguf", "fifo") == []
 
 
+def test_a_refused_generate_prints_only_why(cli_path, tmp_path):
+    # Nothing about a generation that never starts: no "generating ..." line,
+    # no blank line before the error.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target, why in ((tmp_path, f"{tmp_path}: is a directory"), (fifo, "not a plain file"),
+                        (tmp_path / "absent" / "m.gguf", "No such file or directory")):
+        r = cli(cli_path, "generate", "--preset", "tiny", "-o", target)
+        assert r.returncode == 1 and r.stdout == "", r.stderr
+        assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("moestream generate: ") and why in r.stderr, \
+            r.stderr
+
+
 def test_a_failed_trace_record_leaves_no_trace_and_keeps_the_earlier_one(cli_path, model):
     trace = model.parent / "r.trace"
     good = cli(cli_path, "trace", "record", "-m", model, "--prompt", "3", "--tokens", "2", "-o", trace)
