@@ -173,7 +173,10 @@ typedef struct moestream_params {
     int32_t prefetch;           /* moestream_prefetch_mode */
     int32_t cache_policy;       /* moestream_cache_policy */
     int32_t exact;              /* 1: f32 activations and f32 KV (slow, for checking) */
-    const char *packed_path;    /* packed expert file; NULL or "" = look for MODEL.moepack */
+    const char *packed_path;    /* packed expert file; NULL or "" = look for MODEL.moepack (used when it
+                                   matches the model). One named here must be a regular file in every
+                                   I/O mode, else open fails with MOESTREAM_ERR_IO; streaming reads it and
+                                   refuses one of another model (BAD_FORMAT); mmap mode does not read it */
     const char *profile_path;   /* usage profile; NULL = default beside the model; "" = off. One that is
                                    unusable (malformed, another model's) is ignored with a warning and
                                    replaced at close; one that cannot be read (permissions, I/O error)

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "common/error.hpp"
+#include "common/regular_file.hpp"
 #include "common/topology.hpp"
 #include "experts/budget_planner.hpp"
 #include "experts/gguf_layouts.hpp"
@@ -174,6 +175,11 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     req.overhead_bytes = runtime_bytes_bound(hp, params.n_ctx, max_batch, params.n_threads, params.exact);
     req.direct_io_available = direct_io_available(file.path());
     const IoModeChoice choice = choose_io_mode_from_env(req);
+    // A packed file the caller names must be a file whatever the mode: a
+    // mapped model reads none, but a mistyped path or a directory would
+    // otherwise pass unnoticed there and fail only once the model streams.
+    if (!params.packed_path.empty())
+        (void)open_regular_fd_or_fail(params.packed_path, "packed expert file (packed_path)");
 
     const std::optional<io::FaultPlan> faults = io::fault_plan_from_env();
     if (faults && choice.mode == MOESTREAM_IO_MMAP)
@@ -185,6 +191,7 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     if (choice.mode == MOESTREAM_IO_MMAP) {
         ExpertSourceChoice c = make_mmap_source(model, std::move(layouts), req, choice, stats);
         if (no_experts) c.reason = std::string(kNoRoutedExperts) + "; " + c.reason;
+        if (!params.packed_path.empty()) c.reason += "; packed_path not read: the model is mapped";
         return c;
     }
     if (no_experts) {

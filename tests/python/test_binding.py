@@ -431,6 +431,28 @@ def test_context_step_returns_finite_logits(ctx):
     assert ctx.n_past == 4
 
 
+@pytest.mark.parametrize("io_mode", ["mmap", "pread"])
+@pytest.mark.parametrize("what", ["missing", "directory"])
+def test_a_named_packed_file_that_is_no_file_fails_open_in_every_mode(lib, model_path, tmp_path, io_mode, what):
+    # A mapped model reads no packed file, but a path given for one that names
+    # nothing (a typo) or a directory is refused there too, not ignored.
+    require(lib, *CONTEXT_FUNCTIONS)
+    packed = tmp_path / "m.moepack"
+    if what == "directory":
+        packed.mkdir()
+    with pytest.raises(moestream.Error) as e:
+        moestream.Context(model_path, io_mode=io_mode, packed_path=packed, profile_path="")
+    assert e.value.status == moestream.Status.IO and str(packed) in str(e.value), e.value
+    assert ("No such file" if what == "missing" else "not a regular file") in str(e.value), e.value
+
+
+def test_a_named_packed_file_a_mapped_model_does_not_read_is_said_so(lib, model_path, tmp_path):
+    require(lib, *CONTEXT_FUNCTIONS)
+    (tmp_path / "m.moepack").write_bytes(b"")  # a file: what it holds is checked only where it is read
+    with moestream.Context(model_path, io_mode="mmap", packed_path=tmp_path / "m.moepack", profile_path="") as ctx:
+        assert "packed_path not read: the model is mapped" in ctx.io_mode_reason, ctx.io_mode_reason
+
+
 def test_context_reset_repeats_results(ctx):
     first = ctx.step([5, 6, 7])
     ctx.reset()
