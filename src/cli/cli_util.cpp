@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <limits>
 #include <stdexcept>
+#include <string_view>
 
 namespace cli {
 
@@ -84,29 +86,45 @@ int usage_error(const char *cmd, const std::string &what) {
     return 2;
 }
 
+// Every number of the command line is read by std::from_chars, which takes
+// decimal digits and a leading '-' only: no blanks, no '+', no "0x" (strtol
+// and strtod took all three, so "--memory-budget 0x10" was 16 bytes). The
+// real-number forms also take a fraction and, unless `fixed`, an exponent.
+namespace {
+
+// The number at the start of `text` and the rest after it, or false.
+bool leading_real(std::string_view text, bool fixed, double &out, std::string_view &rest) {
+    const char *end = text.data() + text.size();
+    const auto [ptr, ec] =
+        std::from_chars(text.data(), end, out, fixed ? std::chars_format::fixed : std::chars_format::general);
+    if (ec != std::errc() || !std::isfinite(out)) return false;
+    rest = std::string_view(ptr, size_t(end - ptr));
+    return true;
+}
+
+}  // namespace
+
 bool parse_double(const std::string &text, double &out) {
-    if (text.empty()) return false;
-    char *end = nullptr;
-    errno = 0;
-    double v = std::strtod(text.c_str(), &end);
-    if (errno || *end || !std::isfinite(v)) return false;
+    std::string_view rest;
+    double v = 0;
+    if (!leading_real(text, false, v, rest) || !rest.empty()) return false;
     out = v;
     return true;
 }
 
 bool parse_int(const std::string &text, int64_t &out) {
-    if (text.empty()) return false;
-    char *end = nullptr;
-    errno = 0;
-    long long v = std::strtoll(text.c_str(), &end, 10);
-    if (errno || *end) return false;
+    int64_t v = 0;
+    const char *end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, v, 10);
+    if (ec != std::errc() || ptr != end) return false;
     out = v;
     return true;
 }
 
 bool parse_int_in(const std::string &text, int64_t lo, int64_t hi, int64_t &out) {
     int64_t v = 0;
-    if (!parse_int(text, v) || v < lo || v > hi) return false;
+    // A '-' only where negatives are allowed: "-0" is no count.
+    if ((lo >= 0 && !text.empty() && text[0] == '-') || !parse_int(text, v) || v < lo || v > hi) return false;
     out = v;
     return true;
 }
@@ -132,12 +150,10 @@ bool bytes_from_double(double bytes, uint64_t &out) {
 }  // namespace
 
 bool parse_size(const std::string &text, uint64_t &out) {
-    if (text.empty()) return false;
-    char *end = nullptr;
-    errno = 0;
-    double v = std::strtod(text.c_str(), &end);
-    if (errno || end == text.c_str() || !std::isfinite(v) || v < 0) return false;
-    std::string unit(end);
+    double v = 0;
+    std::string_view rest;
+    if (text.empty() || text[0] == '-' || !leading_real(text, true, v, rest)) return false;
+    std::string unit(rest);
     for (char &c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     double mult = 1;
     if (unit.empty() || unit == "b") mult = 1;
@@ -152,7 +168,10 @@ bool parse_size(const std::string &text, uint64_t &out) {
 bool parse_share_or_size(const std::string &text, uint64_t total, uint64_t &out) {
     if (!text.empty() && text.back() == '%') {
         double share = 0;
-        if (!parse_double(text.substr(0, text.size() - 1), share) || share < 0) return false;
+        std::string_view rest;
+        if (text[0] == '-' || !leading_real(std::string_view(text).substr(0, text.size() - 1), true, share, rest) ||
+            !rest.empty())
+            return false;
         return bytes_from_double(static_cast<double>(total) * share / 100.0, out);
     }
     return parse_size(text, out);

@@ -44,17 +44,21 @@ std::string unexpected_argument(const ParsedArgs &parsed);
 // error is the last thing on the screen rather than above the whole usage.
 int usage_error(const char *cmd, const std::string &what);
 
-// "8GiB", "512MiB", "1.5G", "4096", "100k": binary units (k/K/KiB = 1024, ...).
-// Returns false when the text is not a size.
+// The one parser of each kind of number every command reads its options with.
+// All take plain decimal only: no blanks, no '+', no hexadecimal, no inf or nan.
+// "8GiB", "512MiB", "1.5G", "4096", "100k": binary units (k/K/KiB = 1024, ...),
+// no exponent. Returns false when the text is not a size.
 bool parse_size(const std::string &text, uint64_t &out);
 // "25%" of `total`, or an absolute size as parse_size.
 bool parse_share_or_size(const std::string &text, uint64_t total, uint64_t &out);
+// Digits with an optional leading '-'.
 bool parse_int(const std::string &text, int64_t &out);
 // An integer in [lo, hi]: parsed as 64 bits and range-checked, so a value too
-// large for the field it fills is refused rather than wrapped.
+// large for the field it fills is refused rather than wrapped; no '-' when lo >= 0.
 bool parse_int_in(const std::string &text, int64_t lo, int64_t hi, int64_t &out);
 // The message of a usage error for an integer option outside [lo, hi].
 std::string int_range_error(const std::string &option, const std::string &text, int64_t lo, int64_t hi);
+// A finite real number: digits with an optional '-', fraction and exponent ("5e-1").
 bool parse_double(const std::string &text, double &out);
 // Comma-separated list.
 std::vector<std::string> split_list(const std::string &text, char separator = ',');

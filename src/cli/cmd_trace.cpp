@@ -1,6 +1,8 @@
 // moestream trace: synthesise, inspect, replay (and record) expert routing traces.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -50,34 +52,34 @@ int synth(const Args &args) {
     } ints[] = {{"--layers", &p.n_layer}, {"--experts", &p.n_expert}, {"--top-k", &p.n_expert_used}};
     for (auto &o : ints)
         if (auto s = a.get(o.name)) {
-            if (!parse_int(*s, v) || v <= 0 || v > 65534)
-                return usage_error("trace synth", std::string("bad ") + o.name);
+            if (!parse_int_in(*s, 1, 65534, v)) return usage_error("trace synth", int_range_error(o.name, *s, 1, 65534));
             *o.field = static_cast<int32_t>(v);
         }
     if (auto s = a.get("-n")) {
-        if (!parse_int(*s, v) || v <= 0) return usage_error("trace synth", "bad -n");
+        constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+        if (!parse_int_in(*s, 1, kMax, v)) return usage_error("trace synth", int_range_error("-n", *s, 1, kMax));
         p.n_tokens = v;
     }
-    if (auto s = a.get("--reuse")) {
-        if (!parse_double(*s, d) || d < 0 || d > 1) return usage_error("trace synth", "--reuse must be in [0, 1]");
-        p.reuse = d;
-    }
-    if (auto s = a.get("--skew")) {
-        if (!parse_double(*s, d) || d < 0) return usage_error("trace synth", "--skew must be >= 0");
-        p.skew = d;
-    }
     if (auto s = a.get("--window")) {
-        if (!parse_int(*s, v) || v < 0 || v > 65536) return usage_error("trace synth", "--window must be in [0, 65536]");
+        if (!parse_int_in(*s, 0, 65536, v)) return usage_error("trace synth", int_range_error("--window", *s, 0, 65536));
         p.window = static_cast<uint32_t>(v);
     }
-    if (auto s = a.get("--recall")) {
-        if (!parse_double(*s, d) || d < 0 || d > 1) return usage_error("trace synth", "--recall must be in [0, 1]");
-        p.recall = d;
-    }
+    const struct {
+        const char *name;
+        double *field, hi;
+    } reals[] = {{"--reuse", &p.reuse, 1}, {"--skew", &p.skew, HUGE_VAL}, {"--recall", &p.recall, 1}};
+    for (const auto &o : reals)
+        if (auto s = a.get(o.name)) {
+            if (!parse_double(*s, d) || d < 0 || d > o.hi)
+                return usage_error("trace synth", std::string(o.name) + " takes a number " +
+                                                      (o.hi == 1 ? "from 0 to 1" : "of at least 0") + ", got '" + *s + "'");
+            *o.field = d;
+        }
     if (p.window == 0 && p.recall > 0) return usage_error("trace synth", "--recall needs --window");
     if (auto s = a.get("--expert-bytes")) {
         uint64_t b = 0;
-        if (!parse_size(*s, b) || b == 0) return usage_error("trace synth", "bad --expert-bytes");
+        if (!parse_size(*s, b) || b == 0)
+            return usage_error("trace synth", "bad --expert-bytes '" + *s + "' (a positive size)");
         p.bytes_per_expert = b;
     }
     if (auto s = a.get("--seed")) {

@@ -12,9 +12,9 @@ namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
-uint64_t size_option(const std::string &s) {
+uint64_t size_option(const std::string &s, const std::string &option) {
     uint64_t v = 0;
-    if (!parse_size(s, v)) throw std::runtime_error("bad size '" + s + "'");
+    if (!parse_size(s, v)) throw std::runtime_error("bad " + option + " '" + s + "' (a size: 4096, 512MiB, 1.5GiB, ...)");
     return v;
 }
 
@@ -94,7 +94,7 @@ bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt) {
     else if (a == "--numa") opt.params.numa_placement = parse_numa_placement(option_value(args, i));
     else if (a == "--max-batch") opt.params.max_batch = int32_option(args, i, 1, kInt32Max);
     else if (a == "--cache-policy") opt.params.cache_policy = parse_cache_policy(option_value(args, i));
-    else if (a == "--memory-budget") opt.params.memory_budget = size_option(option_value(args, i));
+    else if (a == "--memory-budget") opt.params.memory_budget = size_option(option_value(args, i), a);
     else if (a == "--exact") opt.params.exact = 1;
     else return false;
     return true;

@@ -211,7 +211,7 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["bench", "-m", "{model}", "--memory-budget", "0"], "bench", "bad --memory-budget '0' (a positive size or share)"),
     (["trace"], "trace", "expected a subcommand: synth, info, replay or record"),
     (["trace", "frob"], "trace", "unknown subcommand 'frob'"),
-    (["trace", "synth", "--reuse", "3", "-o", "x.trace"], "trace synth", "--reuse must be in [0, 1]"),
+    (["trace", "synth", "--reuse", "3", "-o", "x.trace"], "trace synth", "--reuse takes a number from 0 to 1, got '3'"),
     (["trace", "info"], "trace info", "expected one TRACE argument"),
     (["trace", "replay", "{trace}", "--policy", "sideways"], "trace replay", "unknown policy 'sideways'"),
     (["inspect"], "inspect", "expected one MODEL argument"),
@@ -323,3 +323,46 @@ def test_every_command_reports_a_failed_library_call_alike(cli_path, model, tmp_
     last = r.stderr.splitlines()[-1]
     assert re.fullmatch(rf"moestream {command}: {call}: .*{missing}.*No such file or directory.* \(I/O error\)",
                         last), r.stderr
+
+
+STRICT_NUMBER_CASES = [
+    # integers: decimal digits, a '-' where negatives are allowed
+    *[(["run", "-m", "{model}", "--tokens", "1", option], value)
+      for option in ("-n", "--ctx", "--top-k") for value in ("0x10", "+5", " 5", "5 ", "1e3", "5.0", "")],
+    (["run", "-m", "{model}", "--tokens", "1", "--repeat-last-n"], "+1"),
+    (["bench", "-m", "{model}", "--prompt"], "+2"),
+    (["generate", "-o", "x.gguf", "--layers"], " 2"),
+    (["trace", "synth", "-o", "x.trace", "--layers"], "+2"),
+    (["trace", "synth", "-o", "x.trace", "--window"], "0x10"),
+    (["demo", "--model", "{model}", "-n"], "+2"),
+    # sizes: a decimal number and a documented unit
+    *[(["run", "-m", "{model}", "--tokens", "1", "--memory-budget"], value)
+      for value in ("0x10", "+5", " 5", "5 ", "1e3", "-0", "inf", "nan", "5 GiB")],
+    (["inspect", "{model}", "--memory-budget"], "0x100000"),
+    (["bench", "-m", "{model}", "--memory-budget"], "+1GiB"),
+    (["bench", "-m", "{model}", "--sweep"], "0x1p4%"),
+    (["trace", "replay", "{trace}", "--budget"], " 50%"),
+    (["trace", "synth", "-o", "x.trace", "--expert-bytes"], "0x100"),
+    # real numbers: decimal, an exponent allowed, finite
+    *[(["run", "-m", "{model}", "--tokens", "1", "--temp"], value) for value in ("0x1", "+1", " 1", "1 ", "inf", "nan")],
+    (["trace", "synth", "-o", "x.trace", "--reuse"], "+0.5"),
+]
+
+
+@pytest.mark.parametrize("args,value", STRICT_NUMBER_CASES)
+def test_numbers_are_plain_decimal(cli_path, model, trace, tmp_path, args, value):
+    # strtol and strtod read hexadecimal, a leading '+' and leading blanks:
+    # "--memory-budget 0x10" was a budget of 16 bytes.
+    args = [a.format(model=model, trace=trace) for a in args]
+    r = subprocess.run([str(cli_path), *args, value], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert args[-1] in r.stderr and f"'{value}'" in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("option,value", [("-n", "2"), ("--ctx", "16"), ("--memory-budget", "1.5GiB"),
+                                          ("--memory-budget", "2g"), ("--temp", "0.5"), ("--temp", "5e-1"),
+                                          ("--repeat-last-n", "-1"), ("--memory-budget", "0")])
+def test_plain_decimal_numbers_are_taken(cli_path, model, option, value):
+    r = cli(cli_path, "run", "-m", model, "--tokens", "1", "-n", "2", option, value)
+    assert r.returncode == 0, r.stderr
