@@ -134,6 +134,19 @@ std::string int_range_error(const std::string &option, const std::string &text, 
            "'";
 }
 
+bool parse_seed(const std::string &option, const std::string &text, uint64_t &out, std::string &error) {
+    uint64_t v = 0;
+    const char *end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, v, 10);  // no '-' for an unsigned type
+    if (ec == std::errc() && ptr == end) {
+        out = v;
+        return true;
+    }
+    error = option + " takes an integer from 0 to " + std::to_string(std::numeric_limits<uint64_t>::max()) +
+            ", got '" + text + "'";
+    return false;
+}
+
 namespace {
 
 // A byte count computed in double, rounded; false beyond 64 bits. Not

@@ -270,10 +270,7 @@ int cmd_bench(const Args &args) {
             if (!parse_int_in(*s, c.lo, c.hi, v)) return usage_error("bench", int_range_error(c.name, *s, c.lo, c.hi));
             *c.field = int32_t(v);
         }
-    if (auto s = a.get("--seed")) {
-        if (!parse_int(*s, v)) return usage_error("bench", "bad --seed");
-        base.seed = uint64_t(v);
-    }
+    if (auto s = a.get("--seed"); s && !parse_seed("--seed", *s, base.seed, error)) return usage_error("bench", error);
     if (auto s = a.get("--max-seconds")) {
         if (!parse_double(*s, d) || d <= 0) return usage_error("bench", "bad --max-seconds");
         base.max_seconds = d;

@@ -100,11 +100,7 @@ int cmd_generate(const Args &args) {
         }
     }
     p.deepseek2_attn_kv_b = a.flags.count("--attn-kv-b") ? 1 : 0;
-    if (auto v = a.get("--seed")) {
-        int64_t x = 0;
-        if (!parse_int(*v, x)) return usage_error("generate", "bad --seed '" + *v + "'");
-        p.seed = static_cast<uint64_t>(x);
-    }
+    if (auto v = a.get("--seed"); v && !parse_seed("--seed", *v, p.seed, error)) return usage_error("generate", error);
     uint64_t size = 0;
     if (const int st = moestream_generate_model_size(&p, &size); st != MOESTREAM_OK) {
         // Invalid argument or unsupported (an --arch the generator has no

@@ -78,6 +78,11 @@ double real_option(const std::string &s, const char *option) {
     return v;
 }
 
+void seed_option(const std::string &s, uint64_t &seed) {
+    std::string error;
+    if (!parse_seed("--seed", s, seed, error)) throw std::runtime_error(error);
+}
+
 // Reads one repetition penalty option at args[i]; false when args[i] is not one.
 bool parse_penalty_option(const Args &args, size_t &i, RunOptions &o) {
     const std::string &a = args[i];
@@ -99,7 +104,7 @@ bool parse_sampling_option(const Args &args, size_t &i, RunOptions &o) {
     else if (a == "--top-k") p.top_k = int32_t(int_option(option_value(args, i), "--top-k", 0, std::numeric_limits<int32_t>::max()));
     else if (a == "--top-p") p.top_p = float(real_option(option_value(args, i), "--top-p"));
     else if (a == "--min-p") p.min_p = float(real_option(option_value(args, i), "--min-p"));
-    else if (a == "--seed") p.seed = uint64_t(int_option(option_value(args, i), "--seed", 0, std::numeric_limits<int64_t>::max()));
+    else if (a == "--seed") seed_option(option_value(args, i), p.seed);
     else return false;
     o.sampling = true;
     return true;

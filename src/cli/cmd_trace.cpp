@@ -52,7 +52,8 @@ int synth(const Args &args) {
     } ints[] = {{"--layers", &p.n_layer}, {"--experts", &p.n_expert}, {"--top-k", &p.n_expert_used}};
     for (auto &o : ints)
         if (auto s = a.get(o.name)) {
-            if (!parse_int_in(*s, 1, 65534, v)) return usage_error("trace synth", int_range_error(o.name, *s, 1, 65534));
+            if (!parse_int_in(*s, 1, 65534, v))
+                return usage_error("trace synth", int_range_error(o.name, *s, 1, 65534));
             *o.field = static_cast<int32_t>(v);
         }
     if (auto s = a.get("-n")) {
@@ -61,7 +62,8 @@ int synth(const Args &args) {
         p.n_tokens = v;
     }
     if (auto s = a.get("--window")) {
-        if (!parse_int_in(*s, 0, 65536, v)) return usage_error("trace synth", int_range_error("--window", *s, 0, 65536));
+        if (!parse_int_in(*s, 0, 65536, v))
+            return usage_error("trace synth", int_range_error("--window", *s, 0, 65536));
         p.window = static_cast<uint32_t>(v);
     }
     const struct {
@@ -70,9 +72,10 @@ int synth(const Args &args) {
     } reals[] = {{"--reuse", &p.reuse, 1}, {"--skew", &p.skew, HUGE_VAL}, {"--recall", &p.recall, 1}};
     for (const auto &o : reals)
         if (auto s = a.get(o.name)) {
-            if (!parse_double(*s, d) || d < 0 || d > o.hi)
-                return usage_error("trace synth", std::string(o.name) + " takes a number " +
-                                                      (o.hi == 1 ? "from 0 to 1" : "of at least 0") + ", got '" + *s + "'");
+            if (!parse_double(*s, d) || d < 0 || d > o.hi) {
+                const char *range = o.hi == 1 ? "from 0 to 1" : "of at least 0";
+                return usage_error("trace synth", std::string(o.name) + " takes a number " + range + ", got '" + *s + "'");
+            }
             *o.field = d;
         }
     if (p.window == 0 && p.recall > 0) return usage_error("trace synth", "--recall needs --window");
@@ -82,10 +85,8 @@ int synth(const Args &args) {
             return usage_error("trace synth", "bad --expert-bytes '" + *s + "' (a positive size)");
         p.bytes_per_expert = b;
     }
-    if (auto s = a.get("--seed")) {
-        if (!parse_int(*s, v)) return usage_error("trace synth", "bad --seed");
-        p.seed = static_cast<uint64_t>(v);
-    }
+    if (auto s = a.get("--seed"); s && !parse_seed("--seed", *s, p.seed, error))
+        return usage_error("trace synth", error);
     auto out = a.get("-o");
     if (!out) return usage_error("trace synth", "-o TRACE is required");
     if (const std::string why = output_conflict(*out, {heat}); !why.empty()) {

@@ -28,8 +28,8 @@ namespace {
 
 struct RecordOptions {
     std::string model, out, feed = "greedy", text_file;
-    int64_t n_tokens = 64, n_prompt = 16, seed = 1, threads = 0;
-    uint64_t budget = 0;
+    int64_t n_tokens = 64, n_prompt = 16, threads = 0;
+    uint64_t seed = 1, budget = 0;
 };
 
 // Fills `o` from the parsed options; false after a usage error naming the option.
@@ -41,11 +41,13 @@ bool read_options(const ParsedArgs &a, RecordOptions &o) {
         int64_t lo, hi;
     } ints[] = {{"--tokens", &o.n_tokens, 0, kInt32Max},
                 {"--prompt", &o.n_prompt, 1, kInt32Max},
-                {"--seed", &o.seed, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()},
                 {"--threads", &o.threads, 0, kInt32Max}};
     for (const auto &opt : ints)
         if (auto s = a.get(opt.name); s && !parse_int_in(*s, opt.lo, opt.hi, *opt.field))
             return usage_error("trace record", int_range_error(opt.name, *s, opt.lo, opt.hi)), false;
+    std::string error;
+    if (auto s = a.get("--seed"); s && !parse_seed("--seed", *s, o.seed, error))
+        return usage_error("trace record", error), false;
     if (auto s = a.get("--memory-budget"); s && !parse_size(*s, o.budget))
         return usage_error("trace record", "bad --memory-budget '" + *s + "'"), false;
     o.feed = a.get_or("--feed", "greedy");
@@ -86,7 +88,7 @@ bool record(moestream_context *ctx, const RecordOptions &o) {
         return false;
     }
     std::vector<float> logits(static_cast<size_t>(n_vocab));
-    std::mt19937_64 rng(static_cast<uint64_t>(o.seed));
+    std::mt19937_64 rng(o.seed);
     std::vector<int32_t> prompt(static_cast<size_t>(o.n_prompt));
     for (int32_t &t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab));
     int st = moestream_step(ctx, prompt.data(), static_cast<int32_t>(prompt.size()), logits.data());

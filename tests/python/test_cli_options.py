@@ -200,7 +200,7 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["bench"], "bench", "-m MODEL is required"),
     (["bench", "-m", "{model}", "--io-mode", "sideways"], "bench", "bad --io-mode 'sideways'"),
     # Checked before the model is opened: a usage error whatever the model.
-    (["bench", "-m", "missing.gguf", "--seed", "x"], "bench", "bad --seed"),
+    (["bench", "-m", "missing.gguf", "--seed", "x"], "bench", "--seed takes an integer from 0 to 18446744073709551615, got 'x'"),
     (["bench", "-m", "missing.gguf", "--io-mode", "sideways"], "bench", "bad --io-mode 'sideways'"),
     (["bench", "-m", "missing.gguf", "--sweep", "50%", "--memory-budget", "1GiB"], "bench",
      "--sweep and --memory-budget both set the budget: give one"),
@@ -217,7 +217,8 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["inspect"], "inspect", "expected one MODEL argument"),
     (["inspect", "{model}", "--memory-budget", "lots"], "inspect", "bad --memory-budget 'lots' (a size)"),
     (["demo", "-n", "0"], "demo", "-n takes an integer from 1 to 2147483647, got '0'"),
-    (["generate", "--seed", "x", "-o", "x.gguf"], "generate", "bad --seed 'x'"),
+    (["generate", "--seed", "x", "-o", "x.gguf"], "generate",
+     "--seed takes an integer from 0 to 18446744073709551615, got 'x'"),
     (["generate", "--preset", "tiny"], "generate", "-o PATH is required"),
     (["generate", "--arch", "llama", "-o", "x.gguf"], "generate",
      "moestream_generate_model_size: generator: architecture 'llama' not supported (qwen3moe, gpt-oss, deepseek2)"),
@@ -366,3 +367,26 @@ def test_numbers_are_plain_decimal(cli_path, model, trace, tmp_path, args, value
 def test_plain_decimal_numbers_are_taken(cli_path, model, option, value):
     r = cli(cli_path, "run", "-m", model, "--tokens", "1", "-n", "2", option, value)
     assert r.returncode == 0, r.stderr
+
+
+SEED_COMMANDS = [
+    ["run", "-m", "{model}", "--tokens", "1", "-n", "2", "--seed"],
+    ["generate", "--preset", "tiny", "--size-only", "--seed"],
+    ["trace", "synth", "--layers", "2", "--experts", "8", "--top-k", "2", "-n", "4", "-o", "x.trace", "--seed"],
+    ["trace", "record", "-m", "{missing}", "-o", "x.trace", "--seed"],  # checked before the model is opened
+    ["bench", "-m", "{missing}", "--seed"],
+]
+
+
+@pytest.mark.parametrize("args", SEED_COMMANDS)
+def test_every_seed_is_an_unsigned_64_bit_integer(cli_path, model, tmp_path, args):
+    args = [a.format(model=model, missing=tmp_path / "absent.gguf") for a in args]
+    command = " ".join(args[:2] if args[0] == "trace" else args[:1])
+    for bad in ("-1", "18446744073709551616", "+1", "1.0"):
+        r = subprocess.run([str(cli_path), *args, bad], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert r.returncode == 2, (bad, r.returncode, r.stderr)
+        assert r.stderr.startswith(f"moestream {command}: --seed takes an integer from 0 to 18446744073709551615, "
+                                   f"got '{bad}'\n"), r.stderr
+    r = subprocess.run([str(cli_path), *args, "18446744073709551615"], capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path)
+    assert r.returncode == (1 if "absent.gguf" in " ".join(args) else 0), r.stderr
