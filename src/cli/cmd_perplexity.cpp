@@ -43,7 +43,7 @@ double log_probability(std::span<const float> logits, int32_t token) {
 
 int cmd_perplexity(const Args &args) {
     ModelOptions opt;
-    std::string token_file, text_file;
+    std::string token_file, text_file, source;  // source: the option that gave the text
     try {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string &a = args[i];
@@ -52,12 +52,11 @@ int cmd_perplexity(const Args &args) {
                 return 0;
             }
             if (parse_model_option(args, i, opt)) continue;
+            if (a == "--tokens" || a == "-f" || a == "--file") claim_input(source, a, "text");
             if (a == "--tokens") token_file = option_value(args, i);
             else if (a == "-f" || a == "--file") text_file = option_value(args, i);
             else throw std::runtime_error("unknown option '" + a + "'");
         }
-        if (!token_file.empty() && !text_file.empty())
-            throw std::runtime_error("--tokens and -f both give the text: give one");
         if (opt.model_path.empty() || token_file.empty() == text_file.empty())
             throw std::runtime_error("-m and one of -f / --tokens are required");
         // A chunk of one token predicts nothing: every chunk would score zero tokens.

@@ -182,6 +182,7 @@ bool fits_in_context(moestream_context *ctx, const RunOptions &o) {
 int cmd_run(const Args &args) {
     ModelOptions opt;
     RunOptions o;
+    std::string source;  // the option that gave the prompt
     moestream_sampler_params_init(&o.sampler);
     try {
         for (size_t i = 0; i < args.size(); ++i) {
@@ -192,15 +193,16 @@ int cmd_run(const Args &args) {
             }
             if (parse_model_option(args, i, opt) || parse_sampling_option(args, i, o) || parse_penalty_option(args, i, o))
                 continue;
+            if (a == "--tokens" || a == "-p" || a == "--prompt" || a == "-f" || a == "--file")
+                claim_input(source, a, "prompt");
             if (a == "--tokens") o.prompt = token_list_option(option_value(args, i));
-            else if (a == "-p" || a == "--prompt") o.prompt_text = option_value(args, i), o.prompt_file.clear(), o.text_mode = true;
+            else if (a == "-p" || a == "--prompt") o.prompt_text = option_value(args, i), o.text_mode = true;
             else if (a == "-f" || a == "--file") o.prompt_file = option_value(args, i), o.text_mode = true;
             else if (a == "-n" || a == "--n-predict") o.n_gen = int_option(option_value(args, i), a.c_str(), 0, std::numeric_limits<int32_t>::max());
             else if (a == "--load-state") o.load_state = option_value(args, i);
             else if (a == "--save-state") o.save_state = option_value(args, i);
             else throw std::runtime_error("unknown option '" + a + "'");
         }
-        if (!o.prompt.empty() && o.text_mode) throw std::runtime_error("--tokens and -p / -f both give the prompt: give one");
         if (opt.model_path.empty() || o.prompt.empty() == !o.text_mode)
             throw std::runtime_error("-m and one of -p / -f / --tokens are required");
     } catch (const std::exception &e) {

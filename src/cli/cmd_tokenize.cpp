@@ -27,8 +27,8 @@ void print_help() {
 
 int cmd_tokenize(const Args &args) {
     ModelOptions opt;
-    std::string text, text_file;
-    bool have_text = false, add_special = true, parse_special = true, pieces = false;
+    std::string text, text_file, source;  // source: the option that gave the text
+    bool add_special = true, parse_special = true, pieces = false;
     try {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string &a = args[i];
@@ -37,14 +37,15 @@ int cmd_tokenize(const Args &args) {
                 return 0;
             }
             if (parse_model_option(args, i, opt)) continue;
-            if (a == "-p" || a == "--prompt") text = option_value(args, i), text_file.clear(), have_text = true;
-            else if (a == "-f" || a == "--file") text_file = option_value(args, i), have_text = true;
+            if (a == "-p" || a == "--prompt" || a == "-f" || a == "--file") claim_input(source, a, "text");
+            if (a == "-p" || a == "--prompt") text = option_value(args, i);
+            else if (a == "-f" || a == "--file") text_file = option_value(args, i);
             else if (a == "--no-bos") add_special = false;
             else if (a == "--no-parse-special") parse_special = false;
             else if (a == "--pieces") pieces = true;
             else throw std::runtime_error("unknown option '" + a + "'");
         }
-        if (opt.model_path.empty() || !have_text) throw std::runtime_error("-m and -p (or -f) are required");
+        if (opt.model_path.empty() || source.empty()) throw std::runtime_error("-m and -p (or -f) are required");
     } catch (const std::exception &e) {
         return usage_error("tokenize", e.what());
     }
