@@ -18,14 +18,27 @@ LOG_LEVELS = {"error": 0, "warn": 1, "info": 2, "debug": 3}
 NUMA_PLACEMENTS = {"local": 0, "interleave": 1}
 
 
+def _without_nul(data, value, what):
+    """data, the C string of value; a NUL byte in it is a ValueError naming
+    `what`: C would end the string there and take another path or name."""
+    if b"\0" in data:
+        raise ValueError(f"{what} holds a NUL byte: {value!r}")
+    return data
+
+
 def path_bytes(path, what="path"):
     """A path (str, bytes or os.PathLike) as the bytes the C API takes. A NUL
-    byte is a ValueError, as in open(): C would end the path there and read,
-    or write, another file."""
-    data = os.fsencode(os.fspath(path))
-    if b"\0" in data:
-        raise ValueError(f"{what} holds a NUL byte: {path!r}")
-    return data
+    byte is a ValueError, as in open(): C would read, or write, another file."""
+    return _without_nul(os.fsencode(os.fspath(path)), path, what)
+
+
+def name_bytes(name, what):
+    """A name (str) the C API takes as a C string, UTF-8 encoded; a NUL byte
+    is a ValueError as in a path (preset="tiny\0huge" was the tiny preset),
+    anything but a str a TypeError naming `what`."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str, not {type(name).__name__}")
+    return _without_nul(name.encode(), name, what)
 
 
 def whole_number(value, what):

@@ -13,11 +13,11 @@ def _params(architecture, preset, quant, seed, progress, shape, deepseek2_attn_k
     _ffi.lib().moestream_generate_params_init(ctypes.byref(p))
     p.deepseek2_attn_kv_b = 1 if deepseek2_attn_kv_b else 0
     if architecture is not None:
-        p.architecture = architecture.encode()
+        p.architecture = cv.name_bytes(architecture, "architecture")
     if preset is not None:
-        p.preset = preset.encode()
+        p.preset = cv.name_bytes(preset, "preset")
     if quant is not None:
-        p.quant = quant.encode()
+        p.quant = cv.name_bytes(quant, "quant")
     for name, value in shape.items():
         if name not in _INT_FIELDS:
             raise TypeError(f"unknown model shape field {name!r} (expected {', '.join(_INT_FIELDS)})")

@@ -617,6 +617,20 @@ def test_paths_with_a_nul_byte_are_value_errors(lib, model_path, ctx, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("field", ["architecture", "preset", "quant"])
+def test_generator_names_with_a_nul_byte_are_value_errors(lib, tmp_path, field):
+    # C would end the name at the NUL: preset="tiny\0huge" generated the tiny model.
+    require(lib, "moestream_generate_model", "moestream_generate_model_size")
+    name = {"architecture": "qwen3moe", "preset": "tiny", "quant": "q8_0"}[field] + "\0x"
+    for call in (lambda: moestream.generate_model_size(**{field: name}),
+                 lambda: moestream.generate_model(tmp_path / "g.gguf", **{field: name})):
+        with pytest.raises(ValueError, match=f"{field} holds a NUL byte"):
+            call()
+    with pytest.raises(TypeError, match=field):
+        moestream.generate_model_size(**{field: b"tiny"})
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_bad_enum_names_are_rejected(lib, model_path):
     require(lib, *CONTEXT_FUNCTIONS)
     with pytest.raises(moestream.Error) as e:
