@@ -84,9 +84,10 @@ TEST(AttentionGroup, SlidingWindowAndSinksEqualPerHead) {
 
 // The tiled path's layouts against attend_head, bit for bit: every position
 // of a context that ends inside a tile, for each KV head, over a full cache or
-// a ring of window + 3 rows that the context wraps several times. The 45
-// positions take up to two wide tiles of 16, then one of 8, then 5 single
-// keys, so every count of whole and partial tiles of both widths comes up.
+// a ring of window + 3 rows that the context wraps several times. Contexts of
+// 1 to 45 positions take up to two whole tiles of 16 (or five of 8) and then
+// a last tile of every size short of whole, padded past its last key, on both
+// widths.
 struct TileCase {
     int32_t n_kv, group, dk, dv;
     bool latent;  // keys only: the value is the first dv elements of the key
@@ -151,9 +152,10 @@ TEST(AttentionGroup, TiledPathEqualsPerHeadForEveryLayout) {
     }
 }
 
-// Long contexts (62 wide tiles, then 8 or fewer keys) whose scores spread
-// over about -60 .. +60, so the weights span 1 to the clamp of exp and the
-// maximum is one score among a thousand, against attend_head on every path.
+// Long contexts (62 wide tiles, then a last tile of 8, 7 or no keys) whose
+// scores spread over about -60 .. +60, so the weights span 1 to the clamp of
+// exp and the maximum is one score among a thousand, against attend_head on
+// every path.
 TEST(AttentionGroup, WideRangeOfWeightsOverLongContextsEqualsPerHead) {
     const int32_t n_ctx = 1000, n_kv = 1, group = 8, dk = 16, dv = 16;
     moe::KvCache kv(1, n_ctx, n_kv * dk, n_kv * dv, true);
