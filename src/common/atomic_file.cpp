@@ -14,6 +14,15 @@
 #include "common/error.hpp"
 
 namespace moe {
+
+void refuse_to_replace(const std::string &target, const std::vector<std::string> &inputs, const char *what) {
+    struct stat out {};
+    if (target.empty() || ::stat(target.c_str(), &out) != 0) return;
+    for (const std::string &input : inputs)
+        if (struct stat in {}; ::stat(input.c_str(), &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+            fail(Status::invalid_argument, "refusing to write the %s to %s: it is the model file %s", what,
+                 target.c_str(), input.c_str());
+}
 namespace {
 
 // Replaces the last six characters of `path` with fresh ones until

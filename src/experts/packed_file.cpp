@@ -1,6 +1,5 @@
 #include "experts/packed_file.hpp"
 
-#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -310,15 +309,7 @@ void write_packed_file(const std::string &out_path, uint64_t fingerprint, const 
         if (e.n_expert > 0) max_extent = std::max(max_extent, e.extent_bytes);
 
     const std::vector<std::unique_ptr<io::ReadFile>> shards = open_shards(shard_paths);
-    // The temporary is renamed over out_path (a link followed): were that one
-    // of the model's own files, the model would be replaced by its packed file.
-    if (struct stat target {}; ::stat(out_path.c_str(), &target) == 0)
-        for (const auto &shard : shards)
-            if (struct stat in {}; ::fstat(shard->buffered_fd(), &in) == 0 && in.st_dev == target.st_dev &&
-                                   in.st_ino == target.st_ino)
-                fail(Status::invalid_argument, "refusing to write the packed file to %s: it is the model file %s",
-                     out_path.c_str(), shard->path().c_str());
-
+    refuse_to_replace(out_path, shard_paths, "packed file");
     AtomicFile out(out_path);
     std::vector<uint8_t> extent(max_extent);
     for (uint32_t l = 0; l < n_layer; ++l) {

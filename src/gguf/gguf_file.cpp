@@ -1,11 +1,10 @@
 #include "gguf/gguf_file.hpp"
 
-#include <sys/stat.h>
-
 #include <cstring>
 #include <limits>
 #include <unordered_set>
 
+#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 
 namespace moe::gguf {
@@ -505,13 +504,9 @@ uint64_t GgufFile::total_file_bytes() const {
 }
 
 void GgufFile::refuse_as_output(const std::string &path, const char *what) const {
-    struct stat target {};
-    if (path.empty() || ::stat(path.c_str(), &target) != 0) return;  // a new file replaces nothing
-    for (const Shard &s : shards_)
-        if (struct stat shard {}; ::stat(s.path.c_str(), &shard) == 0 && shard.st_dev == target.st_dev &&
-                                  shard.st_ino == target.st_ino)
-            fail(Status::invalid_argument, "refusing to write the %s to %s: it is the model file %s", what,
-                 path.c_str(), s.path.c_str());
+    std::vector<std::string> paths;
+    for (const Shard &s : shards_) paths.push_back(s.path);
+    refuse_to_replace(path, paths, what);
 }
 
 // ---------------------------------------------------------------------------
