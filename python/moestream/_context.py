@@ -107,6 +107,7 @@ class Context(OwnedHandle):
         """Keeps the first n_keep tokens and forgets the rest; the next step
         continues at position n_keep. Models with sliding-window layers can go
         back only as far as their rings reach (moestream_truncate)."""
+        n_keep = cv.checked_int(n_keep, ctypes.c_int32, "n_keep")
         with self._claim() as handle:
             self._lib.moestream_truncate(handle, n_keep)
 

@@ -60,6 +60,11 @@ def test_bad_counts_are_refused_leaving_the_context_as_it_was(binding, model):
             assert err.value.status == Status.INVALID_ARGUMENT
             assert f"cannot keep {n_keep} tokens: the context holds 10" in err.value.message
             assert ctx.n_past == 10
+        # Python values the C type cannot hold are refused, not wrapped (2**32 would keep 0).
+        for bad, error in ((2**32, binding.Error), (1.5, TypeError)):
+            with pytest.raises(error, match="n_keep"):
+                ctx.truncate(bad)
+            assert ctx.n_past == 10
         untouched.step(toks)
         np.testing.assert_array_equal(ctx.step([7]), untouched.step([7]))
 
