@@ -57,7 +57,7 @@ int cmd_perplexity(const Args &args) {
             else if (a == "-f" || a == "--file") text_file = option_value(args, i);
             else throw std::runtime_error("unknown option '" + a + "'");
         }
-        if (opt.model_path.empty() || token_file.empty() == text_file.empty())
+        if (opt.model_path.empty() || source.empty())
             throw std::runtime_error("-m and one of -f / --tokens are required");
         // A chunk of one token predicts nothing: every chunk would score zero tokens.
         if (opt.params.n_ctx == 1) throw std::runtime_error("--ctx must be at least 2 (a chunk predicts its tokens after the first)");
@@ -67,7 +67,7 @@ int cmd_perplexity(const Args &args) {
     std::vector<int32_t> tokens;
     std::string text;
     try {
-        if (!token_file.empty()) tokens = read_token_file(token_file);
+        if (source == "--tokens") tokens = read_token_file(token_file);
         else text = read_input_file(text_file);
     } catch (const std::runtime_error &e) {
         std::fprintf(stderr, "moestream perplexity: %s\n", e.what());
@@ -75,7 +75,7 @@ int cmd_perplexity(const Args &args) {
     }
     moestream_context *ctx = open_model(opt, "perplexity");
     if (!ctx) return 1;
-    if (!text_file.empty() && !tokenize_text(ctx, text, true, false, tokens, "perplexity")) {
+    if (source != "--tokens" && !tokenize_text(ctx, text, true, false, tokens, "perplexity")) {
         moestream_close(ctx);
         return 1;
     }

@@ -203,7 +203,7 @@ int cmd_run(const Args &args) {
             else if (a == "--save-state") o.save_state = option_value(args, i);
             else throw std::runtime_error("unknown option '" + a + "'");
         }
-        if (opt.model_path.empty() || o.prompt.empty() == !o.text_mode)
+        if (opt.model_path.empty() || source.empty())
             throw std::runtime_error("-m and one of -p / -f / --tokens are required");
     } catch (const std::exception &e) {
         return usage_error("run", e.what());
@@ -218,7 +218,7 @@ int cmd_run(const Args &args) {
     // Input that cannot be read, and a state file that would replace an
     // input, are failures at run time, found before the model is opened.
     try {
-        if (!o.prompt_file.empty()) o.prompt_text = read_input_file(o.prompt_file == "-" ? "/dev/stdin" : o.prompt_file);
+        if (source == "-f" || source == "--file") o.prompt_text = read_input_file(o.prompt_file == "-" ? "/dev/stdin" : o.prompt_file);
     } catch (const std::runtime_error &e) {
         std::fprintf(stderr, "moestream run: %s\n", e.what());
         return 1;

@@ -50,7 +50,7 @@ int cmd_tokenize(const Args &args) {
         return usage_error("tokenize", e.what());
     }
     try {
-        if (!text_file.empty()) text = read_input_file(text_file);
+        if (source == "-f" || source == "--file") text = read_input_file(text_file);
     } catch (const std::runtime_error &e) {
         std::fprintf(stderr, "moestream tokenize: %s\n", e.what());
         return 1;

@@ -105,6 +105,9 @@ def test_a_directory_or_missing_input_file_is_a_runtime_error(cli_path, model, t
     assert f"{tmp_path}: is a directory" in r.stderr
     r = cli(cli_path, *command, tmp_path / "absent.txt", "-m", model)
     assert r.returncode == 1 and "absent.txt" in r.stderr, (r.returncode, r.stderr)
+    # An empty path names no file either (not an empty prompt).
+    r = cli(cli_path, *command, "", "-m", model)
+    assert r.returncode == 1 and "''" in r.stderr, (r.returncode, r.stderr)
 
 
 @pytest.mark.parametrize("args,option", [
