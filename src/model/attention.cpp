@@ -81,11 +81,7 @@ struct HalfRow {  // any CPU: the scalar conversion
     template <class V>
     static MOE_VEC8_INLINE void load(const uint8_t *row, int32_t i, V &out) {
         alignas(64) float f[kLanesOf<V>];
-        for (int32_t l = 0; l < kLanesOf<V>; ++l) {
-            uint16_t h;
-            std::memcpy(&h, row + 2 * size_t(i + l), 2);
-            f[l] = kernels::detail::half_to_f32(h);
-        }
+        for (int32_t l = 0; l < kLanesOf<V>; ++l) f[l] = kernels::detail::load_half(row + 2 * size_t(i + l));
         out = load_lanes<V>(f);
     }
 };
