@@ -82,6 +82,30 @@ TEST(Rope, NeoxAndNormalMatchNaiveRotation) {
     }
 }
 
+// Each product rounded to float before the sum, as every build and ISA computes
+// it: a fused multiply-add (which GCC's vectorizer emits for this complex-
+// multiply pattern on FMA targets even with contraction off) rounds once and
+// differs in the last bit for about half of the pairs.
+TEST(Rope, RotationRoundsEachProductBeforeTheSum) {
+    for (moe::RopeType type : {moe::RopeType::normal, moe::RopeType::neox}) {
+        for (int32_t n_rot : {16, 64, 128}) {
+            const auto cs = random_vector(size_t(n_rot), 3);
+            const auto before = random_vector(size_t(n_rot), uint32_t(n_rot));
+            auto x = before;
+            moe::rope_apply(type, n_rot, cs.data(), x.data());
+            const int32_t half = n_rot / 2;
+            for (int32_t i = 0; i < half; ++i) {
+                const bool neox = type == moe::RopeType::neox;
+                const size_t a = neox ? size_t(i) : size_t(2 * i), b = neox ? size_t(i + half) : size_t(2 * i + 1);
+                const float c = cs[size_t(2 * i)], s = cs[size_t(2 * i + 1)];
+                volatile float x0c = before[a] * c, x1s = before[b] * s, x0s = before[a] * s, x1c = before[b] * c;
+                EXPECT_EQ(x[a], x0c - x1s) << "n_rot " << n_rot << " pair " << i << " neox " << neox;
+                EXPECT_EQ(x[b], x0s + x1c) << "n_rot " << n_rot << " pair " << i << " neox " << neox;
+            }
+        }
+    }
+}
+
 TEST(Rope, PositionZeroIsIdentityAndDimsBeyondNRotPassThrough) {
     moe::RopeParams p;
     p.n_rot = 16;
