@@ -190,6 +190,17 @@ bool parse_share_or_size(const std::string &text, uint64_t total, uint64_t &out)
     return parse_size(text, out);
 }
 
+std::string size_error(const std::string &option, const std::string &text, SizeKind kind) {
+    const char *what = "";
+    switch (kind) {
+    case SizeKind::size: what = "a size (4096, 512MiB, 1.5GiB, ...)"; break;
+    case SizeKind::positive_size: what = "a positive size (4096, 512MiB, 1.5GiB, ...)"; break;
+    case SizeKind::share_or_size: what = "a share or a size (50%, 512MiB, 1.5GiB, ...)"; break;
+    case SizeKind::positive_share_or_size: what = "a positive share or size (50%, 512MiB, 1.5GiB, ...)"; break;
+    }
+    return option + " takes " + what + ", got '" + text + "'";
+}
+
 std::vector<std::string> split_list(const std::string &text, char separator) {
     std::vector<std::string> parts;
     size_t start = 0;

@@ -82,7 +82,7 @@ int synth(const Args &args) {
     if (auto s = a.get("--expert-bytes")) {
         uint64_t b = 0;
         if (!parse_size(*s, b) || b == 0)
-            return usage_error("trace synth", "bad --expert-bytes '" + *s + "' (a positive size)");
+            return usage_error("trace synth", size_error("--expert-bytes", *s, SizeKind::positive_size));
         p.bytes_per_expert = b;
     }
     if (auto s = a.get("--seed"); s && !parse_seed("--seed", *s, p.seed, error))
@@ -148,7 +148,7 @@ int replay(const Args &args) {
     for (const std::string &b : split_list(a.get_or("--budget", "25%,50%,75%"))) {
         uint64_t bytes = 0;
         if (!parse_share_or_size(b, info.expert_bytes, bytes))
-            return usage_error("trace replay", "bad --budget '" + b + "'");
+            return usage_error("trace replay", size_error("--budget", b, SizeKind::share_or_size));
         budgets.emplace_back(b, bytes);
     }
     if (budgets.empty()) return usage_error("trace replay", "--budget lists no budget");

@@ -49,7 +49,7 @@ bool read_options(const ParsedArgs &a, RecordOptions &o) {
     if (auto s = a.get("--seed"); s && !parse_seed("--seed", *s, o.seed, error))
         return usage_error("trace record", error), false;
     if (auto s = a.get("--memory-budget"); s && !parse_size(*s, o.budget))
-        return usage_error("trace record", "bad --memory-budget '" + *s + "'"), false;
+        return usage_error("trace record", size_error("--memory-budget", *s, SizeKind::size)), false;
     o.feed = a.get_or("--feed", "greedy");
     if (o.feed != "greedy" && o.feed != "random") return usage_error("trace record", "--feed takes greedy or random"), false;
     if (auto f = a.get("-f")) {

@@ -14,8 +14,7 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 uint64_t size_option(const std::string &s, const std::string &option) {
     uint64_t v = 0;
-    if (!parse_size(s, v))
-        throw std::runtime_error("bad " + option + " '" + s + "' (a size: 4096, 512MiB, 1.5GiB, ...)");
+    if (!parse_size(s, v)) throw std::runtime_error(size_error(option, s, SizeKind::size));
     return v;
 }
 

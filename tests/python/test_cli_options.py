@@ -208,17 +208,19 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["bench", "-m", "missing.gguf", "--sweep", "50%", "--memory-budget", "1GiB"], "bench",
      "--sweep and --memory-budget both set the budget: give one"),
     # A budget of 0 bytes would silently run with the automatic one; a share beyond 64 bits is no size.
-    (["bench", "-m", "{model}", "--sweep", "0%,50%"], "bench", "bad --sweep entry '0%' (a positive size or share)"),
+    (["bench", "-m", "{model}", "--sweep", "0%,50%"], "bench", "--sweep takes a positive share or size (50%, 512MiB, 1.5GiB, ...), got '0%'"),
     (["bench", "-m", "{model}", "--sweep", "50%,1e30%"], "bench",
-     "bad --sweep entry '1e30%' (a positive size or share)"),
-    (["bench", "-m", "{model}", "--memory-budget", "0"], "bench", "bad --memory-budget '0' (a positive size or share)"),
+     "--sweep takes a positive share or size (50%, 512MiB, 1.5GiB, ...), got '1e30%'"),
+    (["bench", "-m", "{model}", "--memory-budget", "0"], "bench",
+     "--memory-budget takes a positive share or size (50%, 512MiB, 1.5GiB, ...), got '0'"),
     (["trace"], "trace", "expected a subcommand: synth, info, replay or record"),
     (["trace", "frob"], "trace", "unknown subcommand 'frob'"),
     (["trace", "synth", "--reuse", "3", "-o", "x.trace"], "trace synth", "--reuse takes a number from 0 to 1, got '3'"),
     (["trace", "info"], "trace info", "expected one TRACE argument"),
     (["trace", "replay", "{trace}", "--policy", "sideways"], "trace replay", "unknown policy 'sideways'"),
     (["inspect"], "inspect", "expected one MODEL argument"),
-    (["inspect", "{model}", "--memory-budget", "lots"], "inspect", "bad --memory-budget 'lots' (a size)"),
+    (["inspect", "{model}", "--memory-budget", "lots"], "inspect",
+     "--memory-budget takes a size (4096, 512MiB, 1.5GiB, ...), got 'lots'"),
     (["demo", "-n", "0"], "demo", "-n takes an integer from 1 to 2147483647, got '0'"),
     (["generate", "--seed", "x", "-o", "x.gguf"], "generate",
      "--seed takes an integer from 0 to 18446744073709551615, got 'x'"),
@@ -259,6 +261,33 @@ def test_usage_errors_name_the_problem_and_point_to_help(cli_path, model, trace,
     # The help it points to exists.
     help = cli(cli_path, *command.split(), "--help")
     assert help.returncode == 0 and help.stdout.startswith(f"usage: moestream {command.split()[0]}"), help
+
+
+# Every command that takes a memory budget words a bad one alike: the option,
+# what it takes (a share too where the command takes one) and the value.
+@pytest.mark.parametrize("args,command,option,takes", [
+    (["run", "-m", "{model}", "--tokens", "1"], "run", "--memory-budget", "a size (4096, 512MiB, 1.5GiB, ...)"),
+    (["logits", "-m", "{model}", "--tokens", "1", "-o", "x.bin"], "logits", "--memory-budget",
+     "a size (4096, 512MiB, 1.5GiB, ...)"),
+    (["perplexity", "-m", "{model}", "--tokens", "1,2"], "perplexity", "--memory-budget",
+     "a size (4096, 512MiB, 1.5GiB, ...)"),
+    (["tokenize", "-m", "{model}", "-p", "hi"], "tokenize", "--memory-budget", "a size (4096, 512MiB, 1.5GiB, ...)"),
+    (["inspect", "{model}"], "inspect", "--memory-budget", "a size (4096, 512MiB, 1.5GiB, ...)"),
+    (["trace", "record", "-m", "{model}", "-o", "x.trace"], "trace record", "--memory-budget",
+     "a size (4096, 512MiB, 1.5GiB, ...)"),
+    (["bench", "-m", "{model}"], "bench", "--memory-budget", "a positive share or size (50%, 512MiB, 1.5GiB, ...)"),
+    (["demo", "--model", "{model}"], "demo", "--budget", "a positive share or size (50%, 512MiB, 1.5GiB, ...)"),
+])
+@pytest.mark.parametrize("value", ["lots", "-1GiB", "12 parsecs"])
+def test_every_command_words_a_bad_memory_budget_alike(cli_path, model, tmp_path, args, command, option, takes,
+                                                       value):
+    args = [a.format(model=model) for a in args]
+    r = subprocess.run([str(cli_path), *args, "--memory-budget", value], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr == (f"moestream {command}: {option} takes {takes}, got '{value}'\n"
+                        f"'moestream {command} --help' lists the options.\n"), r.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_sizes_between_63_and_64_bits_are_not_wrapped(cli_path, model):

@@ -74,5 +74,6 @@ def test_a_cache_directory_that_cannot_be_made_is_named(cli_path, tmp_path):
 def test_a_bad_budget_is_refused_before_the_model_is_written(cli_path, tmp_path, budget):
     r = demo(cli_path, tmp_path, "--budget", budget)
     assert r.returncode == 2, (r.returncode, r.stderr)
-    assert f"moestream demo: bad --budget '{budget}' (a positive size or share)" in r.stderr
+    assert f"moestream demo: --budget takes a positive share or size (50%, 512MiB, 1.5GiB, ...), got '{budget}'" \
+        in r.stderr, r.stderr
     assert not (tmp_path / "moestream").exists() or files_under(tmp_path / "moestream") == []
