@@ -227,6 +227,8 @@ std::string format_bytes(uint64_t bytes) {
     return buf;
 }
 
+std::string format_budget(uint64_t budget) { return budget ? format_bytes(budget) : "auto"; }
+
 namespace {
 
 // Length of the well-formed UTF-8 sequence at text[i] (RFC 3629: no overlong

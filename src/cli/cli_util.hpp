@@ -76,6 +76,8 @@ std::vector<std::string> split_list(const std::string &text, char separator = ',
 
 // "1.50 GiB", "312.0 MiB", "900 B".
 std::string format_bytes(uint64_t bytes);
+// A memory budget as format_bytes, or "auto" for 0: the library's automatic budget.
+std::string format_budget(uint64_t budget);
 // Quoted JSON string with escapes.
 std::string json_string(const std::string &text);
 

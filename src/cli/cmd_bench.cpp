@@ -148,7 +148,7 @@ void print_resident(const BenchResult &r, const MembwResult &bw) {
 double ceiling_bw(const BenchResult &r, double probe_bw) { return r.replay_ok ? r.replay_best_bw() : probe_bw; }
 
 void print_row(const BenchConfig &c, const BenchResult &r, double disk_bw) {
-    const std::string budget = c.budget ? format_bytes(c.budget) : "auto";  // 0: the library's automatic budget
+    const std::string budget = format_budget(c.budget);
     if (!r.ok) {
         std::printf("%-7s %-10s  failed: %s\n", moestream_io_mode_name(c.io_mode), budget.c_str(), r.error);
         return;

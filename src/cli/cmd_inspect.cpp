@@ -49,7 +49,7 @@ void print_text(const std::string &path, const moestream_model_info &m, uint64_t
     bytes("  per layer", m.expert_bytes_per_layer);
     bytes("  per expert", m.expert_bytes_per_expert);
     std::printf("I/O mode         %s (budget %s): %s\n", moestream_io_mode_name(m.io_mode),
-                budget ? format_bytes(budget).c_str() : "auto", m.io_mode_reason);
+                format_budget(budget).c_str(), m.io_mode_reason);
 }
 
 void print_json(const std::string &path, const moestream_model_info &m, uint64_t budget) {
