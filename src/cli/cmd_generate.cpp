@@ -32,8 +32,9 @@ const char *kUsage =
     ", --vocab " LIMIT(VOCAB) ".\n";
 
 // The header line waits for the first progress report, which comes once the
-// target has been created: a target the library refuses (a pipe, a missing
-// directory) leaves only the error on the screen.
+// target has been created: a target the library refuses before it generates
+// anything (a directory, a pipe, a missing directory) leaves only its error
+// on the screen, which names the target and why it cannot be written.
 struct Progress {
     std::string header;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
@@ -116,10 +117,6 @@ int cmd_generate(const Args &args) {
     }
     auto out = a.get("-o");
     if (!out) return usage_error("generate", "-o PATH is required");
-    if (const std::string why = output_conflict(*out, {}); !why.empty()) {
-        std::fprintf(stderr, "moestream generate: %s\n", why.c_str());
-        return 1;
-    }
     Progress progress;
     progress.header = "generating " + format_bytes(size) + " (" + (arch.empty() ? "preset's architecture" : arch) +
                       ", preset " + preset + ", " + quant + ") -> " + *out;

@@ -175,10 +175,11 @@ def test_pack_and_generate_follow_links_and_refuse_pipes(cli_path, model):
 
 def test_a_refused_generate_prints_only_why(cli_path, tmp_path):
     # Nothing about a generation that never starts: no "generating ..." line,
-    # no blank line before the error.
+    # no blank line before the error, which is the library's and names the target.
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    for target, why in ((tmp_path, f"{tmp_path}: is a directory"), (fifo, "not a plain file"),
+    for target, why in ((tmp_path, f"moestream_generate_model: cannot write {tmp_path}: it is not a plain file"),
+                        (fifo, f"moestream_generate_model: cannot write {fifo}: it is not a plain file"),
                         (tmp_path / "absent" / "m.gguf", "No such file or directory")):
         r = cli(cli_path, "generate", "--preset", "tiny", "-o", target)
         assert r.returncode == 1 and r.stdout == "", r.stderr
