@@ -21,6 +21,7 @@
 #include "cli_tokens.hpp"
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "model_options.hpp"
 #include "moestream.h"
 
 namespace cli {
@@ -131,7 +132,9 @@ int trace_record(const Args &args) {
             return 1;
         }
     }
-    if (const std::string why = output_conflict(o.out, {o.model, o.model + ".moepack", o.text_file}); !why.empty()) {
+    std::vector<std::string> inputs = model_files(o.model);
+    if (!o.text_file.empty()) inputs.push_back(o.text_file);
+    if (const std::string why = output_conflict(o.out, inputs); !why.empty()) {
         std::fprintf(stderr, "moestream trace record: %s\n", why.c_str());
         return 1;
     }

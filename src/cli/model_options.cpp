@@ -142,6 +142,30 @@ std::vector<int32_t> read_token_file(const std::string &path) {
     }
 }
 
+std::vector<std::string> model_files(const std::string &model_path) {
+    std::vector<std::string> files{model_path};
+    const std::string first = "-00001-of-", ext = ".gguf";
+    const size_t at = model_path.rfind(first);
+    if (at != std::string::npos && model_path.size() >= at + first.size() + ext.size() &&
+        model_path.compare(model_path.size() - ext.size(), ext.size(), ext) == 0) {
+        const std::string count_text =
+            model_path.substr(at + first.size(), model_path.size() - ext.size() - at - first.size());
+        int64_t count = 0;
+        char digits[16];
+        // The count as the library writes it (%05u); a set of more shards
+        // than five digits count is not listed.
+        if (parse_int_in(count_text, 2, 99999, count) &&
+            std::snprintf(digits, sizeof digits, "%05d", int(count)) > 0 && count_text == digits) {
+            for (int k = 2; k <= count; ++k) {
+                std::snprintf(digits, sizeof digits, "-%05d-of-", k);
+                files.push_back(model_path.substr(0, at) + digits + count_text + ext);
+            }
+        }
+    }
+    files.push_back(model_path + ".moepack");
+    return files;
+}
+
 moestream_context *open_model(ModelOptions &opt, const char *cmd) {
     if (opt.params.struct_size == 0) moestream_params_init(&opt.params);
     opt.params.model_path = opt.model_path.c_str();

@@ -46,6 +46,13 @@ std::vector<int32_t> parse_token_list(const std::string &s);
 std::vector<int32_t> token_list_option(const std::string &s);
 // Throws std::runtime_error naming the file when it cannot be read.
 std::vector<int32_t> read_token_file(const std::string &path);
+// The files the model is read from, which an output must not replace
+// (output_conflict, checked before the model is opened, rather than by the
+// library once the work is done): MODEL, the other shards when it is the
+// first of a split set (PREFIX-00001-of-0000N.gguf: the library opens
+// PREFIX-0000K-of-0000N.gguf for K = 2..N) and the packed expert file the
+// library looks for beside it (MODEL.moepack).
+std::vector<std::string> model_files(const std::string &model_path);
 // Opens the model with the library's warnings going to stderr, or prints the
 // library's error as "moestream <cmd>: ..." and returns NULL.
 moestream_context *open_model(ModelOptions &opt, const char *cmd);

@@ -3,6 +3,7 @@ succeeds, and output that cannot be written is a failure."""
 import errno
 import hashlib
 import os
+import pathlib
 import resource
 import signal
 import subprocess
@@ -75,6 +76,37 @@ def test_run_refuses_to_save_its_state_over_an_input(cli_path, model):
     r = cli(cli_path, "run", "-m", model, "--tokens", "1", "-n", "2", "--save-state", model.parent)
     assert r.returncode == 1 and "is a directory" in r.stderr and r.stdout == "", r.stderr
     assert leftovers(model.parent, "m.gguf", "prompt.txt") == []
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "-m", "{first}", "--tokens", "1", "-n", "2", "--save-state", "{shard}"],
+    ["logits", "-m", "{first}", "--tokens", "1,2", "--out", "{shard}"],
+    ["trace", "record", "-m", "{first}", "--prompt", "2", "--tokens", "1", "-o", "{shard}"],
+    ["run", "-m", "{first}", "--tokens", "1", "-n", "2", "--save-state", "{first}.moepack"],
+])
+def test_outputs_are_checked_against_every_file_of_the_model(cli_path, model, args):
+    # The first shard of a split set names the others (the library opens
+    # PREFIX-0000K-of-0000N.gguf beside PREFIX-00001-of-0000N.gguf), and the
+    # packed file the library looks for is MODEL.moepack: checked before the
+    # model is opened, so nothing runs (the copy of a model that is not split
+    # would open; the names alone make the set).
+    first, shard = model.parent / "s-00001-of-00002.gguf", model.parent / "s-00002-of-00002.gguf"
+    first.write_bytes(model.read_bytes())
+    target = pathlib.Path(args[-1].format(first=first, shard=shard))
+    target.write_bytes(b"not to be replaced")
+    r = cli(cli_path, *[a.format(first=first, shard=shard) for a in args])
+    assert_refused(r, target, hashlib.sha256(b"not to be replaced").hexdigest())
+    assert r.stdout == "", r.stdout
+    assert f"it is the input {target}" in r.stderr, r.stderr
+
+
+def test_run_saves_its_state_beside_a_prompt_read_from_standard_input(cli_path, model, tmp_path):
+    # -f - reads standard input, not a file named "-": a state file named
+    # "-" (./-) is no input of the run and is written.
+    (tmp_path / "-").write_bytes(b"old")
+    r = cli(cli_path, "run", "-m", model, "-f", "-", "-n", "0", "--save-state", "-", input="hello", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "-").read_bytes()[:4] != b"old", r.stderr
 
 
 def test_traces_refuse_to_overwrite_the_text_or_heat_they_read(cli_path, model):
