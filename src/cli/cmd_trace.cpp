@@ -1,8 +1,8 @@
 // moestream trace: synthesise, inspect, replay (and record) expert routing traces.
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,14 +66,17 @@ int synth(const Args &args) {
             return usage_error("trace synth", int_range_error("--window", *s, 0, 65536));
         p.window = static_cast<uint32_t>(v);
     }
+    // Each at least 0, and at most `hi` where there is a bound.
     const struct {
         const char *name;
-        double *field, hi;
-    } reals[] = {{"--reuse", &p.reuse, 1}, {"--skew", &p.skew, HUGE_VAL}, {"--recall", &p.recall, 1}};
+        double *field;
+        std::optional<double> hi;
+    } reals[] = {{"--reuse", &p.reuse, 1.0}, {"--skew", &p.skew, std::nullopt}, {"--recall", &p.recall, 1.0}};
     for (const auto &o : reals)
         if (auto s = a.get(o.name)) {
-            if (!parse_double(*s, d) || d < 0 || d > o.hi) {
-                const char *range = o.hi == 1 ? "from 0 to 1" : "of at least 0";
+            if (!parse_double(*s, d) || d < 0 || (o.hi && d > *o.hi)) {
+                char range[48] = "of at least 0";
+                if (o.hi) std::snprintf(range, sizeof range, "from 0 to %g", *o.hi);
                 return usage_error("trace synth", std::string(o.name) + " takes a number " + range + ", got '" + *s + "'");
             }
             *o.field = d;
