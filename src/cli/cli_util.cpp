@@ -102,6 +102,13 @@ bool leading_real(std::string_view text, bool fixed, double &out, std::string_vi
     return true;
 }
 
+// The number a size or a share starts with: fixed-point and not negative.
+// The one place a leading '-' is refused for them: from_chars reads one
+// ("-0" is 0), and a value starting with '-' is no amount of bytes.
+bool leading_amount(std::string_view text, double &out, std::string_view &rest) {
+    return !text.empty() && text[0] != '-' && leading_real(text, true, out, rest);
+}
+
 }  // namespace
 
 bool parse_double(const std::string &text, double &out) {
@@ -165,7 +172,7 @@ bool bytes_from_double(double bytes, uint64_t &out) {
 bool parse_size(const std::string &text, uint64_t &out) {
     double v = 0;
     std::string_view rest;
-    if (text.empty() || text[0] == '-' || !leading_real(text, true, v, rest)) return false;
+    if (!leading_amount(text, v, rest)) return false;
     std::string unit(rest);
     for (char &c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     double mult = 1;
@@ -182,8 +189,7 @@ bool parse_share_or_size(const std::string &text, uint64_t total, uint64_t &out)
     if (!text.empty() && text.back() == '%') {
         double share = 0;
         std::string_view rest;
-        if (text[0] == '-' || !leading_real(std::string_view(text).substr(0, text.size() - 1), true, share, rest) ||
-            !rest.empty())
+        if (!leading_amount(std::string_view(text).substr(0, text.size() - 1), share, rest) || !rest.empty())
             return false;
         return bytes_from_double(static_cast<double>(total) * share / 100.0, out);
     }

@@ -390,6 +390,10 @@ STRICT_NUMBER_CASES = [
     (["bench", "-m", "{model}", "--memory-budget"], "+1GiB"),
     (["bench", "-m", "{model}", "--sweep"], "0x1p4%"),
     (["trace", "replay", "{trace}", "--budget"], " 50%"),
+    # a share or a size never starts with '-' (from_chars reads "-0" as 0)
+    (["trace", "replay", "{trace}", "--budget"], "-0%"),
+    (["trace", "replay", "{trace}", "--budget"], "-0"),
+    (["bench", "-m", "{model}", "--sweep"], "-1%"),
     (["trace", "synth", "-o", "x.trace", "--expert-bytes"], "0x100"),
     # real numbers: decimal, an exponent allowed, finite
     *[(["run", "-m", "{model}", "--tokens", "1", "--temp"], value) for value in ("0x1", "+1", " 1", "1 ", "inf", "nan")],
