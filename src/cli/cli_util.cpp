@@ -136,9 +136,19 @@ bool parse_int_in(const std::string &text, int64_t lo, int64_t hi, int64_t &out)
     return true;
 }
 
+namespace {
+
+// "OPTION takes an integer from LO to HI, got 'TEXT'": the bounds as text, so
+// that a seed's, past int64_t, is worded as the others are.
+std::string integer_range_error(const std::string &option, const std::string &text, const std::string &lo,
+                                const std::string &hi) {
+    return option + " takes an integer from " + lo + " to " + hi + ", got '" + text + "'";
+}
+
+}  // namespace
+
 std::string int_range_error(const std::string &option, const std::string &text, int64_t lo, int64_t hi) {
-    return option + " takes an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got '" + text +
-           "'";
+    return integer_range_error(option, text, std::to_string(lo), std::to_string(hi));
 }
 
 bool parse_seed(const std::string &option, const std::string &text, uint64_t &out, std::string &error) {
@@ -149,8 +159,7 @@ bool parse_seed(const std::string &option, const std::string &text, uint64_t &ou
         out = v;
         return true;
     }
-    error = option + " takes an integer from 0 to " + std::to_string(std::numeric_limits<uint64_t>::max()) +
-            ", got '" + text + "'";
+    error = integer_range_error(option, text, "0", std::to_string(std::numeric_limits<uint64_t>::max()));
     return false;
 }
 

@@ -232,6 +232,8 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["generate", "--arch", "llama", "-o", "x.gguf"], "generate",
      "moestream_generate_model_size: generator: architecture 'llama' not supported (qwen3moe, gpt-oss, deepseek2)"),
     (["version", "x"], "version", "unexpected argument 'x'"),
+    (["version", "--bogus"], "version", "unknown option --bogus"),
+    (["version", "--help=yes"], "version", "option --help takes no value"),
     (["run", "-m", "{model}", "--bogus"], "run", "unknown option '--bogus'"),
     # Given options are not reported as missing.
     (["run", "-m", "{model}", "-p", "hi", "--tokens", "1"], "run", "-p and --tokens both give the prompt: give one"),
