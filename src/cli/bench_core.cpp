@@ -112,6 +112,7 @@ void measure(const BenchConfig &c, BenchResult &r) {
     moestream_params p;
     moestream_params_init(&p);
     p.model_path = c.model.c_str();
+    p.packed_path = c.packed_path.empty() ? nullptr : c.packed_path.c_str();
     p.memory_budget = c.budget;
     p.io_mode = c.io_mode;
     p.prefetch = c.prefetch;
@@ -284,7 +285,10 @@ BenchResult run_bench(const BenchConfig &c) {
         if (c.budget == 0) why = "no budget to hold the run to";
         else cgroup = MemoryCgroup::create(cgroup_limit_for(c.budget), why);
     }
-    if (c.cold && !c.resident) drop_page_cache(c.model);
+    if (c.cold && !c.resident) {
+        drop_page_cache(c.model);
+        if (!c.packed_path.empty()) drop_page_cache(c.packed_path);
+    }
     int fds[2];
     if (::pipe(fds) != 0) {
         std::snprintf(result.error, sizeof result.error, "pipe: %s", std::strerror(errno));

@@ -16,6 +16,7 @@ namespace cli {
 
 struct BenchConfig {
     std::string model;
+    std::string packed_path;     // "" = the library's MODEL.moepack when it matches
     uint64_t budget = 0;         // bytes; 0 = automatic
     int32_t io_mode = MOESTREAM_IO_AUTO;
     int32_t prefetch = MOESTREAM_PREFETCH_AUTO;

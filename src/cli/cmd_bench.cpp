@@ -24,7 +24,7 @@ namespace {
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 const char *kUsage =
-    "usage: moestream bench -m MODEL [--memory-budget SIZE|N%] [-n 64] [--prompt 16]\n"
+    "usage: moestream bench -m MODEL [--packed PATH] [--memory-budget SIZE|N%] [-n 64] [--prompt 16]\n"
     "                       [--io-mode auto|mmap|direct|pread|resident[,...]] [--prefetch off|previous|lookahead|both|auto]\n"
     "                       [--lookahead N] [--numa local|interleave] [--max-batch N]\n"
     "                       [--policy auto|lru|lfu-decay|pinned-hot|reuse-aware] [--profile FILE] [--threads N]\n"
@@ -45,6 +45,8 @@ const char *kUsage =
     "experts used) and, with the memory bandwidth probed in the same run (--membw, implied), the\n"
     "roofline ratio = achieved bytes/s / probed bytes/s. Without --memory-budget a resident run's budget\n"
     "holds the whole file (+1/8, at least 1 GiB, for KV cache and scratch): no expert is ever released.\n"
+    "--packed PATH: the packed expert file (moestream pack) to stream experts from (default: MODEL.moepack\n"
+    "when it is there and matches the model).\n"
     "--profile FILE: the expert usage profile read at open and written at close (what pinned-hot learns\n"
     "from); without it runs use none, so no measurement depends on an earlier run.\n";
 
@@ -199,7 +201,7 @@ int cmd_bench(const Args &args) {
     ParsedArgs a;
     std::string error;
     if (!parse_args(args,
-                    {"-m", "--memory-budget", "-n", "--prompt", "--io-mode", "--prefetch", "--lookahead", "--numa", "--policy", "--threads", "--max-batch",
+                    {"-m", "--packed", "--memory-budget", "-n", "--prompt", "--io-mode", "--prefetch", "--lookahead", "--numa", "--policy", "--threads", "--max-batch",
                      "--sweep", "--max-seconds", "--seed", "--feed", "--membw-size", "--profile"},
                     {"--disk", "--json", "--warm", "--no-cgroup", "--membw", "--help"}, a, error,
                     {{"--model", "-m"}, {"--budget", "--memory-budget"}, {"--tokens", "-n"}, {"-t", "--threads"},
@@ -287,6 +289,7 @@ int cmd_bench(const Args &args) {
         if (auto s = a.get("--prefetch")) base.prefetch = parse_prefetch(*s);
         if (auto s = a.get("--policy")) base.cache_policy = parse_cache_policy(*s);
         if (auto s = a.get("--numa")) base.numa_placement = parse_numa_placement(*s);
+        if (auto s = a.get("--packed")) base.packed_path = packed_option(*s);
     } catch (const std::exception &e) {
         return usage_error("bench", e.what());
     }

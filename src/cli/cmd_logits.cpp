@@ -74,7 +74,7 @@ int cmd_logits(const Args &args) {
     } catch (const std::exception &e) {
         return usage_error("logits", e.what());
     }
-    if (const std::string why = output_conflict(out_path, model_files(opt.model_path)); !why.empty()) {
+    if (const std::string why = output_conflict(out_path, model_files(opt.model_path, opt.packed_path)); !why.empty()) {
         std::fprintf(stderr, "moestream logits: %s\n", why.c_str());
         return 1;
     }

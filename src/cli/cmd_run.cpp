@@ -225,7 +225,7 @@ int cmd_run(const Args &args) {
     }
     if (!o.save_state.empty()) {
         // Standard input (-f -) is read whole already: the state file cannot destroy it.
-        std::vector<std::string> inputs = model_files(opt.model_path);
+        std::vector<std::string> inputs = model_files(opt.model_path, opt.packed_path);
         if (!o.prompt_file.empty() && o.prompt_file != "-") inputs.push_back(o.prompt_file);
         if (const std::string why = output_conflict(o.save_state, inputs); !why.empty()) {
             std::fprintf(stderr, "moestream run: %s\n", why.c_str());

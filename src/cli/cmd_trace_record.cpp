@@ -132,7 +132,7 @@ int trace_record(const Args &args) {
             return 1;
         }
     }
-    std::vector<std::string> inputs = model_files(o.model);
+    std::vector<std::string> inputs = model_files(o.model, "");
     if (!o.text_file.empty()) inputs.push_back(o.text_file);
     if (const std::string why = output_conflict(o.out, inputs); !why.empty()) {
         std::fprintf(stderr, "moestream trace record: %s\n", why.c_str());

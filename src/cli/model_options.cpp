@@ -35,6 +35,8 @@ int32_t int32_option(const Args &args, size_t &i, int64_t lo, int64_t hi) {
 const char *const kModelOptionsHelp =
     "model options:\n"
     "  -m, --model MODEL        the GGUF model (required)\n"
+    "  --packed PATH            the packed expert file (moestream pack) to stream experts from; default:\n"
+    "                           MODEL.moepack when it is there and matches the model\n"
     "  -t, --threads N          compute threads (default: one per physical core it may run on)\n"
     "  -c, --ctx N              context length (default: the model's, at most 4096)\n"
     "  --io-mode M              auto, mmap, direct or pread\n"
@@ -95,6 +97,7 @@ bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt) {
     const std::string &a = args[i];
     if (opt.params.struct_size == 0) moestream_params_init(&opt.params);
     if (a == "-m" || a == "--model") opt.model_path = option_value(args, i);
+    else if (a == "--packed") opt.packed_path = packed_option(option_value(args, i));
     else if (a == "--threads" || a == "-t") opt.params.n_threads = int32_option(args, i, 0, kInt32Max);
     else if (a == "--ctx" || a == "-c") opt.params.n_ctx = int32_option(args, i, 0, kInt32Max);
     else if (a == "--io-mode") opt.params.io_mode = parse_io_mode(option_value(args, i));
@@ -142,7 +145,12 @@ std::vector<int32_t> read_token_file(const std::string &path) {
     }
 }
 
-std::vector<std::string> model_files(const std::string &model_path) {
+std::string packed_option(const std::string &s) {
+    if (s.empty()) throw std::runtime_error("--packed needs a file name");
+    return s;
+}
+
+std::vector<std::string> model_files(const std::string &model_path, const std::string &packed_path) {
     std::vector<std::string> files{model_path};
     const std::string first = "-00001-of-", ext = ".gguf";
     const size_t at = model_path.rfind(first);
@@ -162,13 +170,14 @@ std::vector<std::string> model_files(const std::string &model_path) {
             }
         }
     }
-    files.push_back(model_path + ".moepack");
+    files.push_back(packed_path.empty() ? model_path + ".moepack" : packed_path);
     return files;
 }
 
 moestream_context *open_model(ModelOptions &opt, const char *cmd) {
     if (opt.params.struct_size == 0) moestream_params_init(&opt.params);
     opt.params.model_path = opt.model_path.c_str();
+    opt.params.packed_path = opt.packed_path.empty() ? nullptr : opt.packed_path.c_str();
     log_library_messages(opt.params);
     moestream_context *ctx = nullptr;
     const int st = moestream_open(&opt.params, &ctx);

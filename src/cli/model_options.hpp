@@ -1,6 +1,6 @@
 // Options shared by the commands that open a model (logits, perplexity, run,
-// tokenize): -m MODEL, --threads N, --ctx N, --io-mode M, --memory-budget SIZE,
-// --exact, --prefetch M, --lookahead N, --numa P, --cache-policy P.
+// tokenize): -m MODEL, --packed PATH, --threads N, --ctx N, --io-mode M,
+// --memory-budget SIZE, --exact, --prefetch M, --lookahead N, --numa P, --cache-policy P.
 // Each command parses its own extra options.
 #pragma once
 
@@ -16,6 +16,7 @@ namespace cli {
 struct ModelOptions {
     moestream_params params{};
     std::string model_path;
+    std::string packed_path;  // "" = the library's MODEL.moepack when it matches
 };
 
 // The model options as help text lines, shared by every command's --help.
@@ -50,9 +51,13 @@ std::vector<int32_t> read_token_file(const std::string &path);
 // (output_conflict, checked before the model is opened, rather than by the
 // library once the work is done): MODEL, the other shards when it is the
 // first of a split set (PREFIX-00001-of-0000N.gguf: the library opens
-// PREFIX-0000K-of-0000N.gguf for K = 2..N) and the packed expert file the
-// library looks for beside it (MODEL.moepack).
-std::vector<std::string> model_files(const std::string &model_path);
+// PREFIX-0000K-of-0000N.gguf for K = 2..N) and the packed expert file:
+// `packed_path`, or when it is "" the one the library looks for beside the
+// model (MODEL.moepack).
+std::vector<std::string> model_files(const std::string &model_path, const std::string &packed_path);
+// The value of a --packed PATH option; throws on "", which would stand for
+// no file named and make the library look for MODEL.moepack instead.
+std::string packed_option(const std::string &s);
 // Opens the model with the library's warnings going to stderr, or prints the
 // library's error as "moestream <cmd>: ..." and returns NULL.
 moestream_context *open_model(ModelOptions &opt, const char *cmd);
