@@ -41,6 +41,14 @@ def main(out_dir):
                         ctx.save_state(saved, sampler)
                         truncated_sampler_section(saved, out / f"{arch}_{kv}_3tokens_sampler_short.state")
                         version1_sampler_section(saved, out / f"{arch}_{kv}_3tokens_sampler.state")
+                    # The window of the whole history (penalty_last_n -1) and
+                    # penalties that favour seen tokens (negative).
+                    with moestream.Sampler(temperature=0.7, top_k=5, seed=23, presence_penalty=-0.5,
+                                           frequency_penalty=-0.25, penalty_last_n=-1) as sampler:
+                        ctx.reset()
+                        ctx.step([4, 5, 4], logits=False)
+                        sampler.accept([4, 5, 4])
+                        ctx.save_state(out / f"{arch}_{kv}_3tokens_sampler_whole_history.state", sampler)
         # Format version 2: gpt-oss's sliding layer 0 keeps the last n_swa - 1 = 1 row.
         model = pathlib.Path(tmp) / "gpt-oss.gguf"
         make_model(model, ModelSpec(arch="gpt-oss", n_embd=64, n_layer=2, n_head=2, n_head_kv=1, n_expert=4,
