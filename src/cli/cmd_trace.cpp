@@ -66,17 +66,17 @@ int synth(const Args &args) {
             return usage_error("trace synth", int_range_error("--window", *s, 0, 65536));
         p.window = static_cast<uint32_t>(v);
     }
-    // Each at least 0, and at most `hi` where there is a bound.
+    // The library's ranges (a negative reuse or skew would take its default there).
     const struct {
         const char *name;
         double *field;
-        std::optional<double> hi;
-    } reals[] = {{"--reuse", &p.reuse, 1.0}, {"--skew", &p.skew, std::nullopt}, {"--recall", &p.recall, 1.0}};
+        double hi;
+    } reals[] = {{"--reuse", &p.reuse, 1.0}, {"--skew", &p.skew, 8.0}, {"--recall", &p.recall, 1.0}};
     for (const auto &o : reals)
         if (auto s = a.get(o.name)) {
-            if (!parse_double(*s, d) || d < 0 || (o.hi && d > *o.hi)) {
-                char range[48] = "of at least 0";
-                if (o.hi) std::snprintf(range, sizeof range, "from 0 to %g", *o.hi);
+            if (!parse_double(*s, d) || d < 0 || d > o.hi) {
+                char range[32];
+                std::snprintf(range, sizeof range, "from 0 to %g", o.hi);
                 return usage_error("trace synth", std::string(o.name) + " takes a number " + range + ", got '" + *s + "'");
             }
             *o.field = d;

@@ -219,7 +219,9 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["trace", "synth", "--window", "4", "--recall", "1.5", "-o", "x.trace"], "trace synth",
      "--recall takes a number from 0 to 1, got '1.5'"),
     (["trace", "synth", "--skew", "-0.5", "-o", "x.trace"], "trace synth",
-     "--skew takes a number of at least 0, got '-0.5'"),
+     "--skew takes a number from 0 to 8, got '-0.5'"),
+    # The library refuses a skew above 8: the command says so before it is called.
+    (["trace", "synth", "--skew", "8.5", "-o", "x.trace"], "trace synth", "--skew takes a number from 0 to 8, got '8.5'"),
     (["trace", "info"], "trace info", "expected one TRACE argument"),
     (["trace", "replay", "{trace}", "--policy", "sideways"], "trace replay", "unknown policy 'sideways'"),
     (["inspect"], "inspect", "expected one MODEL argument"),
