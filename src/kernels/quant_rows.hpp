@@ -437,6 +437,9 @@ struct KRows {
 
     template <int T>
     static void rows8(const uint8_t *w, size_t row_bytes, const Prep *p, int64_t nb, float (*out)[8]) {
+        // Decoders with mins (per pair of groups, or per group: kGroupMins)
+        // take KRowsUnrolled, whose rows8 hides this one.
+        static_assert(!D::kMins && !requires { D::kGroupMins; }, "KRows::rows8 serves decoders without mins only");
         alignas(32) float terms[T][8][8] = {};  // [token][super-block j][row i]
         for (int64_t j = 0; j < nb; ++j) {
             typename D::Partial s[T][8];
@@ -452,14 +455,7 @@ struct KRows {
             }
             for (int t = 0; t < T; ++t) {
                 const __m256i sumi = D::total8(s[t]);
-                __m256i summ = _mm256_setzero_si256();
-                if constexpr (requires { D::kGroupMins; }) {
-                    // Every row meets block j.
-                    summ = D::group_min_sums8(w + j * D::kBytes, row_bytes, p[t].act + q8_k::bytes * j, 0, 8);
-                } else {
-                    static_assert(!D::kMins, "decoders with mins per pair of groups take KRowsUnrolled's rows8");
-                }
-                const __m256 term = terms8(dm, sumi, summ, _mm256_set1_ps(p[t].d[j]));
+                const __m256 term = terms8(dm, sumi, _mm256_setzero_si256(), _mm256_set1_ps(p[t].d[j]));
                 _mm256_store_ps(terms[t][j], _mm256_add_ps(_mm256_setzero_ps(), term));
             }
         }
