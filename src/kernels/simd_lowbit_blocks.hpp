@@ -58,21 +58,19 @@ constexpr std::array<int8_t, 128> pair_scale_picks() {
     for (int i = 0; i < 4; ++i)
         for (int half = 0; half < 2; ++half)
             for (int p = 0; p < 8; ++p) {
-                const int g = 2 * i + half;  // the int16 scale of group g (mod 8) of the duplicated half
+                const int g = 2 * i + half;  // the int16 scale g of the duplicated low lane
                 c[32 * i + 16 * half + 2 * p] = static_cast<int8_t>(2 * g);
                 c[32 * i + 16 * half + 2 * p + 1] = static_cast<int8_t>(2 * g + 1);
             }
     return c;
 }
 
-// Sixteen int16 group scales -> per register i (elements 32i..32i+31): the
-// scale of group 2i in every int16 of the low 128-bit lane, of 2i + 1 in the high one.
-// (kRegs = 4: the first four registers, from eight scales in the low half.)
-template <int kRegs = 8>
-MOE_ALWAYS_INLINE void pair_scales(__m256i sc16, __m256i *out) {
+// Eight int16 scales (the low 128-bit lane of sc) -> out[i], i = 0..3:
+// scale 2i in every int16 of the low 128-bit lane, 2i + 1 in the high one.
+MOE_ALWAYS_INLINE void pair_scales(__m256i sc, __m256i *out) {
     static constexpr std::array<int8_t, 128> kPicks = pair_scale_picks();
-    const __m256i dup[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00), _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-    for (int i = 0; i < kRegs; ++i) out[i] = _mm256_shuffle_epi8(dup[i / 4], load256(kPicks.data() + 32 * (i % 4)));
+    const __m256i dup = _mm256_permute2x128_si256(sc, sc, 0x00);
+    for (int i = 0; i < 4; ++i) out[i] = _mm256_shuffle_epi8(dup, load256(kPicks.data() + 32 * i));
 }
 
 // --- block heads (Q2_K's mins shared with the 512-bit decoder) -------------------
@@ -259,7 +257,7 @@ struct IQ4XS : KDecoder256<iq4_xs::bytes, false> {
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         mins = 0;
         Block k;
-        pair_scales<4>(_mm256_zextsi128_si256(iq4_xs_head(w, dm)), k.sc);
+        pair_scales(_mm256_zextsi128_si256(iq4_xs_head(w, dm)), k.sc);
         const __m256i table = iq4_table(), low4 = _mm256_set1_epi8(0x0F);
         for (int p = 0; p < 4; ++p) {
             const __m256i q = load256(w + iq4_xs::qs + 32 * p);
