@@ -504,6 +504,19 @@ struct KRows {
     }
 };
 
+// The frame of the 256-bit K-quant decoders (KRows' and KRowsUnrolled's D):
+// int32 vectors of partial sums, reduced by transpose_sum8's network, all
+// eight at once (total8) or as they come (Fold). kArrangedActs: D arranges
+// each token's activations (D::arrange).
+template <size_t kBlockBytes, bool kHasMins, bool kArrangedActs>
+struct KDecoder256 {
+    static constexpr size_t kBytes = kBlockBytes;
+    static constexpr bool kMins = kHasMins, kArranged = kArrangedActs;
+    using Partial = __m256i;
+    using Fold = Fold256;
+    MOE_ALWAYS_INLINE static __m256i total8(const __m256i *x) { return transpose_sum8(x); }
+};
+
 // --- float rows ----------------------------------------------------------------------
 
 struct FloatPrep {

@@ -30,15 +30,12 @@ MOE_ALWAYS_INLINE __m256i lane_pieces(const uint8_t *p, size_t d) {
     return _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(p + d), reinterpret_cast<const __m128i *>(p));
 }
 
-// The frame of both decoders (the loop's decoder in parts): a part is two
+// The parts of both decoders (the loop's decoder in parts): a part is two
 // pairs of registers, v[2n] and v[2n + 1] with the int16 scales sc[n] of
 // their lanes / words, against 128 bytes of arranged activations.
-struct PairedParts {
-    static constexpr bool kArranged = true;
+template <size_t kBlockBytes, bool kHasMins>
+struct PairedParts : KDecoder256<kBlockBytes, kHasMins, true> {
     static constexpr int kParts = 2;
-    using Partial = __m256i;
-    using Fold = Fold256;
-    MOE_ALWAYS_INLINE static __m256i total8(const __m256i *x) { return transpose_sum8(x); }
     struct Part {
         __m256i v[4], sc[2];
     };
@@ -64,10 +61,10 @@ struct PairedParts {
 // vpmaddwd by the pair's two scales: eight vpmaddubsw, four int16 adds and
 // four vpmaddwd per super-block and token, and no shuffle of the quants.
 template <bool kFive>
-struct Q45K : PairedParts {
-    static constexpr size_t kBytes = kFive ? q5_k::bytes : q4_k::bytes;
+struct Q45K : PairedParts<kFive ? q5_k::bytes : q4_k::bytes, true> {
+    using Base = PairedParts<kFive ? q5_k::bytes : q4_k::bytes, true>;
+    using typename Base::Part;
     static constexpr size_t kQs = kFive ? q5_k::qs : q4_k::qs;
-    static constexpr bool kMins = true;
 
     // Register v[2i + y] of pair i = 2p + n meets the activation quants 128p
     // + 32n + 16y + 0..15 (low lane) and 64 more (high lane), stored at 64i + 32y.
@@ -190,9 +187,7 @@ constexpr std::array<int8_t, 32> word_int16_picks(std::array<int, 4> pick) {
 // 0..31 and 2-3 / 6-7 for 32..63, so one vpsrlvq by (0, 2, 0, 2) aligns them.
 // Quants stored +32 (0..63); the offset is removed with the activation group
 // sums (-32 * scale of group g times bsum g).
-struct Q6K : PairedParts {
-    static constexpr size_t kBytes = q6_k::bytes;
-    static constexpr bool kMins = false;
+struct Q6K : PairedParts<q6_k::bytes, false> {
     // The context of a block: its 16 group scales as int16 and the offset
     // correction (int16 -32 * scale of group g).
     struct Context {

@@ -36,21 +36,6 @@ MOE_ALWAYS_INLINE __m256i scaled_add(__m256i acc, __m256i p16, __m256i sc) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sc));
 }
 
-// The frame of a 256-bit K-quant decoder for KRows (IQ4_XS): eight
-// registers of quants with their int16 scales, partial sums reduced by
-// transpose_sum8.
-template <size_t kBlockBytes, bool kHasMins>
-struct KDecoder256 {
-    static constexpr size_t kBytes = kBlockBytes;
-    static constexpr bool kMins = kHasMins, kArranged = false;
-    using Partial = __m256i;
-    MOE_ALWAYS_INLINE static __m256i total8(const __m256i *x) { return transpose_sum8(x); }
-    struct Block {
-        __m256i v[8];
-        __m256i sc[8];
-    };
-};
-
 // pair_scales' vpshufb controls, read from memory (an operand of the
 // shuffle) rather than built in registers for each block.
 constexpr std::array<int8_t, 128> pair_scale_picks() {
@@ -124,7 +109,7 @@ MOE_ALWAYS_INLINE __m128i iq4_xs_head(const uint8_t *w, uint32_t &dm) {
 
 // --- 256-bit decoders -----------------------------------------------------------------
 
-// The frame of the Q2_K and Q3_K decoders for the unrolled loop
+// The parts of the Q2_K and Q3_K decoders for the unrolled loop
 // (krows_unrolled.hpp, KRowsUnrolled's D in parts): two parts of 128
 // elements (n = 0, 1: quant bytes 32n..32n+31), each dotted against every
 // token before the next is decoded. Register j of part n = bits 2j..2j+1 of
@@ -134,13 +119,8 @@ MOE_ALWAYS_INLINE __m128i iq4_xs_head(const uint8_t *w, uint32_t &dm) {
 // scales, instead of one vpmaddwd by a broadcast scale per register (|half|
 // <= 8 * 7 * 127 with Q3_K's quants stored +4).
 template <size_t kBlockBytes, bool kHasMins>
-struct TwoBitParts {
-    static constexpr size_t kBytes = kBlockBytes;
-    static constexpr bool kMins = kHasMins, kArranged = false;
+struct TwoBitParts : KDecoder256<kBlockBytes, kHasMins, false> {
     static constexpr int kParts = 2;
-    using Partial = __m256i;
-    using Fold = Fold256;
-    MOE_ALWAYS_INLINE static __m256i total8(const __m256i *x) { return transpose_sum8(x); }
     struct Part {
         __m256i v[4];
         __m256i sc;  // int16 2i, 2i + 1 of 128-bit lane L: the scale of register i's group
@@ -239,8 +219,7 @@ MOE_ALWAYS_INLINE __m256i iq4_table() {
 // 2p (low lane) and 2p + 1 (high lane). A level's magnitude meets the
 // activation with the level's sign (vpsignb), as vpmaddubsw needs one
 // unsigned operand (levels are never 0).
-struct IQ4XS : KDecoder256<iq4_xs::bytes, false> {
-    static constexpr bool kArranged = true;
+struct IQ4XS : KDecoder256<iq4_xs::bytes, false, true> {
     struct Block {
         __m256i v[8];
         __m256i sc[4];
