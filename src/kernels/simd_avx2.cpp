@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/dispatch.hpp"
 #include "kernels/krows_unrolled.hpp"
@@ -21,8 +22,9 @@ namespace {
 // of the group: load c holds the field of block 2c in its low 128-bit lane
 // and that of block 2c + 1 in its high lane (true of the 17- to 24-byte
 // legacy blocks, whose fields lie in their first 8 bytes), so one in-lane
-// shuffle per load, three blends and one permute place them. The fields of
-// one group (d, m, qh) share the four loads.
+// shuffle per load, three blends and one permute place them: the d of Q4_0
+// and IQ4_NL, Q4_1's d and m, MXFP4's exponent byte (Q5_0 / Q5_1 take
+// theirs from the heads NibblePairs::decode8 loads for the fifth bits).
 template <size_t kStride, size_t kOffset, int kWidth>
 struct PairedFields {
     static_assert(kWidth <= 4 && kOffset + kWidth <= 16 && kStride + kOffset >= 16 &&
@@ -105,13 +107,17 @@ struct NibblePairs : PerBlock<B, Dot> {
     struct Pair {
         __m256i lo, hi;
     };
-    // A group's scales and its decoded pairs, except Q5_0 / Q5_1's: their
+    // A group's scales and its decoded pairs x, except Q5_0 / Q5_1's: their
     // pairs are decoded in sums8, from the blocks' heads (the first 16 bytes
     // of blocks k and 4 + k, which also hold their d, m and qh).
-    struct Group {
+    struct DecodedPairs {
+        Pair x[4];
+    };
+    struct PairHeads {
+        __m256i heads[4];
+    };
+    struct Group : std::conditional_t<B::kFive, PairHeads, DecodedPairs> {
         const uint8_t *w;
-        [[maybe_unused]] Pair x[4];
-        [[maybe_unused]] __m256i heads[4];
         __m256 dw, mw;
     };
 
