@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "kernels/fp_convert.hpp"
 #include "kernels/kernels.hpp"
@@ -118,53 +119,54 @@ struct HalfRowF16cWide : HalfRowF16c {
 #endif
 #endif
 
+// Lane q of a shuffle of two V (W lanes each) that takes, in each eight-lane
+// half, lane `pick` of the same half of the first V (pick 0-7) or of the
+// second (8-15).
+template <int32_t W>
+constexpr int half_lane(int pick, size_t q) {
+    return pick % kLanes + int(q / kLanes) * kLanes + (pick >= kLanes ? W : 0);
+}
+template <int... kPick, class V, size_t... q>
+MOE_VEC8_INLINE V shuffle_halves(const V &a, const V &b, std::index_sequence<q...>) {
+    constexpr int pick[] = {kPick...};
+    return __builtin_shufflevector(a, b, half_lane<kLanesOf<V>>(pick[q % kLanes], q)...);
+}
+// The shuffle of a and b whose lane p of each eight-lane half is lane
+// kPick[p] of that half of a (0-7) or b (8-15): one recipe for an F8 and
+// for both halves of an F8x2.
+template <int... kPick, class V>
+MOE_VEC8_INLINE V shuffle_halves(const V &a, const V &b) {
+    static_assert(sizeof...(kPick) == kLanes);
+    return shuffle_halves<kPick...>(a, b, std::make_index_sequence<kLanesOf<V>>{});
+}
+
 // Elements i .. i + 7 of eight keys, r[l] holding key l's, stored as tile
 // rows i .. i + 7 (row i + j, width floats after row i + j - 1, holds element
 // i + j of key l in lane l): pairs, then quads of keys interleaved within
 // 128-bit halves, then the halves swapped across (unpack, shuffle and 128-bit
 // permutes on AVX), so the tile takes eight stores instead of 64 scalar moves.
 // With V = F8x2 the same steps transpose sixteen keys at once: r[l] holds key
-// l in lanes 0-7 and key l + 8 in lanes 8-15, each half shuffled as F8's
-// lanes are, and row i + j comes out with keys 0-7 then 8-15.
+// l in lanes 0-7 and key l + 8 in lanes 8-15, each half shuffled as an F8 is
+// (shuffle_halves), and row i + j comes out with keys 0-7 then 8-15.
 template <class V>
 MOE_VEC8_INLINE void store_transposed(const V *r, float *tile, int32_t width) {
     V t[kTile], u[kTile];
-    constexpr bool kWide = kLanesOf<V> == 2 * kLanes;
     for (int k = 0; k < kTile; k += 2) {
-        if constexpr (kWide) {
-            t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29);
-            t[k + 1] =
-                __builtin_shufflevector(r[k], r[k + 1], 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31);
-        } else {
-            t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);       // elements 0 1 | 4 5
-            t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);  // elements 2 3 | 6 7
-        }
+        t[k] = shuffle_halves<0, 8, 1, 9, 4, 12, 5, 13>(r[k], r[k + 1]);       // elements 0 1 | 4 5
+        t[k + 1] = shuffle_halves<2, 10, 3, 11, 6, 14, 7, 15>(r[k], r[k + 1]);  // elements 2 3 | 6 7
     }
     for (int k = 0; k < kTile; k += 4) {
         for (int j = 0; j < 2; ++j) {
             const V &a = t[k + j], &b = t[k + 2 + j];
-            if constexpr (kWide) {
-                u[k + 2 * j] = __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
-                u[k + 2 * j + 1] =
-                    __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
-            } else {
-                u[k + 2 * j] = __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13);
-                u[k + 2 * j + 1] = __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15);
-            }
+            u[k + 2 * j] = shuffle_halves<0, 1, 8, 9, 4, 5, 12, 13>(a, b);
+            u[k + 2 * j + 1] = shuffle_halves<2, 3, 10, 11, 6, 7, 14, 15>(a, b);
         }
     }
     // u[j] (keys 0-3) and u[4 + j] (keys 4-7) hold elements j and 4 + j.
     for (int j = 0; j < 4; ++j) {
         const V &a = u[j], &b = u[4 + j];
-        if constexpr (kWide) {
-            store_lanes(tile + j * width,
-                        __builtin_shufflevector(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27));
-            store_lanes(tile + (4 + j) * width,
-                        __builtin_shufflevector(a, b, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
-        } else {
-            store_lanes(tile + j * width, __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11));
-            store_lanes(tile + (4 + j) * width, __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15));
-        }
+        store_lanes(tile + j * width, shuffle_halves<0, 1, 2, 3, 8, 9, 10, 11>(a, b));
+        store_lanes(tile + (4 + j) * width, shuffle_halves<4, 5, 6, 7, 12, 13, 14, 15>(a, b));
     }
 }
 
