@@ -28,6 +28,8 @@ struct Shape {
 };
 
 const Shape kQwen3{32, 4, 128, 128, false, false};
+const Shape kQwen3F32{32, 4, 128, 128, false, true};           // the f32 cache of exact mode
+const Shape kDeepSeekV2LiteLatent{16, 1, 576, 512, true, false};  // one cached row of 576 per position
 
 // A cache of n_layer layers holding n_pos positions, a query for one token
 // and the buffers attend_kv_group writes. The rows are drawn from a pool of
@@ -95,9 +97,9 @@ void contexts(benchmark::internal::Benchmark *b) {
 }
 
 BENCHMARK_CAPTURE(BM_Attention, f16, kQwen3)->Name("attention")->Apply(contexts);
-BENCHMARK_CAPTURE(BM_Attention, f32, Shape{32, 4, 128, 128, false, true})->Name("attention_f32")->Apply(contexts);
+BENCHMARK_CAPTURE(BM_Attention, f32, kQwen3F32)->Name("attention_f32")->Apply(contexts);
 BENCHMARK(BM_AttentionLayers)->Name("attention_48_layers")->Arg(400)->Arg(2048)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_Attention, latent, Shape{16, 1, 576, 512, true, false})
+BENCHMARK_CAPTURE(BM_Attention, latent, kDeepSeekV2LiteLatent)
     ->Name("attention_latent")
     ->Apply(contexts);
 
