@@ -9,8 +9,9 @@
 //
 // Q2_K: scale times quant (0..45) looked up per byte, one vpdpbusd chain.
 // Q3_K: quants stored +4, vpdpbusd sums of 4 packed into int16 and scaled
-// with vpdpwssd (simd_avx512_blocks.hpp). IQ4_XS: levels + 128 in vpdpbusd,
-// int32 sums of a sub-block scaled with vpmulld.
+// with vpdpwssd (simd_avx512_blocks.hpp). IQ4_XS: levels + 128 in one
+// vpdpbusd chain whose int32 lanes each belong to one sub-block, scaled with
+// one vpmulld.
 #pragma once
 
 #include <immintrin.h>
@@ -156,42 +157,42 @@ struct Q3K512 : KDecoder512<q3_k::bytes, false>, TwoBitLoadOrder<320, Q3K512> {
 };
 
 // IQ4_XS: the levels + 128 (1..241, unsigned; a vpshufb table) meet the
-// activations in vpdpbusd, register by register of one 64-byte load's low
-// and high nibbles, so 128-bit lane L of both registers of load h belongs to
-// sub-block 4h + L and their two vpdpbusd add into one accumulator per load.
-// Each accumulator starts from -128 times the sum of the activations its
-// lane meets (computed once per call), so its lanes are exact sums of level
-// times activation (|lane| <= 8 * 127 * 127), which one vpmulld by the
-// sub-block scales turns into the block's terms.
+// activations in vpdpbusd. The two 64-byte loads of quants (128-bit lane L:
+// sub-blocks L and 4 + L) are interleaved by 64-bit unpacks, so 128-bit
+// lane L of every register holds 8 elements of sub-block L and then 8 of
+// sub-block 4 + L, and a block's four vpdpbusd add into one accumulator
+// whose int32 lanes each belong to one sub-block. It starts from -128 times
+// the sum of the activations its lane meets (computed once per call), so
+// its lanes are exact sums of level times activation (|lane| <= 16 * 127 *
+// 127), and one vpmulld by the sub-block scales turns them into the
+// block's terms.
 struct IQ4XS512 : KDecoder512<iq4_xs::bytes, false> {
     static constexpr bool kArranged = true;
-    // Per load h: the activations of the low nibbles (lane L: elements 0..15
-    // of sub-block 4h + L) and of the high nibbles (16..31), then the two
-    // accumulators' starting values.
-    static constexpr size_t kArrangedBytes = 384;
+    // Register r, 128-bit lane L: the activations of elements e_r .. e_r + 7
+    // of sub-block L, then of sub-block 4 + L (e_r: 0, 16, 8, 24 for the low
+    // and high nibbles of the low and high unpacks), then the accumulator's
+    // starting values.
+    static constexpr size_t kArrangedBytes = 320;
+    static constexpr int kElemOffset[4] = {0, 16, 8, 24};
     static void arrange(const uint8_t *qs, uint8_t *out) {
-        for (int h = 0; h < 2; ++h)
-            for (int half = 0; half < 2; ++half)
-                for (int l = 0; l < 4; ++l)
-                    std::memcpy(out + 128 * h + 64 * half + 16 * l, qs + 32 * (4 * h + l) + 16 * half, 16);
+        for (int r = 0; r < 4; ++r)
+            for (int l = 0; l < 4; ++l)
+                for (int k = 0; k < 2; ++k)
+                    std::memcpy(out + 64 * r + 16 * l + 8 * k, qs + 32 * (l + 4 * k) + kElemOffset[r], 8);
         const __m512i ones = _mm512_set1_epi8(1);
-        for (int h = 0; h < 2; ++h) {
-            const __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, load512(out + 128 * h));
-            const __m512i sum8 = _mm512_dpbusd_epi32(lo, ones, load512(out + 128 * h + 64));
-            _mm512_storeu_si512(out + 256 + 64 * h,
-                                _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum8, 7)));
-        }
+        __m512i sum = _mm512_setzero_si512();
+        for (int r = 0; r < 4; ++r) sum = _mm512_dpbusd_epi32(sum, ones, load512(out + 64 * r));
+        _mm512_storeu_si512(out + 256, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)));
     }
     struct Block {
-        __m512i v[4];   // levels + 128: low and high nibbles of load 0, then of load 1
-        __m512i sc[2];  // int32: S_(4h + L) in 128-bit lane L of sc[h]
+        __m512i v[4];  // levels + 128, in the order of the arranged registers
+        __m512i sc;    // int32: S_(L + 4 (k / 2)) in int32 lane k of 128-bit lane L
     };
 
-    // The sub-block scales S_(4h + L) (-32..31) in the int32 lanes of 128-bit
-    // lane L: the low nibble from scales_l, the two high bits from scales_h.
-    MOE_ALWAYS_INLINE static __m512i scales(const uint8_t *w, int h) {
-        const __m512i lane = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-        const __m512i sub = _mm512_add_epi32(_mm512_set1_epi32(4 * h), lane);
+    // The sub-block scales S_s (-32..31) in the int32 lanes of sc: the low
+    // nibble from scales_l, the two high bits from scales_h.
+    MOE_ALWAYS_INLINE static __m512i scales(const uint8_t *w) {
+        const __m512i sub = _mm512_setr_epi32(0, 0, 4, 4, 1, 1, 5, 5, 2, 2, 6, 6, 3, 3, 7, 7);
         const __m512i lo = _mm512_srlv_epi32(_mm512_set1_epi32(static_cast<int>(load_u32(w + iq4_xs::scales_l))),
                                              _mm512_slli_epi32(sub, 2));
         // scales_h starts at bit 0 of the 32 bits from byte 2: bits 2s..2s + 1 to 4..5.
@@ -209,23 +210,20 @@ struct IQ4XS512 : KDecoder512<iq4_xs::bytes, false> {
         const __m128i t = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels)),
                                         _mm_set1_epi8(static_cast<char>(0x80)));
         const __m512i table = _mm512_broadcast_i32x4(t), low4 = _mm512_set1_epi8(0x0F);
+        const __m512i q0 = load512_once(w + iq4_xs::qs), q1 = load512_once(w + iq4_xs::qs + 64);
+        const __m512i u[2] = {_mm512_unpacklo_epi64(q0, q1), _mm512_unpackhi_epi64(q0, q1)};
         Block k;
         for (int h = 0; h < 2; ++h) {
-            const __m512i q = load512(w + iq4_xs::qs + 64 * h);
-            k.v[2 * h] = _mm512_shuffle_epi8(table, _mm512_and_si512(q, low4));
-            k.v[2 * h + 1] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), low4));
-            k.sc[h] = scales(w, h);
+            k.v[2 * h] = _mm512_shuffle_epi8(table, _mm512_and_si512(u[h], low4));
+            k.v[2 * h + 1] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(u[h], 4), low4));
         }
+        k.sc = scales(w);
         return k;
     }
     MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *arranged, const uint8_t *) {
-        __m512i acc[2];
-        for (int h = 0; h < 2; ++h) {
-            const uint8_t *a = arranged + 128 * h;
-            const __m512i lo = _mm512_dpbusd_epi32(load512(arranged + 256 + 64 * h), k.v[2 * h], load512(a));
-            acc[h] = _mm512_dpbusd_epi32(lo, k.v[2 * h + 1], load512(a + 64));
-        }
-        return _mm512_add_epi32(_mm512_mullo_epi32(acc[0], k.sc[0]), _mm512_mullo_epi32(acc[1], k.sc[1]));
+        __m512i acc = load512(arranged + 256);
+        for (int r = 0; r < 4; ++r) acc = _mm512_dpbusd_epi32(acc, k.v[r], load512(arranged + 64 * r));
+        return _mm512_mullo_epi32(acc, k.sc);
     }
 };
 
