@@ -305,12 +305,6 @@ struct Q45K {
     }
     static constexpr std::array<int16_t, 128> kHeadPicks = head_picks();
 
-    MOE_ALWAYS_INLINE static __m512i heads4(const uint8_t *w, size_t stride) {
-        __m512i x = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w)));
-        x = _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + stride)), 1);
-        x = _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + 2 * stride)), 2);
-        return _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + 3 * stride)), 3);
-    }
     // k_head's decoding of the 12 scale bytes, per 128-bit lane.
     MOE_ALWAYS_INLINE static __m512i scales_mins4(__m512i x) {
         const __m512i a = _mm512_shuffle_epi8(
@@ -324,7 +318,7 @@ struct Q45K {
     // Blocks `stride` bytes apart: consecutive in a row (kBytes), or the same
     // block of eight consecutive rows (the row size).
     MOE_ALWAYS_INLINE static Head head8(const uint8_t *w, size_t stride = kBytes) {
-        const __m512i x0 = heads4(w, stride), x1 = heads4(w + 4 * stride, stride);
+        const __m512i x0 = blocks4_128(w, stride), x1 = blocks4_128(w + 4 * stride, stride);
         const __m512i h0 = scales_mins4(x0), h1 = scales_mins4(x1);
         Head h;
         h.dm = _mm512_castsi512_si256(

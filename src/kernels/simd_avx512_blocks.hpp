@@ -60,22 +60,37 @@ struct ConsecutiveGroups {
 };
 
 // int16 lane p of 128-bit lane L of packed pair k takes the scale of the
-// group of register 2k (p < 4) or 2k + 1 (p >= 4) in that lane.
-template <typename Layout>
+// group of register 2k (p < 4) or 2k + 1 (p >= 4) in that lane, from int16
+// lanes kFirst..kFirst + 15 of the scales.
+template <typename Layout, int kFirst>
 constexpr std::array<int16_t, 64> group_pair_index() {
     std::array<int16_t, 64> c{};
     for (int k = 0; k < 2; ++k)
         for (int l = 0; l < 4; ++l)
-            for (int p = 0; p < 8; ++p) c[32 * k + 8 * l + p] = static_cast<int16_t>(Layout::group(2 * k + p / 4, l));
+            for (int p = 0; p < 8; ++p)
+                c[32 * k + 8 * l + p] = static_cast<int16_t>(kFirst + Layout::group(2 * k + p / 4, l));
     return c;
 }
 
-// Sixteen int16 group scales -> the vpdpwssd operands of packed pairs 0 and 1.
+// Sixteen int16 group scales (int16 lanes kFirst.. of sc) -> the vpdpwssd
+// operands of packed pairs 0 and 1.
+template <typename Layout = ConsecutiveGroups, int kFirst = 0>
+MOE_ALWAYS_INLINE void group_pair_scales(__m512i sc, __m512i *out) {
+    static constexpr std::array<int16_t, 64> kGroupOf = group_pair_index<Layout, kFirst>();
+    for (int i = 0; i < 2; ++i) out[i] = _mm512_permutexvar_epi16(_mm512_loadu_si512(kGroupOf.data() + 32 * i), sc);
+}
 template <typename Layout = ConsecutiveGroups>
 MOE_ALWAYS_INLINE void group_pair_scales(__m256i sc16, __m512i *out) {
-    static constexpr std::array<int16_t, 64> kGroupOf = group_pair_index<Layout>();
-    const __m512i scz = _mm512_zextsi256_si512(sc16);
-    for (int i = 0; i < 2; ++i) out[i] = _mm512_permutexvar_epi16(_mm512_loadu_si512(kGroupOf.data() + 32 * i), scz);
+    group_pair_scales<Layout, 0>(_mm512_zextsi256_si512(sc16), out);
+}
+
+// The 16 bytes at w, w + stride, w + 2 stride and w + 3 stride, one per
+// 128-bit lane (the heads of four blocks).
+MOE_ALWAYS_INLINE __m512i blocks4_128(const uint8_t *w, size_t stride) {
+    __m512i x = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w)));
+    x = _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + stride)), 1);
+    x = _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + 2 * stride)), 2);
+    return _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + 3 * stride)), 3);
 }
 
 // sum_g sc_g * <v_g, qa_g> (+ the correction vector acc) over the four

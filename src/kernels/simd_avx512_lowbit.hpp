@@ -97,23 +97,26 @@ struct Q2K512 : KDecoder512<q2_k::bytes, true>, Q2KGroupMins, TwoBitLoadOrder<25
     }
 };
 
-// Q3_K: the 16 signed group scales (-32..31) as int16, as q3_k_scale_bytes
-// gives them but in vector registers (the scalar unpacking and its moves
-// into a vector register took about a quarter of the kernel's time).
-MOE_ALWAYS_INLINE __m256i q3_k_scales16(const uint8_t *w) {
-    // Byte 2 + i: packed byte p_i (the 16 bytes end where the block does).
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q3_k::scales - 2));
+// Q3_K: the 16 signed group scales (-32..31) of a block as bytes, as
+// q3_k_scale_bytes gives them but in vector registers (the scalar unpacking
+// and its moves into a vector register took about a quarter of the kernel's
+// time), for up to four blocks at once: 128-bit lane L of x holds the 16
+// bytes that end where block L does (byte 2 + i: packed byte p_i).
+MOE_ALWAYS_INLINE __m512i q3_k_scale_bytes4(__m512i x) {
     // Byte g, bits 0..3: the low (g < 8) or high (g >= 8) nibble of p_(g % 8).
-    const __m128i lo = _mm_srlv_epi64(
-        _mm_shuffle_epi8(x, _mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9)), _mm_set_epi64x(4, 0));
+    const __m512i lo = _mm512_srlv_epi64(
+        _mm512_shuffle_epi8(x, _mm512_broadcast_i32x4(_mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9))),
+        _mm512_broadcast_i32x4(_mm_set_epi64x(4, 0)));
     // Byte g, bits 4..5: bits 2(g / 4)..2(g / 4) + 1 of p_(8 + g % 4) (a left
     // rotation of each 32-bit lane by 4 - 2(g / 4)).
-    const __m128i hi = _mm_rolv_epi32(
-        _mm_shuffle_epi8(x, _mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13)),
-        _mm_setr_epi32(4, 2, 0, 30));
+    const __m512i hi = _mm512_rolv_epi32(
+        _mm512_shuffle_epi8(
+            x, _mm512_broadcast_i32x4(_mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13))),
+        _mm512_broadcast_i32x4(_mm_setr_epi32(4, 2, 0, 30)));
     // Bits 0..3 from lo, 4..7 from hi (ternary logic 0xE4: C ? A : B), then the 6-bit field.
-    const __m128i u = _mm_and_si128(_mm_ternarylogic_epi32(lo, hi, _mm_set1_epi8(0x0F), 0xE4), _mm_set1_epi8(0x3F));
-    return _mm256_cvtepi8_epi16(_mm_sub_epi8(u, _mm_set1_epi8(32)));
+    const __m512i u =
+        _mm512_and_si512(_mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi8(0x0F), 0xE4), _mm512_set1_epi8(0x3F));
+    return _mm512_sub_epi8(u, _mm512_set1_epi8(32));
 }
 
 // Q3_K stored +4 (0..7), as Q3K; the +4 is removed with the activation
@@ -124,23 +127,24 @@ MOE_ALWAYS_INLINE __m256i q3_k_scales16(const uint8_t *w) {
 // packs already load).
 struct Q3K512 : KDecoder512<q3_k::bytes, false>, TwoBitLoadOrder<320, Q3K512> {
     using TwoBitLoadOrder<320, Q3K512>::kArranged;
-    using Block = CorrBlock;  // corr: S_g, against -4 times the group sums
-    // The group sums times -4, the offset of the stored quants (|4 * bsum| <= 4 * 16 * 127).
+    struct Block : CorrBlock {  // corr: S_g, against -4 times the group sums
+        bool odd = false;       // the scales in corr are int16 lanes 16..31 (Head's odd blocks)
+    };
+    // The group sums times -4, the offset of the stored quants (|4 * bsum| <=
+    // 4 * 16 * 127), twice: the second copy meets the scales of the odd
+    // blocks of a group, which Head keeps in the upper int16 lanes.
     static void arrange_sums(__m256i bsums, uint8_t *out) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i *>(out),
-                            _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(bsums, 2)));
+        const __m256i c = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(bsums, 2));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(out), c);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + 32), c);
     }
-    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
-        mins = 0;
-        dm = load_u32(w + q3_k::d - 2);
-        Block k;
-        const __m256i sc16 = q3_k_scales16(w);
-        group_pair_scales<Q3K512>(sc16, k.sc);
-        k.corr = _mm512_zextsi256_si512(sc16);
+    // The quants of a block (scales left unset).
+    MOE_ALWAYS_INLINE static Block quants(const uint8_t *w) {
         const __m512i q = load512(w + q3_k::qs), three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
         // hmask bit 4n + j of byte l, moved to bit 2 of its byte by a rotation
         // of each 32-bit lane (left by 2 - j, 2 - 4 - j mod 32 in the high half).
         const __m512i hh = _mm512_broadcast_i64x4(load256(w + q3_k::hmask));
+        Block k;
         for (int j = 0; j < 4; ++j) {
             const __m512i rot = _mm512_inserti64x4(_mm512_set1_epi32((34 - j) % 32), _mm256_set1_epi32(30 - j), 1);
             const __m512i low2 = _mm512_and_si512(_mm512_srli_epi16(q, 2 * j), three);
@@ -149,10 +153,54 @@ struct Q3K512 : KDecoder512<q3_k::bytes, false>, TwoBitLoadOrder<320, Q3K512> {
         }
         return k;
     }
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
+        mins = 0;
+        dm = load_u32(w + q3_k::d - 2);
+        Block k = quants(w);
+        const __m512i x = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q3_k::scales - 2)));
+        k.corr = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(q3_k_scale_bytes4(x)));
+        group_pair_scales<Q3K512>(k.corr, k.sc);
+        return k;
+    }
+
+    // The heads of 8 super-blocks `stride` bytes apart, decoded together
+    // (q3_k_scale_bytes4 on four blocks per register).
+    struct Head {
+        __m256i dm;     // lane j: d << 16 of block j (the low half is not read)
+        __m512i sc[4];  // int16 lane 16 (j % 2) + g of sc[j / 2]: S_g of block j
+    };
+    MOE_ALWAYS_INLINE static Head head8(const uint8_t *w, size_t stride) {
+        const __m512i x0 = blocks4_128(w + q3_k::scales - 2, stride);
+        const __m512i x1 = blocks4_128(w + q3_k::scales - 2 + 4 * stride, stride);
+        const __m512i b0 = q3_k_scale_bytes4(x0), b1 = q3_k_scale_bytes4(x1);
+        Head h;
+        // d: the last two bytes of each lane.
+        h.dm = _mm512_castsi512_si256(
+            _mm512_permutex2var_epi32(x0, _mm512_setr_epi32(3, 7, 11, 15, 19, 23, 27, 31, 0, 0, 0, 0, 0, 0, 0, 0), x1));
+        h.sc[0] = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(b0));
+        h.sc[1] = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(b0, 1));
+        h.sc[2] = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(b1));
+        h.sc[3] = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(b1, 1));
+        return h;
+    }
+    template <bool kOneBlock>
+    MOE_ALWAYS_INLINE static __m256i min_sums8(const Head &, const int16_t *) {
+        return _mm256_setzero_si256();
+    }
+    // Block J of the group whose head is h: its scales are int16 lanes
+    // 16 (J % 2) .. 16 (J % 2) + 15 of h.sc[J / 2], which meet the second
+    // copy of the group sums for odd J.
+    template <int J>
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, const Head &h) {
+        Block k = quants(w);
+        k.corr = h.sc[J / 2];
+        group_pair_scales<Q3K512, 16 * (J % 2)>(k.corr, k.sc);
+        k.odd = J % 2 == 1;
+        return k;
+    }
     MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *arranged, const uint8_t *) {
-        const __m512i bsums = _mm512_zextsi256_si512(load256(arranged + 256));
-        return group_sums512(k.v, k.sc, arranged,
-                             _mm512_dpwssd_epi32(_mm512_setzero_si512(), bsums, k.corr));
+        const __m512i bsums = _mm512_maskz_loadu_epi16(k.odd ? 0xFFFF0000u : 0x0000FFFFu, arranged + 256);
+        return group_sums512(k.v, k.sc, arranged, _mm512_dpwssd_epi32(_mm512_setzero_si512(), bsums, k.corr));
     }
 };
 
