@@ -255,6 +255,27 @@ struct IQ4XS512 : KDecoder512<iq4_xs::bytes, false> {
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         mins = 0;
         dm = static_cast<uint32_t>(load_u16(w + iq4_xs::d)) << 16;
+        return decode<0>(w, Head{});
+    }
+
+    // The fp16 fields of 8 super-blocks `stride` bytes apart, gathered in a
+    // vector: through an array of the scalars each block's decode() writes,
+    // the group epilogue's vector load waits for the eight stores to leave
+    // the store queue.
+    struct Head {
+        __m256i dm;  // lane j: d << 16 of block j
+    };
+    MOE_ALWAYS_INLINE static Head head8(const uint8_t *w, size_t stride) {
+        const __m512i x0 = blocks4_128(w, stride), x1 = blocks4_128(w + 4 * stride, stride);
+        const __m512i d = _mm512_permutex2var_epi32(x0, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), x1);
+        return {_mm256_slli_epi32(_mm512_castsi512_si256(d), 16)};
+    }
+    template <bool kOneBlock>
+    MOE_ALWAYS_INLINE static __m256i min_sums8(const Head &, const int16_t *) {
+        return _mm256_setzero_si256();
+    }
+    template <int J>
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, const Head &) {
         const __m128i t = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels)),
                                         _mm_set1_epi8(static_cast<char>(0x80)));
         const __m512i table = _mm512_broadcast_i32x4(t), low4 = _mm512_set1_epi8(0x0F);
