@@ -6,7 +6,8 @@
 // one level per pair of blocks), so a token keeps at most three partial
 // vectors live instead of eight and more tokens fit in registers. A decoder
 // may decode the heads of a group's eight super-blocks together (D::Head,
-// D::head8, D::decode<J>(w, head), D::min_sums8<kOneBlock>(head, bpair)),
+// D::head8, D::decode<J>(w, head), D::min_sums8<kOneBlock>(head, bpair), or
+// group_min_sums8 with kGroupMins),
 // and may give each block in parts (see kInParts). Prefetches stay at their
 // block (prefetch_in_place). The integer totals and the float epilogue are
 // KRows' (same operations in the same order), so results equal KRows' bit
@@ -92,6 +93,19 @@ struct KRowsUnrolled : KRows<D> {
         }
     }
 
+    // The mins of a group whose heads D decoded together: D's own per
+    // 16-element group (kGroupMins) against the activation's group sums of
+    // blocks blk.. (of block blk for every row with kOneBlock), else
+    // D::min_sums8 against the pair sums.
+    template <bool kOneBlock>
+    MOE_ALWAYS_INLINE static __m256i head_min_sums8(const typename Heads::type &head, const uint8_t *w, size_t stride,
+                                                    const Prep &p, int64_t blk) {
+        if constexpr (requires { D::kGroupMins; })
+            return D::group_min_sums8(w, stride, act(p, blk), kOneBlock ? 0 : q8_k::bytes, 8);
+        else
+            return D::template min_sums8<kOneBlock>(head, p.bpair + 8 * blk);
+    }
+
     // Block J of a group (weights at wb) against activation block blk of
     // each token, folded into fold[t].
     template <int J, int T>
@@ -129,7 +143,7 @@ struct KRowsUnrolled : KRows<D> {
                 const __m256i sumi = fold[t].total();
                 const __m256 da = _mm256_loadu_ps(p[t].d + b);
                 if constexpr (Heads::value) {
-                    const __m256i summ = D::template min_sums8<false>(head, p[t].bpair + 8 * b);
+                    const __m256i summ = head_min_sums8<false>(head, w, D::kBytes, p[t], b);
                     acc[t] = _mm256_add_ps(acc[t], Base::terms8(head.dm, sumi, summ, da));
                 } else {
                     const __m256i summ = D::kMins ? Base::block_min_sums8(w, mins, p[t], b, 8) : _mm256_setzero_si256();
@@ -169,8 +183,8 @@ struct KRowsUnrolled : KRows<D> {
                 const __m256 da = _mm256_set1_ps(p[t].d[j]);
                 __m256 term;
                 if constexpr (Heads::value) {
-                    // Every row's mins meet block j's pair sums.
-                    term = Base::terms8(head.dm, sumi, D::template min_sums8<true>(head, p[t].bpair + 8 * j), da);
+                    // Every row's mins meet block j's pair (or group) sums.
+                    term = Base::terms8(head.dm, sumi, head_min_sums8<true>(head, wj, row_bytes, p[t], j), da);
                 } else if constexpr (requires { D::kGroupMins; }) {
                     // Every row's mins meet block j's group sums.
                     term = Base::terms8(dm, sumi, D::group_min_sums8(wj, row_bytes, p[t].act + q8_k::bytes * j, 0, 8), da);

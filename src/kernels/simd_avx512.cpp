@@ -321,8 +321,7 @@ struct Q45K {
         const __m512i x0 = blocks4_128(w, stride), x1 = blocks4_128(w + 4 * stride, stride);
         const __m512i h0 = scales_mins4(x0), h1 = scales_mins4(x1);
         Head h;
-        h.dm = _mm512_castsi512_si256(
-            _mm512_permutex2var_epi32(x0, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), x1));
+        h.dm = lane_words8<0>(x0, x1);
         h.mins = _mm512_permutex2var_epi64(h0, _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15), h1);
         const __m512i sc = _mm512_permutex2var_epi64(h0, _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), h1);
         h.sc[0] = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(sc));

@@ -93,6 +93,16 @@ MOE_ALWAYS_INLINE __m512i blocks4_128(const uint8_t *w, size_t stride) {
     return _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i *>(w + 3 * stride)), 3);
 }
 
+// Dword K of every 128-bit lane of x0 and then of x1 (blocks4_128 of eight
+// blocks): a 32-bit field of the eight blocks, without the stack array that
+// scalars of each block would go through (whose vector load waits for the
+// eight stores to leave the store queue).
+template <int K>
+MOE_ALWAYS_INLINE __m256i lane_words8(__m512i x0, __m512i x1) {
+    return _mm512_castsi512_si256(_mm512_permutex2var_epi32(
+        x0, _mm512_setr_epi32(K, 4 + K, 8 + K, 12 + K, 16 + K, 20 + K, 24 + K, 28 + K, 0, 0, 0, 0, 0, 0, 0, 0), x1));
+}
+
 // sum_g sc_g * <v_g, qa_g> (+ the correction vector acc) over the four
 // registers; q: the activation's 256 quants (in the order the decoder's
 // registers hold the weights).

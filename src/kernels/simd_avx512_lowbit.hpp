@@ -90,6 +90,22 @@ struct Q2K512 : KDecoder512<q2_k::bytes, true>, Q2KGroupMins, TwoBitLoadOrder<25
         }
         return k;
     }
+    // The fp16 fields of 8 super-blocks `stride` bytes apart, gathered in a
+    // vector (lane_words8) from the 16 bytes that end with them; the mins
+    // stay with group_min_sums8.
+    struct Head {
+        __m256i dm;  // lane j: d | dmin << 16 of block j
+    };
+    MOE_ALWAYS_INLINE static Head head8(const uint8_t *w, size_t stride) {
+        const uint8_t *f = w + q2_k::d + 4 - 16;
+        return {lane_words8<3>(blocks4_128(f, stride), blocks4_128(f + 4 * stride, stride))};
+    }
+    template <int J>
+    MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, const Head &) {
+        uint64_t mins;
+        uint32_t dm;
+        return decode(w, mins, dm);
+    }
     MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *arranged, const uint8_t *) {
         __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k.v[0], load512(arranged));
         for (int j = 1; j < 4; ++j) acc = _mm512_dpbusd_epi32(acc, k.v[j], load512(arranged + 64 * j));
@@ -174,9 +190,7 @@ struct Q3K512 : KDecoder512<q3_k::bytes, false>, TwoBitLoadOrder<320, Q3K512> {
         const __m512i x1 = blocks4_128(w + q3_k::scales - 2 + 4 * stride, stride);
         const __m512i b0 = q3_k_scale_bytes4(x0), b1 = q3_k_scale_bytes4(x1);
         Head h;
-        // d: the last two bytes of each lane.
-        h.dm = _mm512_castsi512_si256(
-            _mm512_permutex2var_epi32(x0, _mm512_setr_epi32(3, 7, 11, 15, 19, 23, 27, 31, 0, 0, 0, 0, 0, 0, 0, 0), x1));
+        h.dm = lane_words8<3>(x0, x1);  // d: the last two bytes of each lane
         h.sc[0] = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(b0));
         h.sc[1] = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(b0, 1));
         h.sc[2] = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(b1));
@@ -259,16 +273,13 @@ struct IQ4XS512 : KDecoder512<iq4_xs::bytes, false> {
     }
 
     // The fp16 fields of 8 super-blocks `stride` bytes apart, gathered in a
-    // vector: through an array of the scalars each block's decode() writes,
-    // the group epilogue's vector load waits for the eight stores to leave
-    // the store queue.
+    // vector (lane_words8).
     struct Head {
         __m256i dm;  // lane j: d << 16 of block j
     };
     MOE_ALWAYS_INLINE static Head head8(const uint8_t *w, size_t stride) {
         const __m512i x0 = blocks4_128(w, stride), x1 = blocks4_128(w + 4 * stride, stride);
-        const __m512i d = _mm512_permutex2var_epi32(x0, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), x1);
-        return {_mm256_slli_epi32(_mm512_castsi512_si256(d), 16)};
+        return {_mm256_slli_epi32(lane_words8<0>(x0, x1), 16)};
     }
     template <bool kOneBlock>
     MOE_ALWAYS_INLINE static __m256i min_sums8(const Head &, const int16_t *) {
