@@ -90,6 +90,28 @@ struct Q2K512 : KDecoder512<q2_k::bytes, true>, Q2KGroupMins, TwoBitLoadOrder<25
         }
         return k;
     }
+    // The mins of eight blocks against their activation group sums, blocks j
+    // and 4 + j in the 256-bit halves of one register (eight int16 products
+    // per block and a 512-bit fold of four registers, instead of Q2KGroupMins'
+    // eight 256-bit products and their vphaddd transpose); fewer blocks (a
+    // row's last) take Q2KGroupMins'.
+    MOE_ALWAYS_INLINE static __m256i group_min_sums8(const uint8_t *w, size_t w_stride, const uint8_t *act,
+                                                     size_t act_stride, int cnt) {
+        if (cnt != 8) return Q2KGroupMins::group_min_sums8(w, w_stride, act, act_stride, cnt);
+        const auto load128 = [](const uint8_t *p) { return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p)); };
+        __m512i m[4];
+        for (int j = 0; j < 4; ++j) {
+            const uint8_t *sc = w + j * w_stride + q2_k::scales, *bs = act + j * act_stride + q8_k::bsums;
+            const __m256i sc2 = _mm256_inserti128_si256(_mm256_castsi128_si256(load128(sc)), load128(sc + 4 * w_stride), 1);
+            // The 4-bit mins: each scale byte zero-extended to int16 and shifted right by 4.
+            const __m512i mins = _mm512_srli_epi16(_mm512_cvtepu8_epi16(sc2), 4);
+            m[j] = _mm512_madd_epi16(mins, _mm512_inserti64x4(_mm512_castsi256_si512(load256(bs)), load256(bs + 4 * act_stride), 1));
+        }
+        // 128-bit lane L of q: the sums of m[0..3] in that lane (lanes 0, 1: blocks 0..3; 2, 3: blocks 4..7).
+        const __m512i q = Sum512::quad(Sum512::pair(m[0], m[1]), Sum512::pair(m[2], m[3]));
+        const __m512i t = _mm512_add_epi32(q, _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(2, 3, 0, 1)));
+        return _mm512_castsi512_si256(_mm512_shuffle_i64x2(t, t, _MM_SHUFFLE(2, 0, 2, 0)));
+    }
     // The fp16 fields of 8 super-blocks `stride` bytes apart, gathered in a
     // vector (lane_words8) from the 16 bytes that end with them; the mins
     // stay with group_min_sums8.
