@@ -22,9 +22,9 @@ const char *kUsage =
     "       moestream trace info TRACE [--json]\n"
     "       moestream trace replay TRACE [--budget 25%|50%|75%|SIZE[,...]] [--policy lru|lfu-decay|pinned-hot|reuse-aware|auto|all]\n"
     "                             [--warmup 0.5] [--json]\n"
-    "       moestream trace record -m MODEL [--tokens N] [--prompt N] [--memory-budget SIZE] [--seed N]\n"
+    "       moestream trace record -m MODEL [--packed PATH] [--tokens N] [--prompt N] [--memory-budget SIZE] [--seed N]\n"
     "                              [--feed greedy|random] -o TRACE\n"
-    "       moestream trace record -m MODEL -f TEXT_FILE [--memory-budget SIZE] -o TRACE   (the text's routing)\n"
+    "       moestream trace record -m MODEL [--packed PATH] -f TEXT_FILE [--memory-budget SIZE] -o TRACE   (the text's routing)\n"
     "Trace format: docs/trace-format.md. Budgets in % are shares of all expert bytes.\n";
 
 // Reports the failed library call of `subcommand`; returns the status of a failure at run time.

@@ -28,7 +28,7 @@ namespace cli {
 namespace {
 
 struct RecordOptions {
-    std::string model, out, feed = "greedy", text_file;
+    std::string model, packed, out, feed = "greedy", text_file;
     int64_t n_tokens = 64, n_prompt = 16, threads = 0;
     uint64_t seed = 1, budget = 0;
 };
@@ -49,6 +49,13 @@ bool read_options(const ParsedArgs &a, RecordOptions &o) {
     std::string error;
     if (auto s = a.get("--seed"); s && !parse_seed("--seed", *s, o.seed, error))
         return usage_error("trace record", error), false;
+    if (auto s = a.get("--packed")) {
+        try {
+            o.packed = packed_option(*s);
+        } catch (const std::runtime_error &e) {
+            return usage_error("trace record", e.what()), false;
+        }
+    }
     if (auto s = a.get("--memory-budget"); s && !parse_size(*s, o.budget))
         return usage_error("trace record", size_error("--memory-budget", *s, SizeKind::size)), false;
     o.feed = a.get_or("--feed", "greedy");
@@ -112,7 +119,7 @@ bool record(moestream_context *ctx, const RecordOptions &o) {
 int trace_record(const Args &args) {
     ParsedArgs a;
     std::string error;
-    if (!parse_args(args, {"-m", "--tokens", "--prompt", "--memory-budget", "--seed", "--threads", "--feed", "-o", "-f"},
+    if (!parse_args(args, {"-m", "--packed", "--tokens", "--prompt", "--memory-budget", "--seed", "--threads", "--feed", "-o", "-f"},
                     {}, a, error,
                     {{"--model", "-m"}, {"-n", "--tokens"}, {"--output", "-o"}, {"--budget", "--memory-budget"},
                      {"--file", "-f"}}))
@@ -132,7 +139,7 @@ int trace_record(const Args &args) {
             return 1;
         }
     }
-    std::vector<std::string> inputs = model_files(o.model, "");
+    std::vector<std::string> inputs = model_files(o.model, o.packed);
     if (!o.text_file.empty()) inputs.push_back(o.text_file);
     if (const std::string why = output_conflict(o.out, inputs); !why.empty()) {
         std::fprintf(stderr, "moestream trace record: %s\n", why.c_str());
@@ -146,6 +153,7 @@ int trace_record(const Args &args) {
     moestream_params p;
     moestream_params_init(&p);
     p.model_path = o.model.c_str();
+    p.packed_path = o.packed.empty() ? nullptr : o.packed.c_str();
     p.memory_budget = o.budget;
     p.n_threads = static_cast<int32_t>(o.threads);
     p.routing_trace_path = trace.path().c_str();

@@ -54,14 +54,15 @@ def test_the_packed_file_gives_the_same_results(cli_path, packed_model, tmp_path
 
 
 @pytest.mark.parametrize("command", [["run", "--tokens", "1"], ["perplexity", "--tokens", "{ids}"],
-                                     ["tokenize", "-p", "hi"], ["logits", "--tokens", "1", "--out", "{out}"]])
+                                     ["tokenize", "-p", "hi"], ["logits", "--tokens", "1", "--out", "{out}"],
+                                     ["trace record", "--tokens", "2", "-o", "{out}"]])
 def test_a_packed_file_that_is_not_there_is_refused(cli_path, packed_model, tmp_path, command):
     # A named file is never silently replaced by streaming from the GGUF.
     model, _ = packed_model
     (tmp_path / "ids.txt").write_text("1 2 3")
     missing = tmp_path / "absent.pack"
     args = [a.format(ids=tmp_path / "ids.txt", out=tmp_path / "out.bin") for a in command]
-    r = cli(cli_path, args[0], "-m", model, "--packed", missing, *args[1:], cwd=tmp_path)
+    r = cli(cli_path, *args[0].split(), "-m", model, "--packed", missing, *args[1:], cwd=tmp_path)
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert r.stderr.startswith(f"moestream {args[0]}: moestream_open: ") and str(missing) in r.stderr, r.stderr
     assert not (tmp_path / "out.bin").exists()
