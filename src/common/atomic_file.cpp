@@ -23,6 +23,7 @@ void refuse_to_replace(const std::string &target, const std::vector<std::string>
             fail(Status::invalid_argument, "refusing to write the %s to %s: it is the model file %s", what,
                  target.c_str(), input.c_str());
 }
+
 namespace {
 
 // Replaces the last six characters of `path` with fresh ones until

@@ -35,18 +35,18 @@ struct FileOps {
 // must not overlap lock `directory`, so the lock and the write name one
 // directory. Throws moe::Error as AtomicFile's constructor does for a target
 // it refuses.
+struct WritePlace {
+    std::string file;
+    std::string directory;
+};
+WritePlace write_place(const std::string &target);
+
 // Throws invalid_argument, naming `what` (e.g. "state file"), when `target`
 // is one of `inputs` (the same device and inode: a symbolic or hard link to
 // it too): AtomicFile renames over the target, which would replace that
 // input (a model file) with what is written. A target that does not exist
 // replaces nothing.
 void refuse_to_replace(const std::string &target, const std::vector<std::string> &inputs, const char *what);
-
-struct WritePlace {
-    std::string file;
-    std::string directory;
-};
-WritePlace write_place(const std::string &target);
 
 class AtomicFile {
 public:
