@@ -21,6 +21,7 @@
 #include "cgroup_limit.hpp"
 #include "cli_util.hpp"
 #include "device_counters.hpp"
+#include "model_options.hpp"
 #include "os_handles.hpp"
 #include "start_threads.hpp"
 
@@ -285,10 +286,8 @@ BenchResult run_bench(const BenchConfig &c) {
         if (c.budget == 0) why = "no budget to hold the run to";
         else cgroup = MemoryCgroup::create(cgroup_limit_for(c.budget), why);
     }
-    if (c.cold && !c.resident) {
-        drop_page_cache(c.model);
-        if (!c.packed_path.empty()) drop_page_cache(c.packed_path);
-    }
+    if (c.cold && !c.resident)
+        for (const std::string &file : model_files(c.model, c.packed_path)) drop_page_cache(file);
     int fds[2];
     if (::pipe(fds) != 0) {
         std::snprintf(result.error, sizeof result.error, "pipe: %s", std::strerror(errno));
