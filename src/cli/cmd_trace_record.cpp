@@ -150,20 +150,16 @@ int trace_record(const Args &args) {
         std::fprintf(stderr, "moestream trace record: %s\n", error.c_str());
         return 1;
     }
-    moestream_params p;
-    moestream_params_init(&p);
-    p.model_path = o.model.c_str();
-    p.packed_path = o.packed.empty() ? nullptr : o.packed.c_str();
-    p.memory_budget = o.budget;
-    p.n_threads = static_cast<int32_t>(o.threads);
-    p.routing_trace_path = trace.path().c_str();
-    p.profile_path = "";
-    log_library_messages(p);
-    moestream_context *raw = nullptr;
-    if (const int st = moestream_open(&p, &raw); st != MOESTREAM_OK) {
-        report_error("trace record", "moestream_open", st);
-        return 1;
-    }
+    ModelOptions opt;
+    moestream_params_init(&opt.params);
+    opt.model_path = o.model;
+    opt.packed_path = o.packed;
+    opt.params.memory_budget = o.budget;
+    opt.params.n_threads = static_cast<int32_t>(o.threads);
+    opt.params.routing_trace_path = trace.path().c_str();
+    opt.params.profile_path = "";
+    moestream_context *raw = open_model(opt, "trace record");
+    if (!raw) return 1;
     // Closed before the temporary trace is removed, also when record() throws.
     std::unique_ptr<moestream_context, void (*)(moestream_context *)> ctx(raw, moestream_close);
     bool recorded = false;
