@@ -153,8 +153,15 @@ public:
             if (!orphans_.empty()) {
                 const uint32_t id = orphans_.back();
                 orphans_.pop_back();
-                if (queue(id)) flush();
-                else out[n++] = finish(id, -EAGAIN);  // no room to ask again: the read fails rather than never completing
+                if (queue(id)) {
+                    // Read again after every marker issued so far (a marker
+                    // issued while it waited here marked it too): none of
+                    // them can settle whether this read lost its completion.
+                    ops_[id].drain = 0;
+                    flush();
+                } else {
+                    out[n++] = finish(id, -EAGAIN);  // no room to ask again: the read fails rather than never completing
+                }
                 continue;
             }
             io_uring_cqe *cqe = nullptr;
@@ -192,6 +199,10 @@ public:
                 continue;
             }
             const uint32_t id = static_cast<uint32_t>(data);
+            // A completion for no read in flight would free a slot twice or
+            // report a read whose bytes have not landed: never expected, and
+            // ignored rather than trusted.
+            if (id >= ops_.size() || !ops_[id].busy) continue;
             Op &op = ops_[id];
             op.drain = 0;  // its read is alive
             const bool partial = res > 0 && op.done + static_cast<uint64_t>(res) < op.request.length;
@@ -290,8 +301,9 @@ private:
         return real();
     }
 
-    // Null when the submission queue stays full.
+    // Null when the submission queue stays full (or the test hook says it is).
     io_uring_sqe *get_sqe() {
+        if (hook_ && hook_("sqe", 0) < 0) return nullptr;
         io_uring_sqe *sqe = io_uring_get_sqe(&ring_);
         if (!sqe) {
             flush();

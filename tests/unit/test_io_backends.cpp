@@ -421,6 +421,55 @@ TEST(IoUringBackend, DroppedCompletionsAreFoundAndReadAgain) {
     }
 }
 
+// A second -EBADR while the submission queue has no room for its drain
+// marker: the marker goes out later, after the first marker's orphans were
+// found. An orphan read again after that marker is not its suspect (the read
+// starts only once the marker completes), so it is not read a third time,
+// and no read completes twice.
+TEST(IoUringBackend, AnOrphanReadAgainAfterALaterMarkerCompletesOnce) {
+    if (!io_uring_unavailable_reason().empty()) GTEST_SKIP() << io_uring_unavailable_reason();
+    const RandomFile data(8192, 9);
+    // The reads complete at submission (the file is in the page cache), so
+    // the ring holds their five completions when reap starts: tag 0's is
+    // dropped, -EBADR issues the first marker, a second -EBADR finds the
+    // queue full until the other four reads and the first marker have
+    // reported (five completions), which makes tag 0 an orphan first.
+    enum { first_drop, first_report, second_report, full_queue, settled } phase = first_drop;
+    int taken_while_full = 0, entries_after = 0;
+    FailingRing ring(data.path, [&](std::string_view call, size_t) {
+        if (call == "drop" && phase == first_drop) return phase = first_report, -1;
+        if (call == "peek" && phase == first_report) return phase = second_report, -EBADR;
+        if (call == "peek" && phase == second_report) return phase = full_queue, -EBADR;
+        if (call == "drop" && phase == full_queue) ++taken_while_full;
+        if (call == "sqe" && phase == full_queue) {
+            if (taken_while_full < 5) return -1;
+            phase = settled;
+        }
+        if (call == "sqe" && phase == settled) ++entries_after;
+        return 0;
+    });
+    for (uint32_t tag = 0; tag < 5; ++tag) ring.submit(tag);
+    std::map<uint64_t, int> seen;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (ring.backend->in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+        ReadCompletion c[8];
+        const size_t n = ring.backend->reap(c, false);
+        for (size_t i = 0; i < n; ++i) {
+            ++seen[c[i].tag];
+            EXPECT_EQ(c[i].result, 1000) << c[i].tag;
+        }
+    }
+    // Completions of a read submitted twice would still be on their way.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ReadCompletion late[8];
+    for (size_t i = 0, n = ring.backend->reap(late, false); i < n; ++i) ++seen[late[i].tag];
+    EXPECT_EQ(phase, settled);
+    EXPECT_EQ(entries_after, 2) << "the second marker and one read of tag 0";
+    EXPECT_EQ(ring.backend->in_flight(), 0u);
+    EXPECT_EQ(seen, (std::map<uint64_t, int>{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}}));
+    EXPECT_EQ(0, std::memcmp(ring.buf.data(), data.bytes.data(), 5000));
+}
+
 // A submission the kernel refuses for the moment (EBUSY: completions to take
 // first; EAGAIN: short of memory) leaves the read queued, not failed: it goes
 // to the kernel with the wait for it, which does not block on a read the
