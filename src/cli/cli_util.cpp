@@ -429,7 +429,9 @@ bool PendingOutput::create(std::string &error) {
         error = "no temporary directory for " + target_ + ": " + ec.message();
         return false;
     }
-    std::string temp = dir.string() + "/." + dest.filename().string() + ".tmp.XXXXXX";
+    // The target's name cut so ".NAME.tmp.XXXXXX" stays within a directory
+    // entry's 255 bytes: a name near that limit is still writable.
+    std::string temp = dir.string() + "/." + dest.filename().string().substr(0, 255 - 12) + ".tmp.XXXXXX";
     const InterruptsHeld held;  // until the temporary is registered for removal
     const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
     if (fd < 0) {

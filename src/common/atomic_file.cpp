@@ -45,6 +45,14 @@ int with_unique_name(std::string &path, Make &&make) {
     return -1;
 }
 
+// `.NAME.tmp.XXXXXX` in `dir`, NAME cut so the temporary's name stays within
+// a directory entry's limit: a target whose own name is near that limit is
+// written all the same.
+std::string temporary_beside(const std::string &dir, const std::string &name) {
+    constexpr size_t kNameMax = 255, kAdded = sizeof(".") - 1 + sizeof(".tmp.XXXXXX") - 1;
+    return dir + "/." + name.substr(0, kNameMax - kAdded) + ".tmp.XXXXXX";
+}
+
 // Creates `path` under a fresh name. This is mkostemp but with the caller's
 // mode: the kernel then applies the umask (and a default ACL) as for any new
 // file, which a chmod after mkostemp could only imitate by reading the umask,
@@ -138,7 +146,7 @@ AtomicFile::AtomicFile(std::string target, const FileOps &ops, unsigned mode) : 
     dir_ = std::move(place.directory);
     // The temporary's name, for a named one now or an unnamed one at commit();
     // before any descriptor: may throw.
-    temp_ = dir_ + "/." + std::filesystem::path(dest_).filename().string() + ".tmp.XXXXXX";
+    temp_ = temporary_beside(dir_, std::filesystem::path(dest_).filename().string());
     dir_fd_.reset(ops_.open_directory(dir_.c_str()));
     if (!dir_fd_) fail_errno(errno, "cannot open directory %s to write %s", dir_.c_str(), target_.c_str());
     fd_.reset(ops_.open_unnamed ? ops_.open_unnamed(dir_fd_.get(), mode) : -1);

@@ -137,6 +137,16 @@ def test_a_failed_logits_run_keeps_the_earlier_file(cli_path, model):
     assert leftovers(model.parent, "m.gguf", "l.bin") == []
 
 
+def test_an_output_name_at_the_entry_limit_is_written(cli_path, model):
+    # 255 bytes, the most a directory entry holds: the temporary beside it
+    # takes a shorter form of the name, so the output is written all the same.
+    out = model.parent / ("l" * 255)
+    r = cli(cli_path, "logits", "-m", model, "--tokens", "1,2", "--out", out, "--threads", "1")
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_size > 0
+    assert leftovers(model.parent, "m.gguf", out.name) == []
+
+
 def test_logits_still_write_to_a_pipe(cli_path, model):
     # A pipe cannot be replaced by a rename: it is written directly.
     r = subprocess.run([str(cli_path), "logits", "-m", str(model), "--tokens", "1,2", "--out", "/dev/stdout"],

@@ -133,6 +133,21 @@ TEST(AtomicFile, ANamedTemporaryIsTheFallbackWithoutUnnamedFiles) {
     EXPECT_EQ(names_in(dir), std::vector<std::string>{"out.bin"});
 }
 
+// A name of the longest a directory entry allows (255 bytes) is written
+// like any other, with both kinds of temporary: the temporary's own name,
+// longer by its prefix and suffix, must not be what refuses it.
+TEST(AtomicFile, ATargetNameAtTheEntryLimitIsWritten) {
+    for (const bool named : {false, true}) {
+        SCOPED_TRACE(named ? "named temporary" : "unnamed temporary");
+        const std::string dir = moe::test::scratch_dir(), name(255, 'n'), target = dir + "/" + name;
+        AtomicFile f(target, named ? named_temporaries() : moe::FileOps::posix());
+        put(f, "new");
+        f.commit();
+        EXPECT_EQ(read_text(target), "new");
+        EXPECT_EQ(names_in(dir), std::vector<std::string>{name});
+    }
+}
+
 TEST(AtomicFile, TwoWritersForOneTargetDoNotShareATemporary) {
     for (const bool named : {false, true}) {
         const std::string dir = moe::test::scratch_dir(), target = dir + "/t.bin";
