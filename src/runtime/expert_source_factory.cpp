@@ -229,7 +229,9 @@ ExpertSourceChoice make_expert_source(const Model &model, const ContextParams &p
     // A packed file beside the model is used when it matches; a named one must.
     const std::string packed = params.packed_path.empty() ? default_packed_path(file.path()) : params.packed_path;
     std::unique_ptr<PackedFile> pf;
-    if (!params.packed_path.empty() || std::filesystem::exists(packed)) {
+    // A default name that cannot be looked up (too long, a link loop) is no packed file.
+    std::error_code no_default;
+    if (!params.packed_path.empty() || std::filesystem::exists(packed, no_default)) {
         try {
             auto opened = std::make_unique<PackedFile>(PackedFile::open(packed, cfg.model_fingerprint, cfg.layers));
             // The fingerprint does not cover tensor data: a sample of experts

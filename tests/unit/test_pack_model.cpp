@@ -82,6 +82,30 @@ TEST(PackModel, PackedFileOfARegeneratedModelIsNotUsed) {
     std::filesystem::remove_all(dir);
 }
 
+// A model whose name leaves no room for ".moepack" (the default packed name
+// cannot be looked up: ENAMETOOLONG) streams from its GGUF slices, with the
+// logits of the mapped model, instead of failing open.
+TEST(PackModel, AModelNameWithNoRoomForThePackedSuffixStreams) {
+    if (!std::filesystem::exists(cli())) GTEST_SKIP() << "CLI not built";
+    const std::string dir = test::scratch_dir();
+    const std::string model = dir + "/" + std::string(250, 'm') + ".gguf";
+    ASSERT_EQ(test::run(cli() + " generate --preset tiny --seed 1 -o " + model + " > /dev/null 2>&1"), 0);
+    const auto logits = [&](const std::string &io_mode) {
+        const std::string out = dir + "/" + io_mode + ".bin";
+        EXPECT_EQ(test::run(cli() + " logits -m " + model + " --tokens 1,2,3 --threads 1 --io-mode " +
+                            io_mode + " --out " + out + " > /dev/null 2>&1"),
+                  0)
+            << io_mode;
+        std::ifstream in(out, std::ios::binary);
+        return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    };
+    const std::string mapped = logits("mmap");
+    EXPECT_FALSE(mapped.empty());
+    EXPECT_TRUE(mapped == logits("pread"));
+    EXPECT_TRUE(mapped == logits("direct"));
+    std::filesystem::remove_all(dir);
+}
+
 // Every expert of a real GGUF read through the source (GGUF slices and the
 // packed file, direct and buffered) equals the bytes of the mapped tensor.
 TEST(PackModel, StreamedExpertsEqualMappedTensors) {
