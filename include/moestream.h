@@ -182,7 +182,7 @@ typedef struct moestream_params {
                                    replaced at close; one that cannot be read (permissions, I/O error)
                                    is ignored with a warning and left as it is. Close adds this
                                    context's counts to the file as it is then, so contexts of one
-                                   model add up */
+                                   model add up; a context that routed no token leaves it untouched */
     moestream_log_fn log_fn;    /* may be NULL */
     void *log_user_data;
     int32_t log_level;          /* highest level passed to log_fn */
@@ -284,7 +284,7 @@ typedef struct moestream_context moestream_context;
  * MOESTREAM_FAULT_INJECT makes the expert reads of the context opened fail,
  * come back short or corrupted (docs/errors.md, "Fault injection"). */
 MOESTREAM_API int moestream_open(const moestream_params *params, moestream_context **out);
-/* Drains I/O, writes the usage profile (unless disabled) and frees. NULL-safe.
+/* Drains I/O, writes the usage profile (unless disabled or nothing was routed) and frees. NULL-safe.
  * While another thread is inside a call on ctx it cannot free safely: see
  * the conventions at the top (the context may stay open). */
 MOESTREAM_API void moestream_close(moestream_context *ctx);

@@ -156,6 +156,9 @@ StreamingExpertSource::~StreamingExpertSource() {
 
 void StreamingExpertSource::save_profile() const {
     if (cfg_.profile_save_path.empty()) return;
+    // A run that routed nothing (an open that failed later, a context closed
+    // unused) has nothing to add and leaves the file as it is.
+    if (std::all_of(usage_.counts.begin(), usage_.counts.end(), [](uint64_t c) { return c == 0; })) return;
     add_to_usage_profile(cfg_.profile_save_path, cfg_.model_fingerprint, usage_, cfg_.profile);
 }
 

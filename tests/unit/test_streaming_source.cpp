@@ -256,6 +256,39 @@ TEST(StreamingSource, SavedProfileSaturatesInsteadOfWrapping) {
     std::filesystem::remove_all(dir);
 }
 
+// A source that routed nothing (closed unused, or an open that failed after
+// it was made) leaves the profile file as it is: not created, and an
+// existing one (even one of another model, which a run's counts would
+// replace) not rewritten.
+TEST(StreamingSource, ASourceThatRoutedNothingLeavesTheProfileAlone) {
+    const std::string dir = test::scratch_dir();
+    ExpertFile f = make_expert_file(dir, 1, 4, 4);
+    const std::string path = dir + "/usage.moeusage";
+    {
+        auto cfg = basic_config(f, 4);
+        cfg.profile_save_path = path;
+        StreamingExpertSource src(std::move(cfg));
+    }
+    EXPECT_FALSE(std::filesystem::exists(path));
+    save_usage_profile(path, f.fingerprint + 1, UsageProfile{1, 4, {3, 0, 0, 1}});
+    const auto before = std::filesystem::last_write_time(path);
+    const auto inode = [&] {
+        struct stat st {};
+        ::stat(path.c_str(), &st);
+        return st.st_ino;
+    };
+    const auto inode_before = inode();
+    {
+        auto cfg = basic_config(f, 4);
+        cfg.profile_save_path = path;
+        StreamingExpertSource src(std::move(cfg));
+    }
+    EXPECT_EQ(inode(), inode_before) << "the profile was replaced";
+    EXPECT_EQ(std::filesystem::last_write_time(path), before);
+    EXPECT_TRUE(load_usage_profile(path, f.fingerprint + 1, 1, 4).has_value());
+    std::filesystem::remove_all(dir);
+}
+
 // Two contexts of one model open side by side, both from the same saved
 // profile: each close adds its own run's counts to the file as it is then,
 // so the later close keeps the earlier's counts instead of writing over them.
