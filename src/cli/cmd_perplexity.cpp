@@ -13,6 +13,7 @@
 
 #include "cli_tokens.hpp"
 #include "cli_util.hpp"
+#include "input_choice.hpp"
 #include "model_options.hpp"
 
 namespace cli {
@@ -21,6 +22,9 @@ namespace {
 // Tokens per step: the library's chunk, so that the logits buffer stays
 // small (kPiece rows of n_vocab floats) and no chunk is split.
 constexpr size_t kPiece = 64;
+
+// What gives the text: a file of text (-f) or a file of token ids (--tokens).
+enum class TextSource { text_file, token_file };
 
 void print_help() {
     std::printf("usage: moestream perplexity -m MODEL (-f TEXT_FILE | --tokens FILE) [--ctx N] [model options]\n"
@@ -43,7 +47,8 @@ double log_probability(std::span<const float> logits, int32_t token) {
 
 int cmd_perplexity(const Args &args) {
     ModelOptions opt;
-    std::string token_file, text_file, source;  // source: the option that gave the text
+    InputChoice<TextSource> source("text", {{TextSource::text_file, "--file", "-f"},
+                                            {TextSource::token_file, "--tokens", nullptr}});
     try {
         for (size_t i = 0; i < args.size(); ++i) {
             const std::string &a = args[i];
@@ -52,12 +57,9 @@ int cmd_perplexity(const Args &args) {
                 return 0;
             }
             if (parse_model_option(args, i, opt)) continue;
-            if (a == "--tokens" || a == "-f" || a == "--file") claim_input(source, a, "text");
-            if (a == "--tokens") token_file = option_value(args, i);
-            else if (a == "-f" || a == "--file") text_file = option_value(args, i);
-            else throw std::runtime_error("unknown option '" + a + "'");
+            if (!source.parse(args, i)) throw std::runtime_error("unknown option '" + a + "'");
         }
-        if (opt.model_path.empty() || source.empty())
+        if (opt.model_path.empty() || !source.given())
             throw std::runtime_error("-m and one of -f / --tokens are required");
         // A chunk of one token predicts nothing: every chunk would score zero tokens.
         if (opt.params.n_ctx == 1) throw std::runtime_error("--ctx must be at least 2 (a chunk predicts its tokens after the first)");
@@ -67,15 +69,15 @@ int cmd_perplexity(const Args &args) {
     std::vector<int32_t> tokens;
     std::string text;
     try {
-        if (source == "--tokens") tokens = read_token_file(token_file);
-        else text = read_input_file(text_file);
+        if (source.source() == TextSource::token_file) tokens = read_token_file(source.value());
+        else text = read_input_file(source.value());
     } catch (const std::runtime_error &e) {
         std::fprintf(stderr, "moestream perplexity: %s\n", e.what());
         return 1;
     }
     moestream_context *ctx = open_model(opt, "perplexity");
     if (!ctx) return 1;
-    if (source != "--tokens" && !tokenize_text(ctx, text, true, false, tokens, "perplexity")) {
+    if (source.source() == TextSource::text_file && !tokenize_text(ctx, text, true, false, tokens, "perplexity")) {
         moestream_close(ctx);
         return 1;
     }

@@ -24,6 +24,7 @@
 
 #include "cli_tokens.hpp"
 #include "cli_util.hpp"
+#include "input_choice.hpp"
 #include "model_options.hpp"
 
 namespace cli {
@@ -62,10 +63,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// What gives the prompt: text (-p), a file of text (-f) or token ids (--tokens).
+enum class PromptSource { text, file, tokens };
+
 struct RunOptions {
     std::vector<int32_t> prompt;
-    std::string prompt_text, prompt_file, load_state, save_state;
-    bool text_mode = false;
+    std::string load_state, save_state;
     int64_t n_gen = 32;
     bool sampling = false;   // any sampling option given
     bool penalties = false;  // any repetition penalty option given
@@ -182,7 +185,9 @@ bool fits_in_context(moestream_context *ctx, const RunOptions &o) {
 int cmd_run(const Args &args) {
     ModelOptions opt;
     RunOptions o;
-    std::string source;  // the option that gave the prompt
+    InputChoice<PromptSource> source("prompt", {{PromptSource::text, "--prompt", "-p"},
+                                                {PromptSource::file, "--file", "-f"},
+                                                {PromptSource::tokens, "--tokens", nullptr}});
     moestream_sampler_params_init(&o.sampler);
     try {
         for (size_t i = 0; i < args.size(); ++i) {
@@ -193,17 +198,14 @@ int cmd_run(const Args &args) {
             }
             if (parse_model_option(args, i, opt) || parse_sampling_option(args, i, o) || parse_penalty_option(args, i, o))
                 continue;
-            if (a == "--tokens" || a == "-p" || a == "--prompt" || a == "-f" || a == "--file")
-                claim_input(source, a, "prompt");
-            if (a == "--tokens") o.prompt = token_list_option(option_value(args, i));
-            else if (a == "-p" || a == "--prompt") o.prompt_text = option_value(args, i), o.text_mode = true;
-            else if (a == "-f" || a == "--file") o.prompt_file = option_value(args, i), o.text_mode = true;
-            else if (a == "-n" || a == "--n-predict") o.n_gen = int_option(option_value(args, i), a.c_str(), 0, std::numeric_limits<int32_t>::max());
+            if (source.parse(args, i)) {
+                if (source.source() == PromptSource::tokens) o.prompt = token_list_option(source.value());
+            } else if (a == "-n" || a == "--n-predict") o.n_gen = int_option(option_value(args, i), a.c_str(), 0, std::numeric_limits<int32_t>::max());
             else if (a == "--load-state") o.load_state = option_value(args, i);
             else if (a == "--save-state") o.save_state = option_value(args, i);
             else throw std::runtime_error("unknown option '" + a + "'");
         }
-        if (opt.model_path.empty() || source.empty())
+        if (opt.model_path.empty() || !source.given())
             throw std::runtime_error("-m and one of -p / -f / --tokens are required");
     } catch (const std::exception &e) {
         return usage_error("run", e.what());
@@ -215,18 +217,23 @@ int cmd_run(const Args &args) {
         if (moestream_sampler_new(&o.sampler, &raw) != MOESTREAM_OK) return usage_error("run", moestream_last_error());
         sampler.reset(raw);
     }
+    // A text prompt prints text and stops at end of sequence; token ids print ids.
+    const bool text_mode = source.source() != PromptSource::tokens;
+    // -f - reads standard input, which the state file cannot destroy.
+    const bool from_stdin = source.source() == PromptSource::file && source.value() == "-";
+    const std::string text_file = source.source() == PromptSource::file && !from_stdin ? source.value() : "";
     // Input that cannot be read, and a state file that would replace an
     // input, are failures at run time, found before the model is opened.
+    std::string text = source.source() == PromptSource::text ? source.value() : "";
     try {
-        if (source == "-f" || source == "--file") o.prompt_text = read_input_file(o.prompt_file == "-" ? "/dev/stdin" : o.prompt_file);
+        if (source.source() == PromptSource::file) text = read_input_file(from_stdin ? "/dev/stdin" : text_file);
     } catch (const std::runtime_error &e) {
         std::fprintf(stderr, "moestream run: %s\n", e.what());
         return 1;
     }
     if (!o.save_state.empty()) {
-        // Standard input (-f -) is read whole already: the state file cannot destroy it.
         std::vector<std::string> inputs = model_files(opt.model_path, opt.packed_path);
-        if (!o.prompt_file.empty() && o.prompt_file != "-") inputs.push_back(o.prompt_file);
+        if (!text_file.empty()) inputs.push_back(text_file);
         if (const std::string why = output_conflict(o.save_state, inputs); !why.empty()) {
             std::fprintf(stderr, "moestream run: %s\n", why.c_str());
             return 1;
@@ -238,7 +245,7 @@ int cmd_run(const Args &args) {
     if (!o.load_state.empty() && !load_session(ctx, sampler.get(), o.load_state)) return 1;
     // A continued session has its beginning-of-sequence token already.
     const bool continuing = moestream_n_past(ctx) > 0;
-    if (o.text_mode && !tokenize_text(ctx, o.prompt_text, !continuing, true, o.prompt, "run")) return 1;
+    if (text_mode && !tokenize_text(ctx, text, !continuing, true, o.prompt, "run")) return 1;
     if (o.prompt.empty()) {
         std::fprintf(stderr, "moestream run: the prompt has no tokens\n");
         return 1;
@@ -251,7 +258,7 @@ int cmd_run(const Args &args) {
             return 1;
         }
     }
-    const int32_t eos = o.text_mode ? moestream_token_eos(ctx) : -1;
+    const int32_t eos = text_mode ? moestream_token_eos(ctx) : -1;
     std::string piece;
     std::vector<float> logits(size_t(moestream_n_vocab(ctx)));
     auto t0 = std::chrono::steady_clock::now();
@@ -271,7 +278,7 @@ int cmd_run(const Args &args) {
             std::fprintf(stderr, "moestream run: stopped after %lld generated tokens\n", (long long)generated);
             return 1;
         }
-        if (o.text_mode) {
+        if (text_mode) {
             if (next == eos) break;
             if (!token_piece(ctx, next, piece, "run")) return 1;
             std::fwrite(piece.data(), 1, piece.size(), stdout);

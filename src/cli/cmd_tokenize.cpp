@@ -7,10 +7,14 @@
 
 #include "cli_tokens.hpp"
 #include "cli_util.hpp"
+#include "input_choice.hpp"
 #include "model_options.hpp"
 
 namespace cli {
 namespace {
+
+// What gives the text: the text itself (-p) or a file of it (-f).
+enum class TextSource { text, file };
 
 void print_help() {
     std::printf("usage: moestream tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--no-parse-special] [--pieces]\n"
@@ -27,7 +31,7 @@ void print_help() {
 
 int cmd_tokenize(const Args &args) {
     ModelOptions opt;
-    std::string text, text_file, source;  // source: the option that gave the text
+    InputChoice<TextSource> source("text", {{TextSource::text, "--prompt", "-p"}, {TextSource::file, "--file", "-f"}});
     bool add_special = true, parse_special = true, pieces = false;
     try {
         for (size_t i = 0; i < args.size(); ++i) {
@@ -37,20 +41,19 @@ int cmd_tokenize(const Args &args) {
                 return 0;
             }
             if (parse_model_option(args, i, opt)) continue;
-            if (a == "-p" || a == "--prompt" || a == "-f" || a == "--file") claim_input(source, a, "text");
-            if (a == "-p" || a == "--prompt") text = option_value(args, i);
-            else if (a == "-f" || a == "--file") text_file = option_value(args, i);
-            else if (a == "--no-bos") add_special = false;
+            if (source.parse(args, i)) continue;
+            if (a == "--no-bos") add_special = false;
             else if (a == "--no-parse-special") parse_special = false;
             else if (a == "--pieces") pieces = true;
             else throw std::runtime_error("unknown option '" + a + "'");
         }
-        if (opt.model_path.empty() || source.empty()) throw std::runtime_error("-m and -p (or -f) are required");
+        if (opt.model_path.empty() || !source.given()) throw std::runtime_error("-m and -p (or -f) are required");
     } catch (const std::exception &e) {
         return usage_error("tokenize", e.what());
     }
+    std::string text;
     try {
-        if (source == "-f" || source == "--file") text = read_input_file(text_file);
+        text = source.source() == TextSource::file ? read_input_file(source.value()) : source.value();
     } catch (const std::runtime_error &e) {
         std::fprintf(stderr, "moestream tokenize: %s\n", e.what());
         return 1;

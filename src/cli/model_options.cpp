@@ -84,15 +84,6 @@ int64_t int_option(const std::string &s, const char *option, int64_t lo, int64_t
     return v;
 }
 
-void claim_input(std::string &given, const std::string &option, const char *what) {
-    if (given.empty()) {
-        given = option;
-        return;
-    }
-    if (given == option) throw std::runtime_error(option + " is given twice: give the " + what + " once");
-    throw std::runtime_error(given + " and " + option + " both give the " + what + ": give one");
-}
-
 bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt) {
     const std::string &a = args[i];
     if (opt.params.struct_size == 0) moestream_params_init(&opt.params);

@@ -34,11 +34,6 @@ int32_t parse_cache_policy(const std::string &s);    // auto, lru, lfu-decay, pi
 std::string option_value(const Args &args, size_t &i);
 // An integer option value in [lo, hi]; throws naming `option` when it is not one.
 int64_t int_option(const std::string &s, const char *option, int64_t lo, int64_t hi);
-// Notes that `option` gives the command's one input (`what`: "prompt",
-// "text"), in `given` (the first option that did, "" before); throws naming
-// both when one was given already, so that a second source, or the same
-// option again, is refused instead of the last one silently taken.
-void claim_input(std::string &given, const std::string &option, const char *what);
 // "1,2,3" or whitespace/comma separated ids (32-bit; whether they are in the
 // vocabulary is checked once a model is open).
 std::vector<int32_t> parse_token_list(const std::string &s);

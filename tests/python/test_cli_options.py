@@ -250,6 +250,13 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["tokenize", "-m", "{model}", "--file", "a.txt", "--file", "b.txt"], "tokenize",
      "--file is given twice: give the text once"),
     (["perplexity", "-m", "{model}", "-f", "a.txt", "-f", "b.txt"], "perplexity", "-f is given twice: give the text once"),
+    # One option by both its spellings is given twice, not two sources.
+    (["run", "-m", "{model}", "-f", "a.txt", "--file", "b.txt"], "run",
+     "--file is given twice (first as -f): give the prompt once"),
+    (["tokenize", "-m", "{model}", "--prompt", "a", "-p", "b"], "tokenize",
+     "-p is given twice (first as --prompt): give the text once"),
+    (["perplexity", "-m", "{model}", "--file", "a.txt", "-f", "b.txt"], "perplexity",
+     "-f is given twice (first as --file): give the text once"),
     (["run", "-m", "{model}", "--tokens", ","], "run", "--tokens lists no token id"),
     (["logits", "-m", "{model}", "--tokens", "", "-o", "x.bin"], "logits", "--tokens lists no token id"),
     (["perplexity", "-m", "{model}", "-f", "a.txt", "--tokens", "b.txt"], "perplexity",
