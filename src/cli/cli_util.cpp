@@ -119,6 +119,33 @@ bool parse_double(const std::string &text, double &out) {
     return true;
 }
 
+bool RealRange::contains(double v) const {
+    switch (kind) {
+    case Kind::any: return true;
+    case Kind::positive: return v > 0;
+    case Kind::from_to: return v >= lo && v <= hi;
+    }
+    return false;
+}
+
+bool parse_double_in(const std::string &text, RealRange range, double &out) {
+    double v = 0;
+    if (!parse_double(text, v) || !range.contains(v)) return false;
+    out = v;
+    return true;
+}
+
+std::string real_range_error(const std::string &option, const std::string &text, RealRange range) {
+    std::string what = "a number";
+    if (range.kind == RealRange::Kind::positive) what = "a positive number";
+    if (range.kind == RealRange::Kind::from_to) {
+        char bounds[64];
+        std::snprintf(bounds, sizeof bounds, " from %g to %g", range.lo, range.hi);
+        what += bounds;
+    }
+    return option + " takes " + what + ", got '" + text + "'";
+}
+
 bool parse_int(const std::string &text, int64_t &out) {
     int64_t v = 0;
     const char *end = text.data() + text.size();

@@ -71,6 +71,23 @@ std::string int_range_error(const std::string &option, const std::string &text, 
 bool parse_seed(const std::string &option, const std::string &text, uint64_t &out, std::string &error);
 // A finite real number: digits with an optional '-', fraction and exponent ("5e-1").
 bool parse_double(const std::string &text, double &out);
+// The values a real-number option takes: any number, a positive one, or one
+// from lo to hi (both included).
+struct RealRange {
+    enum class Kind { any, positive, from_to } kind = Kind::any;
+    double lo = 0, hi = 0;  // from_to only
+
+    static RealRange any() { return {}; }
+    static RealRange positive() { return {Kind::positive}; }
+    static RealRange from_to(double lo, double hi) { return {Kind::from_to, lo, hi}; }
+    bool contains(double v) const;
+};
+// A real number (parse_double) in `range`.
+bool parse_double_in(const std::string &text, RealRange range, double &out);
+// The message of a usage error for a real-number option outside `range`, in
+// the shape of int_range_error's: "OPTION takes a number, got 'TEXT'",
+// "... a positive number ...", "... a number from 0 to 1 ...".
+std::string real_range_error(const std::string &option, const std::string &text, RealRange range);
 // Comma-separated list.
 std::vector<std::string> split_list(const std::string &text, char separator = ',');
 

@@ -257,7 +257,6 @@ int cmd_bench(const Args &args) {
     base.model = *model;
     base.cold = !a.flags.count("--warm");
     int64_t v = 0;
-    double d = 0;
     const struct {
         const char *name;
         int32_t *field;
@@ -273,10 +272,8 @@ int cmd_bench(const Args &args) {
             *c.field = int32_t(v);
         }
     if (auto s = a.get("--seed"); s && !parse_seed("--seed", *s, base.seed, error)) return usage_error("bench", error);
-    if (auto s = a.get("--max-seconds")) {
-        if (!parse_double(*s, d) || d <= 0) return usage_error("bench", "bad --max-seconds");
-        base.max_seconds = d;
-    }
+    if (auto s = a.get("--max-seconds"); s && !parse_double_in(*s, RealRange::positive(), base.max_seconds))
+        return usage_error("bench", real_range_error("--max-seconds", *s, RealRange::positive()));
     if (auto s = a.get("--feed")) {
         if (*s != "random" && *s != "greedy") return usage_error("bench", "--feed takes random or greedy");
         base.random_feed = *s == "random";

@@ -77,7 +77,7 @@ struct RunOptions {
 
 double real_option(const std::string &s, const char *option) {
     double v = 0;
-    if (!parse_double(s, v)) throw std::runtime_error(std::string("bad ") + option + " '" + s + "' (a number)");
+    if (!parse_double_in(s, RealRange::any(), v)) throw std::runtime_error(real_range_error(option, s, RealRange::any()));
     return v;
 }
 

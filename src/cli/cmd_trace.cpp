@@ -45,7 +45,6 @@ int synth(const Args &args) {
     std::string heat = a.get_or("--heat", "");
     if (!heat.empty()) p.heat_path = heat.c_str();
     int64_t v = 0;
-    double d = 0;
     struct {
         const char *name;
         int32_t *field;
@@ -70,17 +69,13 @@ int synth(const Args &args) {
     const struct {
         const char *name;
         double *field;
-        double hi;
-    } reals[] = {{"--reuse", &p.reuse, 1.0}, {"--skew", &p.skew, 8.0}, {"--recall", &p.recall, 1.0}};
+        RealRange range;
+    } reals[] = {{"--reuse", &p.reuse, RealRange::from_to(0, 1)},
+                 {"--skew", &p.skew, RealRange::from_to(0, 8)},
+                 {"--recall", &p.recall, RealRange::from_to(0, 1)}};
     for (const auto &o : reals)
-        if (auto s = a.get(o.name)) {
-            if (!parse_double(*s, d) || d < 0 || d > o.hi) {
-                char range[32];
-                std::snprintf(range, sizeof range, "from 0 to %g", o.hi);
-                return usage_error("trace synth", std::string(o.name) + " takes a number " + range + ", got '" + *s + "'");
-            }
-            *o.field = d;
-        }
+        if (auto s = a.get(o.name); s && !parse_double_in(*s, o.range, *o.field))
+            return usage_error("trace synth", real_range_error(o.name, *s, o.range));
     if (p.window == 0 && p.recall > 0) return usage_error("trace synth", "--recall needs --window");
     if (auto s = a.get("--expert-bytes")) {
         uint64_t b = 0;

@@ -205,6 +205,13 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     # Checked before the model is opened: a usage error whatever the model.
     (["bench", "-m", "missing.gguf", "--seed", "x"], "bench", "--seed takes an integer from 0 to 18446744073709551615, got 'x'"),
     (["bench", "-m", "missing.gguf", "--io-mode", "sideways"], "bench", "bad --io-mode 'sideways'"),
+    # Every real-number option words a bad value as the integer ones do.
+    (["bench", "-m", "missing.gguf", "--max-seconds", "0"], "bench", "--max-seconds takes a positive number, got '0'"),
+    (["bench", "-m", "missing.gguf", "--max-seconds", "soon"], "bench",
+     "--max-seconds takes a positive number, got 'soon'"),
+    (["run", "-m", "{model}", "--tokens", "1", "--temp", "warm"], "run", "--temp takes a number, got 'warm'"),
+    (["run", "-m", "{model}", "--tokens", "1", "--frequency-penalty", "1e999"], "run",
+     "--frequency-penalty takes a number, got '1e999'"),
     (["bench", "-m", "missing.gguf", "--sweep", "50%", "--memory-budget", "1GiB"], "bench",
      "--sweep and --memory-budget both set the budget: give one"),
     # A budget of 0 bytes would silently run with the automatic one; a share beyond 64 bits is no size.
