@@ -178,16 +178,17 @@ std::string int_range_error(const std::string &option, const std::string &text, 
     return integer_range_error(option, text, std::to_string(lo), std::to_string(hi));
 }
 
-bool parse_seed(const std::string &option, const std::string &text, uint64_t &out, std::string &error) {
+bool parse_seed(const std::string &text, uint64_t &out) {
     uint64_t v = 0;
     const char *end = text.data() + text.size();
     const auto [ptr, ec] = std::from_chars(text.data(), end, v, 10);  // no '-' for an unsigned type
-    if (ec == std::errc() && ptr == end) {
-        out = v;
-        return true;
-    }
-    error = integer_range_error(option, text, "0", std::to_string(std::numeric_limits<uint64_t>::max()));
-    return false;
+    if (ec != std::errc() || ptr != end) return false;
+    out = v;
+    return true;
+}
+
+std::string seed_error(const std::string &option, const std::string &text) {
+    return integer_range_error(option, text, "0", std::to_string(std::numeric_limits<uint64_t>::max()));
 }
 
 namespace {

@@ -66,9 +66,11 @@ bool parse_int_in(const std::string &text, int64_t lo, int64_t hi, int64_t &out)
 // The message of a usage error for an integer option outside [lo, hi].
 std::string int_range_error(const std::string &option, const std::string &text, int64_t lo, int64_t hi);
 // A seed (every command's --seed): 0 .. 2^64-1 in decimal digits, so a
-// negative one is refused rather than wrapped. On failure `error` is the
-// usage error's message naming `option`.
-bool parse_seed(const std::string &option, const std::string &text, uint64_t &out, std::string &error);
+// negative one is refused rather than wrapped.
+bool parse_seed(const std::string &text, uint64_t &out);
+// The message of a usage error for a seed option whose value is not one, as
+// int_range_error words it: "OPTION takes an integer from 0 to 18446744073709551615, got 'TEXT'".
+std::string seed_error(const std::string &option, const std::string &text);
 // A finite real number: digits with an optional '-', fraction and exponent ("5e-1").
 bool parse_double(const std::string &text, double &out);
 // The values a real-number option takes: any number, a positive one, or one

@@ -271,7 +271,7 @@ int cmd_bench(const Args &args) {
             if (!parse_int_in(*s, c.lo, c.hi, v)) return usage_error("bench", int_range_error(c.name, *s, c.lo, c.hi));
             *c.field = int32_t(v);
         }
-    if (auto s = a.get("--seed"); s && !parse_seed("--seed", *s, base.seed, error)) return usage_error("bench", error);
+    if (auto s = a.get("--seed"); s && !parse_seed(*s, base.seed)) return usage_error("bench", seed_error("--seed", *s));
     if (auto s = a.get("--max-seconds"); s && !parse_double_in(*s, RealRange::positive(), base.max_seconds))
         return usage_error("bench", real_range_error("--max-seconds", *s, RealRange::positive()));
     if (auto s = a.get("--feed")) {

@@ -101,7 +101,7 @@ int cmd_generate(const Args &args) {
         }
     }
     p.deepseek2_attn_kv_b = a.flags.count("--attn-kv-b") ? 1 : 0;
-    if (auto v = a.get("--seed"); v && !parse_seed("--seed", *v, p.seed, error)) return usage_error("generate", error);
+    if (auto v = a.get("--seed"); v && !parse_seed(*v, p.seed)) return usage_error("generate", seed_error("--seed", *v));
     uint64_t size = 0;
     if (const int st = moestream_generate_model_size(&p, &size); st != MOESTREAM_OK) {
         // Invalid argument or unsupported (an --arch the generator has no

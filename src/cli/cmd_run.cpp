@@ -82,8 +82,7 @@ double real_option(const std::string &s, const char *option) {
 }
 
 void seed_option(const std::string &s, uint64_t &seed) {
-    std::string error;
-    if (!parse_seed("--seed", s, seed, error)) throw std::runtime_error(error);
+    if (!parse_seed(s, seed)) throw std::runtime_error(seed_error("--seed", s));
 }
 
 // Reads one repetition penalty option at args[i]; false when args[i] is not one.

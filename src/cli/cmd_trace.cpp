@@ -83,8 +83,7 @@ int synth(const Args &args) {
             return usage_error("trace synth", size_error("--expert-bytes", *s, SizeKind::positive_size));
         p.bytes_per_expert = b;
     }
-    if (auto s = a.get("--seed"); s && !parse_seed("--seed", *s, p.seed, error))
-        return usage_error("trace synth", error);
+    if (auto s = a.get("--seed"); s && !parse_seed(*s, p.seed)) return usage_error("trace synth", seed_error("--seed", *s));
     auto out = a.get("-o");
     if (!out) return usage_error("trace synth", "-o TRACE is required");
     if (const std::string why = output_conflict(*out, {heat}); !why.empty()) {

@@ -46,9 +46,8 @@ bool read_options(const ParsedArgs &a, RecordOptions &o) {
     for (const auto &opt : ints)
         if (auto s = a.get(opt.name); s && !parse_int_in(*s, opt.lo, opt.hi, *opt.field))
             return usage_error("trace record", int_range_error(opt.name, *s, opt.lo, opt.hi)), false;
-    std::string error;
-    if (auto s = a.get("--seed"); s && !parse_seed("--seed", *s, o.seed, error))
-        return usage_error("trace record", error), false;
+    if (auto s = a.get("--seed"); s && !parse_seed(*s, o.seed))
+        return usage_error("trace record", seed_error("--seed", *s)), false;
     if (auto s = a.get("--packed")) {
         try {
             o.packed = packed_option(*s);
