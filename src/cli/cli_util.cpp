@@ -234,13 +234,9 @@ bool parse_share_or_size(const std::string &text, uint64_t total, uint64_t &out)
 }
 
 std::string size_error(const std::string &option, const std::string &text, SizeKind kind) {
-    const char *what = "";
-    switch (kind) {
-    case SizeKind::size: what = "a size (4096, 512MiB, 1.5GiB, ...)"; break;
-    case SizeKind::positive_size: what = "a positive size (4096, 512MiB, 1.5GiB, ...)"; break;
-    case SizeKind::share_or_size: what = "a share or a size (50%, 512MiB, 1.5GiB, ...)"; break;
-    case SizeKind::positive_share_or_size: what = "a positive share or size (50%, 512MiB, 1.5GiB, ...)"; break;
-    }
+    // "a positive share or size (50%, ...)": the examples start with a share where one is taken.
+    const std::string what = std::string("a ") + (kind.positive ? "positive " : "") + (kind.share ? "share or " : "") +
+                             "size (" + (kind.share ? "50%" : "4096") + ", 512MiB, 1.5GiB, ...)";
     return option + " takes " + what + ", got '" + text + "'";
 }
 

@@ -51,8 +51,12 @@ int usage_error(const char *cmd, const std::string &what);
 bool parse_size(const std::string &text, uint64_t &out);
 // "25%" of `total`, or an absolute size as parse_size.
 bool parse_share_or_size(const std::string &text, uint64_t total, uint64_t &out);
-// What a size option takes, for the wording of size_error.
-enum class SizeKind { size, positive_size, share_or_size, positive_share_or_size };
+// What a size option takes, for the wording of size_error: two independent
+// choices, whether 0 is refused and whether a share ("25%") is taken too.
+struct SizeKind {
+    bool positive = false;
+    bool share = false;
+};
 // The message of a usage error for a size option whose value is not one:
 // "OPTION takes a size (4096, 512MiB, 1.5GiB, ...), got 'TEXT'", in the shape
 // of int_range_error's. Every size option (--memory-budget of every command

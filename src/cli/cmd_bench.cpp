@@ -319,14 +319,14 @@ int cmd_bench(const Args &args) {
         for (const std::string &b : split_list(*s)) {
             uint64_t bytes = 0;
             if (!parse_share_or_size(b, info.file_bytes, bytes) || bytes == 0)
-                return usage_error("bench", size_error("--sweep", b, SizeKind::positive_share_or_size));
+                return usage_error("bench", size_error("--sweep", b, SizeKind{.positive = true, .share = true}));
             budgets.push_back(bytes);
         }
         if (budgets.empty()) return usage_error("bench", "--sweep lists no budget");
     } else {
         uint64_t bytes = 0;
         if (auto mb = a.get("--memory-budget"); mb && (!parse_share_or_size(*mb, info.file_bytes, bytes) || bytes == 0))
-            return usage_error("bench", size_error("--memory-budget", *mb, SizeKind::positive_share_or_size));
+            return usage_error("bench", size_error("--memory-budget", *mb, SizeKind{.positive = true, .share = true}));
         budgets.push_back(bytes);
     }
     // Weight bytes a decode token touches, from the tensor table and the model's facts.

@@ -74,7 +74,7 @@ int cmd_demo(const Args &args) {
     // The budget is checked before a model is generated (minutes, several
     // GiB); a share becomes bytes once the model's size is known.
     const std::string budget_text = a.get_or("--budget", "40%");
-    const std::string bad_budget = size_error("--budget", budget_text, SizeKind::positive_share_or_size);
+    const std::string bad_budget = size_error("--budget", budget_text, SizeKind{.positive = true, .share = true});
     uint64_t budget = 0;
     if (!parse_share_or_size(budget_text, uint64_t{1} << 40, budget) || budget == 0)
         return usage_error("demo", bad_budget);

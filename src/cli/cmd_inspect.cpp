@@ -92,7 +92,7 @@ int cmd_inspect(const Args &args) {
     uint64_t budget = 0;
     if (auto v = a.get("--memory-budget")) {
         // 0 is the automatic budget, as for moestream_inspect and the commands that open a model.
-        if (!parse_size(*v, budget)) return usage_error("inspect", size_error("--memory-budget", *v, SizeKind::size));
+        if (!parse_size(*v, budget)) return usage_error("inspect", size_error("--memory-budget", *v, SizeKind{}));
     }
     const std::string &path = a.positional[0];
     moestream_model_info info;

@@ -80,7 +80,7 @@ int synth(const Args &args) {
     if (auto s = a.get("--expert-bytes")) {
         uint64_t b = 0;
         if (!parse_size(*s, b) || b == 0)
-            return usage_error("trace synth", size_error("--expert-bytes", *s, SizeKind::positive_size));
+            return usage_error("trace synth", size_error("--expert-bytes", *s, SizeKind{.positive = true}));
         p.bytes_per_expert = b;
     }
     if (auto s = a.get("--seed"); s && !parse_seed(*s, p.seed)) return usage_error("trace synth", seed_error("--seed", *s));
@@ -145,7 +145,7 @@ int replay(const Args &args) {
     for (const std::string &b : split_list(a.get_or("--budget", "25%,50%,75%"))) {
         uint64_t bytes = 0;
         if (!parse_share_or_size(b, info.expert_bytes, bytes))
-            return usage_error("trace replay", size_error("--budget", b, SizeKind::share_or_size));
+            return usage_error("trace replay", size_error("--budget", b, SizeKind{.share = true}));
         budgets.emplace_back(b, bytes);
     }
     if (budgets.empty()) return usage_error("trace replay", "--budget lists no budget");

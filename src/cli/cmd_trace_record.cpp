@@ -56,7 +56,7 @@ bool read_options(const ParsedArgs &a, RecordOptions &o) {
         }
     }
     if (auto s = a.get("--memory-budget"); s && !parse_size(*s, o.budget))
-        return usage_error("trace record", size_error("--memory-budget", *s, SizeKind::size)), false;
+        return usage_error("trace record", size_error("--memory-budget", *s, SizeKind{})), false;
     o.feed = a.get_or("--feed", "greedy");
     if (o.feed != "greedy" && o.feed != "random") return usage_error("trace record", "--feed takes greedy or random"), false;
     if (auto f = a.get("-f")) {

@@ -14,7 +14,7 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 uint64_t size_option(const std::string &s, const std::string &option) {
     uint64_t v = 0;
-    if (!parse_size(s, v)) throw std::runtime_error(size_error(option, s, SizeKind::size));
+    if (!parse_size(s, v)) throw std::runtime_error(size_error(option, s, SizeKind{}));
     return v;
 }
 

@@ -229,6 +229,11 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
      "--skew takes a number from 0 to 8, got '-0.5'"),
     # The library refuses a skew above 8: the command says so before it is called.
     (["trace", "synth", "--skew", "8.5", "-o", "x.trace"], "trace synth", "--skew takes a number from 0 to 8, got '8.5'"),
+    # A size option's wording composes whether 0 is refused and whether a share is taken.
+    (["trace", "synth", "--expert-bytes", "0", "-o", "x.trace"], "trace synth",
+     "--expert-bytes takes a positive size (4096, 512MiB, 1.5GiB, ...), got '0'"),
+    (["trace", "replay", "{trace}", "--budget", "lots"], "trace replay",
+     "--budget takes a share or size (50%, 512MiB, 1.5GiB, ...), got 'lots'"),
     (["trace", "info"], "trace info", "expected one TRACE argument"),
     (["trace", "replay", "{trace}", "--policy", "sideways"], "trace replay", "unknown policy 'sideways'"),
     (["inspect"], "inspect", "expected one MODEL argument"),
