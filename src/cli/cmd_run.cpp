@@ -231,8 +231,7 @@ int cmd_run(const Args &args) {
         return 1;
     }
     if (!o.save_state.empty()) {
-        std::vector<std::string> inputs = model_files(opt.model_path, opt.packed_path);
-        if (!text_file.empty()) inputs.push_back(text_file);
+        const std::vector<std::string> inputs = model_and_text_files(opt.model_path, opt.packed_path, text_file);
         if (const std::string why = output_conflict(o.save_state, inputs); !why.empty()) {
             std::fprintf(stderr, "moestream run: %s\n", why.c_str());
             return 1;

@@ -138,8 +138,7 @@ int trace_record(const Args &args) {
             return 1;
         }
     }
-    std::vector<std::string> inputs = model_files(o.model, o.packed);
-    if (!o.text_file.empty()) inputs.push_back(o.text_file);
+    const std::vector<std::string> inputs = model_and_text_files(o.model, o.packed, o.text_file);
     if (const std::string why = output_conflict(o.out, inputs); !why.empty()) {
         std::fprintf(stderr, "moestream trace record: %s\n", why.c_str());
         return 1;

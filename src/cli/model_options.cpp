@@ -165,6 +165,13 @@ std::vector<std::string> model_files(const std::string &model_path, const std::s
     return files;
 }
 
+std::vector<std::string> model_and_text_files(const std::string &model_path, const std::string &packed_path,
+                                              const std::string &text_file) {
+    std::vector<std::string> files = model_files(model_path, packed_path);
+    if (!text_file.empty()) files.push_back(text_file);
+    return files;
+}
+
 moestream_context *open_model(ModelOptions &opt, const char *cmd) {
     if (opt.params.struct_size == 0) moestream_params_init(&opt.params);
     opt.params.model_path = opt.model_path.c_str();

@@ -50,6 +50,11 @@ std::vector<int32_t> read_token_file(const std::string &path);
 // `packed_path`, or when it is "" the one the library looks for beside the
 // model (MODEL.moepack).
 std::vector<std::string> model_files(const std::string &model_path, const std::string &packed_path);
+// The inputs of a command that reads the model and a text file (run -f,
+// trace record -f): model_files and `text_file`, unless it is "" (no file:
+// the text is given or read from standard input).
+std::vector<std::string> model_and_text_files(const std::string &model_path, const std::string &packed_path,
+                                              const std::string &text_file);
 // The value of a --packed PATH option; throws on "", which would stand for
 // no file named and make the library look for MODEL.moepack instead.
 std::string packed_option(const std::string &s);
