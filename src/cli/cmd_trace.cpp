@@ -22,9 +22,10 @@ const char *kUsage =
     "       moestream trace info TRACE [--json]\n"
     "       moestream trace replay TRACE [--budget 25%|50%|75%|SIZE[,...]] [--policy lru|lfu-decay|pinned-hot|reuse-aware|auto|all]\n"
     "                             [--warmup 0.5] [--json]\n"
-    "       moestream trace record -m MODEL [--packed PATH] [--tokens N] [--prompt N] [--memory-budget SIZE] [--seed N]\n"
-    "                              [--feed greedy|random] -o TRACE\n"
-    "       moestream trace record -m MODEL [--packed PATH] -f TEXT_FILE [--memory-budget SIZE] -o TRACE   (the text's routing)\n"
+    "       moestream trace record -m MODEL [--packed PATH] [--io-mode auto|mmap|direct|pread] [--tokens N] [--prompt N]\n"
+    "                              [--memory-budget SIZE] [--seed N] [--feed greedy|random] -o TRACE\n"
+    "       moestream trace record -m MODEL [--packed PATH] [--io-mode auto|mmap|direct|pread] -f TEXT_FILE\n"
+    "                              [--memory-budget SIZE] -o TRACE   (the text's routing)\n"
     "Trace format: docs/trace-format.md. Budgets in % are shares of all expert bytes.\n";
 
 // Reports the failed library call of `subcommand`; returns the status of a failure at run time.

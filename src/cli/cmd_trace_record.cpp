@@ -30,6 +30,7 @@ namespace {
 struct RecordOptions {
     std::string model, packed, out, feed = "greedy", text_file;
     int64_t n_tokens = 64, n_prompt = 16, threads = 0;
+    int32_t io_mode = MOESTREAM_IO_AUTO;
     uint64_t seed = 1, budget = 0;
 };
 
@@ -48,12 +49,11 @@ bool read_options(const ParsedArgs &a, RecordOptions &o) {
             return usage_error("trace record", int_range_error(opt.name, *s, opt.lo, opt.hi)), false;
     if (auto s = a.get("--seed"); s && !parse_seed(*s, o.seed))
         return usage_error("trace record", seed_error("--seed", *s)), false;
-    if (auto s = a.get("--packed")) {
-        try {
-            o.packed = packed_option(*s);
-        } catch (const std::runtime_error &e) {
-            return usage_error("trace record", e.what()), false;
-        }
+    try {
+        if (auto s = a.get("--packed")) o.packed = packed_option(*s);
+        if (auto s = a.get("--io-mode")) o.io_mode = parse_io_mode(*s);
+    } catch (const std::runtime_error &e) {
+        return usage_error("trace record", e.what()), false;
     }
     if (auto s = a.get("--memory-budget"); s && !parse_size(*s, o.budget))
         return usage_error("trace record", size_error("--memory-budget", *s, SizeKind{})), false;
@@ -118,7 +118,8 @@ bool record(moestream_context *ctx, const RecordOptions &o) {
 int trace_record(const Args &args) {
     ParsedArgs a;
     std::string error;
-    if (!parse_args(args, {"-m", "--packed", "--tokens", "--prompt", "--memory-budget", "--seed", "--threads", "--feed", "-o", "-f"},
+    if (!parse_args(args, {"-m", "--packed", "--io-mode", "--tokens", "--prompt", "--memory-budget", "--seed", "--threads", "--feed", "-o",
+                     "-f"},
                     {}, a, error,
                     {{"--model", "-m"}, {"-n", "--tokens"}, {"--output", "-o"}, {"--budget", "--memory-budget"},
                      {"--file", "-f"}}))
@@ -153,6 +154,7 @@ int trace_record(const Args &args) {
     opt.model_path = o.model;
     opt.packed_path = o.packed;
     opt.params.memory_budget = o.budget;
+    opt.params.io_mode = o.io_mode;
     opt.params.n_threads = static_cast<int32_t>(o.threads);
     opt.params.routing_trace_path = trace.path().c_str();
     opt.params.profile_path = "";

@@ -18,13 +18,6 @@ uint64_t size_option(const std::string &s, const std::string &option) {
     return v;
 }
 
-int32_t parse_io_mode(const std::string &s) {
-    static const char *const names[] = {"auto", "mmap", "direct", "pread"};
-    for (int m = MOESTREAM_IO_AUTO; m <= MOESTREAM_IO_PREAD; ++m)
-        if (s == names[m]) return m;
-    throw std::runtime_error("unknown io mode '" + s + "' (auto, mmap, direct, pread)");
-}
-
 int32_t int32_option(const Args &args, size_t &i, int64_t lo, int64_t hi) {
     const std::string &option = args[i];
     return int32_t(int_option(option_value(args, i), option.c_str(), lo, hi));
@@ -48,6 +41,13 @@ const char *const kModelOptionsHelp =
     "                           and the budget affords it); larger: faster long prompts, more scratch memory\n"
     "  --cache-policy P         auto, lru, lfu-decay, pinned-hot or reuse-aware\n"
     "  --exact                  f32 activations and f32 KV cache (slow, for checking)\n";
+
+int32_t parse_io_mode(const std::string &s) {
+    static const char *const names[] = {"auto", "mmap", "direct", "pread"};
+    for (int m = MOESTREAM_IO_AUTO; m <= MOESTREAM_IO_PREAD; ++m)
+        if (s == names[m]) return m;
+    throw std::runtime_error("unknown io mode '" + s + "' (auto, mmap, direct, pread)");
+}
 
 int32_t parse_numa_placement(const std::string &s) {
     if (s == "local") return MOESTREAM_NUMA_LOCAL;

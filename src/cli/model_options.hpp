@@ -27,6 +27,7 @@ extern const char *const kModelOptionsHelp;
 bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt);
 // Each parser takes the names --help lists and throws std::runtime_error
 // naming the accepted values on anything else.
+int32_t parse_io_mode(const std::string &s);         // auto, mmap, direct, pread
 int32_t parse_numa_placement(const std::string &s);  // local, interleave
 int32_t parse_prefetch(const std::string &s);        // auto, off, previous[-token], lookahead, both
 int32_t parse_cache_policy(const std::string &s);    // auto, lru, lfu-decay, pinned-hot, reuse-aware

@@ -464,3 +464,20 @@ def test_every_seed_is_an_unsigned_64_bit_integer(cli_path, model, tmp_path, arg
     r = subprocess.run([str(cli_path), *args, "18446744073709551615"], capture_output=True, text=True, timeout=300,
                        cwd=tmp_path)
     assert r.returncode == (1 if "absent.gguf" in " ".join(args) else 0), r.stderr
+
+
+def test_trace_record_takes_the_io_modes_run_takes(cli_path, model, tmp_path):
+    # The routing is the model's, whichever way its bytes are read.
+    traces = {}
+    for mode in ("mmap", "pread", "direct"):
+        out = tmp_path / f"{mode}.trace"
+        r = cli(cli_path, "trace", "record", "-m", model, "--io-mode", mode, "--prompt", "3", "--tokens", "4", "-o", out)
+        assert r.returncode == 0, (mode, r.stderr)
+        traces[mode] = out.read_bytes()
+    assert traces["pread"] == traces["mmap"] and traces["direct"] == traces["mmap"]
+    for name, args in (("run", ["run", "-m", model, "--tokens", "1"]),
+                       ("trace record", ["trace", "record", "-m", model, "-o", tmp_path / "x.trace"])):
+        r = cli(cli_path, *args, "--io-mode", "sideways")
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.startswith(f"moestream {name}: unknown io mode 'sideways' (auto, mmap, direct, pread)\n"), r.stderr
+    assert "--io-mode auto|mmap|direct|pread" in cli(cli_path, "trace", "record", "--help").stdout
