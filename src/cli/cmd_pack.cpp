@@ -5,6 +5,7 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "model_options.hpp"
 #include "moestream.h"
 
 namespace cli {
@@ -43,8 +44,9 @@ int cmd_pack(const Args &args) {
         std::printf("%s: %" PRIu64 " experts verified, all intact\n", out.c_str(), checked);
         return 0;
     }
-    // The library renames a fresh temporary over OUT, which therefore must not be the model.
-    if (const std::string why = output_conflict(out, {model}); !why.empty()) {
+    // The library renames a fresh temporary over OUT, which therefore must
+    // not be the model, nor any other shard of a split one.
+    if (const std::string why = output_conflict(out, model_shards(model)); !why.empty()) {
         std::fprintf(stderr, "moestream pack: %s\n", why.c_str());
         return 1;
     }

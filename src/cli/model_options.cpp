@@ -141,7 +141,7 @@ std::string packed_option(const std::string &s) {
     return s;
 }
 
-std::vector<std::string> model_files(const std::string &model_path, const std::string &packed_path) {
+std::vector<std::string> model_shards(const std::string &model_path) {
     std::vector<std::string> files{model_path};
     const std::string first = "-00001-of-", ext = ".gguf";
     const size_t at = model_path.rfind(first);
@@ -161,6 +161,11 @@ std::vector<std::string> model_files(const std::string &model_path, const std::s
             }
         }
     }
+    return files;
+}
+
+std::vector<std::string> model_files(const std::string &model_path, const std::string &packed_path) {
+    std::vector<std::string> files = model_shards(model_path);
     files.push_back(packed_path.empty() ? model_path + ".moepack" : packed_path);
     return files;
 }

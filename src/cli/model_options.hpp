@@ -45,12 +45,15 @@ std::vector<int32_t> token_list_option(const std::string &s);
 std::vector<int32_t> read_token_file(const std::string &path);
 // The files the model is read from, which an output must not replace
 // (output_conflict, checked before the model is opened, rather than by the
-// library once the work is done): MODEL, the other shards when it is the
-// first of a split set (PREFIX-00001-of-0000N.gguf: the library opens
-// PREFIX-0000K-of-0000N.gguf for K = 2..N) and the packed expert file:
+// library once the work is done): model_shards and the packed expert file:
 // `packed_path`, or when it is "" the one the library looks for beside the
 // model (MODEL.moepack).
 std::vector<std::string> model_files(const std::string &model_path, const std::string &packed_path);
+// The GGUF files of the model: MODEL, and the other shards when it is the
+// first of a split set (PREFIX-00001-of-0000N.gguf: the library opens
+// PREFIX-0000K-of-0000N.gguf for K = 2..N). What pack, which writes the
+// packed file, must not replace.
+std::vector<std::string> model_shards(const std::string &model_path);
 // The inputs of a command that reads the model and a text file (run -f,
 // trace record -f): model_files and `text_file`, unless it is "" (no file:
 // the text is given or read from standard input).

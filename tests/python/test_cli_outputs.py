@@ -83,6 +83,7 @@ def test_run_refuses_to_save_its_state_over_an_input(cli_path, model):
     ["logits", "-m", "{first}", "--tokens", "1,2", "--out", "{shard}"],
     ["trace", "record", "-m", "{first}", "--prompt", "2", "--tokens", "1", "-o", "{shard}"],
     ["run", "-m", "{first}", "--tokens", "1", "-n", "2", "--save-state", "{first}.moepack"],
+    ["pack", "{first}", "-o", "{shard}"],
 ])
 def test_outputs_are_checked_against_every_file_of_the_model(cli_path, model, args):
     # The first shard of a split set names the others (the library opens
