@@ -6,8 +6,8 @@
 // one level per pair of blocks), so a token keeps at most three partial
 // vectors live instead of eight and more tokens fit in registers. A decoder
 // may decode the heads of a group's eight super-blocks together (D::Head,
-// D::head8, D::decode<J>(w, head), D::min_sums8<kOneBlock>(head, bpair), or
-// group_min_sums8 with kGroupMins),
+// D::head8, D::decode<J>(w, head), and D::min_sums8<kOneBlock>(head, bpair)
+// if D has mins per pair of groups),
 // and may give each block in parts (see kInParts). Prefetches stay at their
 // block (prefetch_in_place). The integer totals and the float epilogue are
 // KRows' (same operations in the same order), so results equal KRows' bit
@@ -93,17 +93,30 @@ struct KRowsUnrolled : KRows<D> {
         }
     }
 
-    // The mins of a group whose heads D decoded together: D's own per
-    // 16-element group (kGroupMins) against the activation's group sums of
-    // blocks blk.. (of block blk for every row with kOneBlock), else
-    // D::min_sums8 against the pair sums.
+    // sum_g m_g * bsum_g of eight blocks `stride` bytes apart (weights from
+    // w) against the activation blocks blk.. (against block blk for every
+    // block with kOneBlock: the same block of eight rows): D's own per
+    // 16-element group (kGroupMins), none when D has no mins, D::min_sums8 of
+    // the heads D decoded together, else KRows' of the mins D::decode gave.
     template <bool kOneBlock>
-    MOE_ALWAYS_INLINE static __m256i head_min_sums8(const typename Heads::type &head, const uint8_t *w, size_t stride,
-                                                    const Prep &p, int64_t blk) {
-        if constexpr (requires { D::kGroupMins; })
+    MOE_ALWAYS_INLINE static __m256i group_min_sums8(const typename Heads::type &head, const uint8_t *w,
+                                                     size_t stride, const uint64_t *mins, const Prep &p, int64_t blk) {
+        if constexpr (requires { D::kGroupMins; }) {
             return D::group_min_sums8(w, stride, act(p, blk), kOneBlock ? 0 : q8_k::bytes, 8);
-        else
+        } else if constexpr (!D::kMins) {
+            return _mm256_setzero_si256();
+        } else if constexpr (Heads::value) {
             return D::template min_sums8<kOneBlock>(head, p.bpair + 8 * blk);
+        } else {
+            static_assert(!kOneBlock, "decoders with mins per pair of groups decode their heads together");
+            return Base::min_sums8(mins, p.bpair + 8 * blk);
+        }
+    }
+    // The fp16 fields of a group's eight blocks (lane j: block j): the heads'
+    // or those D::decode gave.
+    MOE_ALWAYS_INLINE static __m256i group_fields8(const typename Heads::type &head, const uint32_t *dm) {
+        if constexpr (Heads::value) return head.dm;
+        else return _mm256_load_si256(reinterpret_cast<const __m256i *>(dm));
     }
 
     // Block J of a group (weights at wb) against activation block blk of
@@ -142,13 +155,8 @@ struct KRowsUnrolled : KRows<D> {
             for (int t = 0; t < T; ++t) {
                 const __m256i sumi = fold[t].total();
                 const __m256 da = _mm256_loadu_ps(p[t].d + b);
-                if constexpr (Heads::value) {
-                    const __m256i summ = head_min_sums8<false>(head, w, D::kBytes, p[t], b);
-                    acc[t] = _mm256_add_ps(acc[t], Base::terms8(head.dm, sumi, summ, da));
-                } else {
-                    const __m256i summ = D::kMins ? Base::block_min_sums8(w, mins, p[t], b, 8) : _mm256_setzero_si256();
-                    acc[t] = _mm256_add_ps(acc[t], Base::terms8(dm, sumi, summ, da));
-                }
+                const __m256i summ = group_min_sums8<false>(head, w, D::kBytes, mins, p[t], b);
+                acc[t] = _mm256_add_ps(acc[t], Base::terms8(group_fields8(head, dm), sumi, summ, da));
             }
         }
         if (b < nb) tail<T>(w, p, b, nb, acc);
@@ -181,17 +189,9 @@ struct KRowsUnrolled : KRows<D> {
             for (int t = 0; t < T; ++t) {
                 const __m256i sumi = fold[t].total();
                 const __m256 da = _mm256_set1_ps(p[t].d[j]);
-                __m256 term;
-                if constexpr (Heads::value) {
-                    // Every row's mins meet block j's pair (or group) sums.
-                    term = Base::terms8(head.dm, sumi, head_min_sums8<true>(head, wj, row_bytes, p[t], j), da);
-                } else if constexpr (requires { D::kGroupMins; }) {
-                    // Every row's mins meet block j's group sums.
-                    term = Base::terms8(dm, sumi, D::group_min_sums8(wj, row_bytes, p[t].act + q8_k::bytes * j, 0, 8), da);
-                } else {
-                    static_assert(!D::kMins, "decoders with mins per pair of groups decode their heads together");
-                    term = Base::terms8(dm, sumi, _mm256_setzero_si256(), da);
-                }
+                // Every row's mins meet block j's pair (or group) sums.
+                const __m256i summ = group_min_sums8<true>(head, wj, row_bytes, mins, p[t], j);
+                const __m256 term = Base::terms8(group_fields8(head, dm), sumi, summ, da);
                 _mm256_store_ps(terms[t][j], _mm256_add_ps(_mm256_setzero_ps(), term));
             }
         }

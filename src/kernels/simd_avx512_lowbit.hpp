@@ -219,10 +219,6 @@ struct Q3K512 : KDecoder512<q3_k::bytes, false>, TwoBitLoadOrder<320, Q3K512> {
         h.sc[3] = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(b1, 1));
         return h;
     }
-    template <bool kOneBlock>
-    MOE_ALWAYS_INLINE static __m256i min_sums8(const Head &, const int16_t *) {
-        return _mm256_setzero_si256();
-    }
     // Block J of the group whose head is h: its scales are int16 lanes
     // 16 (J % 2) .. 16 (J % 2) + 15 of h.sc[J / 2], which meet the second
     // copy of the group sums for odd J.
@@ -302,10 +298,6 @@ struct IQ4XS512 : KDecoder512<iq4_xs::bytes, false> {
     MOE_ALWAYS_INLINE static Head head8(const uint8_t *w, size_t stride) {
         const __m512i x0 = blocks4_128(w, stride), x1 = blocks4_128(w + 4 * stride, stride);
         return {_mm256_slli_epi32(lane_words8<0>(x0, x1), 16)};
-    }
-    template <bool kOneBlock>
-    MOE_ALWAYS_INLINE static __m256i min_sums8(const Head &, const int16_t *) {
-        return _mm256_setzero_si256();
     }
     template <int J>
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, const Head &) {
