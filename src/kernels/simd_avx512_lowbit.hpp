@@ -74,21 +74,7 @@ struct Q2K512 : KDecoder512<q2_k::bytes, true>, Q2KGroupMins, TwoBitLoadOrder<25
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         mins = 0;
         dm = load_u32(w + q2_k::d);
-        const __m512i scales = _mm512_and_si512(
-            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q2_k::scales))),
-            _mm512_set1_epi8(0x0F));
-        // Entry 4j + v = v * s: words (0 | s << 8) and (2s | 3s << 8).
-        const __m512i table = _mm512_mullo_epi16(_mm512_shuffle_epi8(scales, _mm512_loadu_si512(kTablePicks.data())),
-                                                 _mm512_set1_epi32(0x03020100));
-        const __m512i q = load512(w + q2_k::qs), three = _mm512_set1_epi8(3);
-        Block k;
-        for (int j = 0; j < 4; ++j) {
-            // (q >> 2j & 3) | 4j  (ternary logic 0xEA: (A & B) | C).
-            const __m512i idx = _mm512_ternarylogic_epi32(_mm512_srli_epi16(q, 2 * j), three,
-                                                          _mm512_set1_epi8(static_cast<char>(4 * j)), 0xEA);
-            k.v[j] = _mm512_shuffle_epi8(table, idx);
-        }
-        return k;
+        return decode<0>(w, Head{});
     }
     // The mins of eight blocks against their activation group sums, blocks j
     // and 4 + j in the 256-bit halves of one register (eight int16 products
@@ -122,11 +108,24 @@ struct Q2K512 : KDecoder512<q2_k::bytes, true>, Q2KGroupMins, TwoBitLoadOrder<25
         const uint8_t *f = w + q2_k::d + 4 - 16;
         return {lane_words8<3>(blocks4_128(f, stride), blocks4_128(f + 4 * stride, stride))};
     }
+    // A block's weights (the head's fields and mins are read by the row loop).
     template <int J>
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, const Head &) {
-        uint64_t mins;
-        uint32_t dm;
-        return decode(w, mins, dm);
+        const __m512i scales = _mm512_and_si512(
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q2_k::scales))),
+            _mm512_set1_epi8(0x0F));
+        // Entry 4j + v = v * s: words (0 | s << 8) and (2s | 3s << 8).
+        const __m512i table = _mm512_mullo_epi16(_mm512_shuffle_epi8(scales, _mm512_loadu_si512(kTablePicks.data())),
+                                                 _mm512_set1_epi32(0x03020100));
+        const __m512i q = load512(w + q2_k::qs), three = _mm512_set1_epi8(3);
+        Block k;
+        for (int j = 0; j < 4; ++j) {
+            // (q >> 2j & 3) | 4j  (ternary logic 0xEA: (A & B) | C).
+            const __m512i idx = _mm512_ternarylogic_epi32(_mm512_srli_epi16(q, 2 * j), three,
+                                                          _mm512_set1_epi8(static_cast<char>(4 * j)), 0xEA);
+            k.v[j] = _mm512_shuffle_epi8(table, idx);
+        }
+        return k;
     }
     MOE_ALWAYS_INLINE static __m512i sums(const Block &k, const uint8_t *arranged, const uint8_t *) {
         __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k.v[0], load512(arranged));
