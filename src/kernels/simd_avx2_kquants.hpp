@@ -54,25 +54,28 @@ struct PairedParts : KDecoder256<kBlockBytes, kHasMins, true> {
 // Q4_K / Q5_K: run k (quant bytes 32k..32k+31) holds sub-block 2k in its low
 // nibbles and 2k + 1 in its high ones. Pair i = 2p + n (p = 0, 1; n = 0: low,
 // 1: high nibbles) takes sub-block 4p + n in its low 128-bit lane and 4p + 2
-// + n in its high lane, in two registers v[2i + y] (y = 0, 1: elements 16y ..
-// 16y + 15), from two 16-byte loads each (bytes 64p + 16y.. and 64p + 32 +
-// 16y..). Both registers of a pair have one sub-block per lane, so their
-// int16 pair sums are added (|sum| <= 2 * 2 * 31 * 127 < 2^15) and take one
-// vpmaddwd by the pair's two scales: eight vpmaddubsw, four int16 adds and
-// four vpmaddwd per super-block and token, and no shuffle of the quants.
+// + n in its high lane, in two registers v[2i + y] from the 64 quant bytes q
+// of runs 2p and 2p + 1: y = 0 holds bytes 0..15 | 48..63 (the loads at q
+// and q + 32 blended), y = 1 bytes 16..31 | 32..47 (the load at q + 16), so
+// no register takes a lane insert (one vpblendd for two vinserti128). Both
+// registers of a pair have one sub-block per lane, so their int16 pair sums
+// are added (|sum| <= 2 * 2 * 31 * 127 < 2^15) and take one vpmaddwd by the
+// pair's two scales: eight vpmaddubsw, four int16 adds and four vpmaddwd per
+// super-block and token, and no shuffle of the quants.
 template <bool kFive>
 struct Q45K : PairedParts<kFive ? q5_k::bytes : q4_k::bytes, true> {
     using Base = PairedParts<kFive ? q5_k::bytes : q4_k::bytes, true>;
     using typename Base::Part;
     static constexpr size_t kQs = kFive ? q5_k::qs : q4_k::qs;
 
-    // Register v[2i + y] of pair i = 2p + n meets the activation quants 128p
-    // + 32n + 16y + 0..15 (low lane) and 64 more (high lane), stored at 64i + 32y.
+    // Register v[2i + y] of pair i = 2p + n meets the activation quants of its
+    // elements (sub-block s at 32s): 128p + 32n + 16y.. in its low lane and
+    // 128p + 32n + 64 + 16(1 - y).. in its high lane; stored at 64i + 32y.
     static void arrange(const uint8_t *qs, uint8_t *out) {
         for (int i = 0; i < 4; ++i)
             for (int y = 0; y < 2; ++y)
                 _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + 64 * i + 32 * y),
-                                    lane_pieces(qs + 128 * (i / 2) + 32 * (i % 2) + 16 * y, 64));
+                                    lane_pieces(qs + 128 * (i / 2) + 32 * (i % 2) + 16 * y, 80 - 32 * y));
     }
 
     // vpshufb controls of the pair scales: pair i = 2p + n takes scale byte
@@ -98,25 +101,29 @@ struct Q45K : PairedParts<kFive ? q5_k::bytes : q4_k::bytes, true> {
     MOE_ALWAYS_INLINE static Part part(const uint8_t *w, __m256i s8, int p) {
         const uint8_t *q = w + kQs + 64 * p;
         const __m256i low4 = _mm256_set1_epi8(0x0F);
+        const __m256i b[2] = {_mm256_blend_epi32(load256(q), load256(q + 32), 0xF0), load256(q + 16)};
         Part x;
         for (int y = 0; y < 2; ++y) {
-            const __m256i b = lane_pieces(q + 16 * y, 32);
-            x.v[y] = _mm256_and_si256(b, low4);
-            x.v[2 + y] = _mm256_and_si256(_mm256_srli_epi16(b, 4), low4);
+            x.v[y] = _mm256_and_si256(b[y], low4);
+            x.v[2 + y] = _mm256_and_si256(_mm256_srli_epi16(b[y], 4), low4);
         }
         if constexpr (kFive) {
-            // qh byte e, bit s: the fifth bit of element e of sub-block s, so the
-            // registers need bits 4p + n (low lane) and 4p + 2 + n (high lane) of
-            // qh bytes 16y..16y+15. For p = 0 the bytes are shifted left by 4:
+            // qh byte e, bit s: the fifth bit of element e of sub-block s, so
+            // register y needs bits 4p + n (low lane) and 4p + 2 + n (high lane)
+            // of the qh bytes of its elements: bytes 0..15 | 16..31 (y = 0),
+            // 16..31 | 0..15 (y = 1: the loads at qh + 16 and qh - 16 blended,
+            // both inside the block). For p = 0 the bytes are shifted left by 4:
             // each bit tested is then 16 or more, and vpminub makes it 16.
             const __m256i sel[2] = {_mm256_setr_m128i(_mm_set1_epi8(0x10), _mm_set1_epi8(0x40)),
                                     _mm256_setr_m128i(_mm_set1_epi8(0x20), _mm_set1_epi8(static_cast<char>(0x80)))};
             const __m256i bit4 = _mm256_set1_epi8(0x10);
+            static_assert(q5_k::qh >= 16);
+            const uint8_t *qh = w + q5_k::qh;
+            __m256i h[2] = {load256(qh), _mm256_blend_epi32(load256(qh + 16), load256(qh - 16), 0xF0)};
             for (int y = 0; y < 2; ++y) {
-                __m256i h = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + q5_k::qh + 16 * y)));
-                if (p == 0) h = _mm256_slli_epi16(h, 4);
+                if (p == 0) h[y] = _mm256_slli_epi16(h[y], 4);
                 for (int n = 0; n < 2; ++n)
-                    x.v[2 * n + y] = _mm256_or_si256(x.v[2 * n + y], _mm256_min_epu8(_mm256_and_si256(h, sel[n]), bit4));
+                    x.v[2 * n + y] = _mm256_or_si256(x.v[2 * n + y], _mm256_min_epu8(_mm256_and_si256(h[y], sel[n]), bit4));
             }
         }
         for (int n = 0; n < 2; ++n) x.sc[n] = _mm256_shuffle_epi8(s8, load256(kScalePicks.data() + 64 * p + 32 * n));
