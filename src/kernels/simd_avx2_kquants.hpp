@@ -39,13 +39,18 @@ struct PairedParts : KDecoder256<kBlockBytes, kHasMins, true> {
     struct Part {
         __m256i v[4], sc[2];
     };
-    // acc + the sums of part i against the arranged activations a (64 bytes per pair).
+    // acc + the sums of part i against the arranged activations a (64 bytes
+    // per pair). The empty asm adds each pair's products to acc where they
+    // are made: GCC otherwise reassociates a block's int32 adds and keeps the
+    // first part's products (Q6_K: on the stack) while the second part is
+    // decoded.
     MOE_ALWAYS_INLINE static __m256i part_sums(const Part &x, const uint8_t *a, int i, __m256i acc) {
         for (int n = 0; n < 2; ++n) {
             const uint8_t *an = a + 128 * i + 64 * n;
             const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(x.v[2 * n], load256(an)),
                                                _mm256_maddubs_epi16(x.v[2 * n + 1], load256(an + 32)));
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(s, x.sc[n]));
+            asm("" : "+x"(acc));
         }
         return acc;
     }
