@@ -40,8 +40,8 @@ bool read_run_options(const ParsedArgs &a, DemoRun &run, std::string &error) {
             }
             *field = int32_t(v);
         }
-    if (auto s = a.get("--max-seconds"); s && (!parse_double(*s, run.max_seconds) || run.max_seconds <= 0)) {
-        error = "--max-seconds needs a positive number, got '" + *s + "'";
+    if (auto s = a.get("--max-seconds"); s && !parse_double_in(*s, RealRange::positive(), run.max_seconds)) {
+        error = real_range_error("--max-seconds", *s, RealRange::positive());
         return false;
     }
     return true;

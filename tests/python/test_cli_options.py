@@ -209,6 +209,9 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["bench", "-m", "missing.gguf", "--max-seconds", "0"], "bench", "--max-seconds takes a positive number, got '0'"),
     (["bench", "-m", "missing.gguf", "--max-seconds", "soon"], "bench",
      "--max-seconds takes a positive number, got 'soon'"),
+    # demo's --max-seconds as bench's: checked before a demo model is generated.
+    (["demo", "--max-seconds", "0"], "demo", "--max-seconds takes a positive number, got '0'"),
+    (["demo", "--max-seconds", "soon"], "demo", "--max-seconds takes a positive number, got 'soon'"),
     (["run", "-m", "{model}", "--tokens", "1", "--temp", "warm"], "run", "--temp takes a number, got 'warm'"),
     (["run", "-m", "{model}", "--tokens", "1", "--frequency-penalty", "1e999"], "run",
      "--frequency-penalty takes a number, got '1e999'"),
