@@ -120,12 +120,7 @@ bool parse_double(const std::string &text, double &out) {
 }
 
 bool RealRange::contains(double v) const {
-    switch (kind) {
-    case Kind::any: return true;
-    case Kind::positive: return v > 0;
-    case Kind::from_to: return v >= lo && v <= hi;
-    }
-    return false;
+    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
 }
 
 bool parse_double_in(const std::string &text, RealRange range, double &out) {
@@ -136,14 +131,21 @@ bool parse_double_in(const std::string &text, RealRange range, double &out) {
 }
 
 std::string real_range_error(const std::string &option, const std::string &text, RealRange range) {
+    const bool has_lo = std::isfinite(range.lo), has_hi = std::isfinite(range.hi);
     std::string what = "a number";
-    if (range.kind == RealRange::Kind::positive) what = "a positive number";
-    if (range.kind == RealRange::Kind::from_to) {
-        char bounds[64];
-        std::snprintf(bounds, sizeof bounds, " from %g to %g", range.lo, range.hi);
-        what += bounds;
+    char bounds[96] = "";
+    if (has_lo && !has_hi && range.lo == 0 && range.lo_open) what = "a positive number";
+    else if (has_lo && !has_hi) std::snprintf(bounds, sizeof bounds, " of %s %g", range.lo_open ? "more than" : "at least", range.lo);
+    else if (!has_lo && has_hi) std::snprintf(bounds, sizeof bounds, " of %s %g", range.hi_open ? "less than" : "at most", range.hi);
+    else if (has_lo && has_hi) {
+        // The open ends named after the closed range's wording: "from 0 to 1 (1 excluded)".
+        char excluded[48] = "";
+        if (range.lo_open && range.hi_open) std::snprintf(excluded, sizeof excluded, " (%g and %g excluded)", range.lo, range.hi);
+        else if (range.lo_open || range.hi_open)
+            std::snprintf(excluded, sizeof excluded, " (%g excluded)", range.lo_open ? range.lo : range.hi);
+        std::snprintf(bounds, sizeof bounds, " from %g to %g%s", range.lo, range.hi, excluded);
     }
-    return option + " takes " + what + ", got '" + text + "'";
+    return option + " takes " + what + bounds + ", got '" + text + "'";
 }
 
 bool parse_int(const std::string &text, int64_t &out) {

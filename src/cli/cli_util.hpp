@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -77,22 +78,29 @@ bool parse_seed(const std::string &text, uint64_t &out);
 std::string seed_error(const std::string &option, const std::string &text);
 // A finite real number: digits with an optional '-', fraction and exponent ("5e-1").
 bool parse_double(const std::string &text, double &out);
-// The values a real-number option takes: any number, a positive one, or one
-// from lo to hi (both included).
+// The values a real-number option takes: from lo to hi, each end included
+// unless it is open; an infinite end is no bound (parse_double takes finite
+// numbers only).
 struct RealRange {
-    enum class Kind { any, positive, from_to } kind = Kind::any;
-    double lo = 0, hi = 0;  // from_to only
+    double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+    bool lo_open = false, hi_open = false;
 
     static RealRange any() { return {}; }
-    static RealRange positive() { return {Kind::positive}; }
-    static RealRange from_to(double lo, double hi) { return {Kind::from_to, lo, hi}; }
+    static RealRange positive() { return {0, std::numeric_limits<double>::infinity(), true, false}; }
+    static RealRange at_least(double lo) { return {lo, std::numeric_limits<double>::infinity(), false, false}; }
+    static RealRange from_to(double lo, double hi) { return {lo, hi, false, false}; }
+    // [lo, hi): a share of which the whole is no share (trace replay's --warmup).
+    static RealRange from_below(double lo, double hi) { return {lo, hi, false, true}; }
+    // (lo, hi]: a probability that must leave something (run's --top-p).
+    static RealRange above_to(double lo, double hi) { return {lo, hi, true, false}; }
     bool contains(double v) const;
 };
 // A real number (parse_double) in `range`.
 bool parse_double_in(const std::string &text, RealRange range, double &out);
 // The message of a usage error for a real-number option outside `range`, in
 // the shape of int_range_error's: "OPTION takes a number, got 'TEXT'",
-// "... a positive number ...", "... a number from 0 to 1 ...".
+// "... a positive number ...", "... a number of at least 0 ...",
+// "... a number from 0 to 1 ...", "... a number from 0 to 1 (1 excluded) ...".
 std::string real_range_error(const std::string &option, const std::string &text, RealRange range);
 // Comma-separated list.
 std::vector<std::string> split_list(const std::string &text, char separator = ',');

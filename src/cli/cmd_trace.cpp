@@ -164,10 +164,9 @@ int replay(const Args &args) {
     }
     if (policies.empty()) return usage_error("trace replay", "--policy lists no policy");
     policies.push_back(MOESTREAM_REPLAY_BELADY);  // the reference every run is compared with
-    double warmup = -1;
-    if (auto s = a.get("--warmup"))
-        if (!parse_double(*s, warmup) || warmup < 0 || warmup >= 1)
-            return usage_error("trace replay", "--warmup must be in [0, 1)");
+    double warmup = -1;  // the library's default share
+    if (auto s = a.get("--warmup"); s && !parse_double_in(*s, RealRange::from_below(0, 1), warmup))
+        return usage_error("trace replay", real_range_error("--warmup", *s, RealRange::from_below(0, 1)));
 
     const bool json = a.flags.count("--json");
     if (json) std::printf("{\"trace\": %s, \"expert_bytes\": %llu, \"runs\": [", json_string(trace).c_str(),

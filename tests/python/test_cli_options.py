@@ -237,6 +237,11 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
      "--expert-bytes takes a positive size (4096, 512MiB, 1.5GiB, ...), got '0'"),
     (["trace", "replay", "{trace}", "--budget", "lots"], "trace replay",
      "--budget takes a share or size (50%, 512MiB, 1.5GiB, ...), got 'lots'"),
+    # A half-open range names its open end: a warm-up of the whole trace would measure nothing.
+    (["trace", "replay", "{trace}", "--warmup", "1"], "trace replay",
+     "--warmup takes a number from 0 to 1 (1 excluded), got '1'"),
+    (["trace", "replay", "{trace}", "--warmup", "-0.1"], "trace replay",
+     "--warmup takes a number from 0 to 1 (1 excluded), got '-0.1'"),
     (["trace", "info"], "trace info", "expected one TRACE argument"),
     (["trace", "replay", "{trace}", "--policy", "sideways"], "trace replay", "unknown policy 'sideways'"),
     (["inspect"], "inspect", "expected one MODEL argument"),
