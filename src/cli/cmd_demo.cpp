@@ -21,7 +21,8 @@ const char *kUsage =
     "usage: moestream demo [--model PATH] [--budget SIZE|N%] [-n TOKENS] [--prompt N] [--max-seconds S] [--no-mmap]\n"
     "Without --model, generates a random-weight qwen3moe model (preset 'demo') in\n"
     "$XDG_CACHE_HOME/moestream (or ~/.cache/moestream) on first run, and again when the cached one cannot be\n"
-    "opened. The budget defaults to 40% of the model.\n";
+    "opened. The budget defaults to 40% of the model.\n"
+    "Spellings of one option: --model and -m, --budget and --memory-budget, -n and --tokens.\n";
 
 struct DemoRun {
     int32_t n_tokens = 24, prompt = 8;

@@ -24,7 +24,7 @@ const char *kUsage =
     "                          [--quant q4_k_m|q3_k_m|q2_k|iq4_xs|q8_0|f32] [--layers N] [--embd N] [--heads N]\n"
     "                          [--kv-heads N] [--head-dim N] [--experts N] [--top-k N]\n"
     "                          [--ff-expert N] [--vocab N] [--seed N] [--attn-kv-b] [--size-only] -o PATH\n"
-    "Writes a GGUF with random weights (valid quant blocks, finite activations).\n"
+    "Writes a GGUF with random weights (valid quant blocks, finite activations). -o and --output are one option.\n"
     "--attn-kv-b (deepseek2): one F32 attn_kv_b a layer, as files converted before absorbed latent\n"
     "attention have it, instead of attn_k_b / attn_v_b; the same weights as without it.\n"
     "Shape limits: --layers " LIMIT(LAYERS) ", --embd " LIMIT(EMBD) ", --heads and --kv-heads " LIMIT(HEADS)

@@ -19,13 +19,17 @@ namespace {
 const char *kUsage =
     "usage: moestream trace synth [--heat FILE.json] [-n TOKENS] [--reuse 0.4] [--skew 0.47] [--window 0 --recall 0]\n"
     "                             [--layers N --experts N] [--top-k K] [--expert-bytes SIZE] [--seed N] -o TRACE\n"
+    "                             (-n or --tokens, -o or --output)\n"
     "       moestream trace info TRACE [--json]\n"
     "       moestream trace replay TRACE [--budget 25%|50%|75%|SIZE[,...]] [--policy lru|lfu-decay|pinned-hot|reuse-aware|auto|all]\n"
     "                             [--warmup 0.5] [--json]\n"
-    "       moestream trace record -m MODEL [--packed PATH] [--io-mode auto|mmap|direct|pread] [--tokens N] [--prompt N]\n"
-    "                              [--memory-budget SIZE] [--seed N] [--feed greedy|random] -o TRACE\n"
-    "       moestream trace record -m MODEL [--packed PATH] [--io-mode auto|mmap|direct|pread] -f TEXT_FILE\n"
-    "                              [--memory-budget SIZE] -o TRACE   (the text's routing)\n"
+    "       moestream trace record -m MODEL [--packed PATH] [--io-mode auto|mmap|direct|pread] [--threads N]\n"
+    "                              [--tokens N] [--prompt N] [--memory-budget SIZE] [--seed N] [--feed greedy|random]\n"
+    "                              -o TRACE\n"
+    "       moestream trace record -m MODEL [--packed PATH] [--io-mode auto|mmap|direct|pread] [--threads N]\n"
+    "                              -f TEXT_FILE [--memory-budget SIZE] -o TRACE   (the text's routing)\n"
+    "                              (-m or --model, --tokens or -n, -f or --file, --memory-budget or --budget,\n"
+    "                              -o or --output)\n"
     "Trace format: docs/trace-format.md. Budgets in % are shares of all expert bytes.\n";
 
 // Reports the failed library call of `subcommand`; returns the status of a failure at run time.
