@@ -208,7 +208,7 @@ int cmd_bench(const Args &args) {
                      "--sweep", "--max-seconds", "--seed", "--feed", "--membw-size", "--profile"},
                     {"--disk", "--json", "--warm", "--no-cgroup", "--membw", "--help"}, a, error,
                     {{"--model", "-m"}, {"--budget", "--memory-budget"}, {"--tokens", "-n"}, {"-t", "--threads"},
-                     {"--cache-policy", "--policy"}}))
+                     {"--cache-policy", "--policy"}, {"-h", "--help"}}))
         return usage_error("bench", error);
     if (a.flags.count("--help")) {
         std::printf("%s", kUsage);

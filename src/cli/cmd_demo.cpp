@@ -63,7 +63,7 @@ int cmd_demo(const Args &args) {
     ParsedArgs a;
     std::string error;
     if (!parse_args(args, {"--model", "--budget", "-n", "--prompt", "--max-seconds"}, {"--no-mmap", "--help"}, a, error,
-                    {{"-m", "--model"}, {"--memory-budget", "--budget"}, {"--tokens", "-n"}}))
+                    {{"-m", "--model"}, {"--memory-budget", "--budget"}, {"--tokens", "-n"}, {"-h", "--help"}}))
         return usage_error("demo", error);
     if (a.flags.count("--help")) {
         std::printf("%s", kUsage);

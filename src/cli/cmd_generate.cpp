@@ -65,7 +65,7 @@ int cmd_generate(const Args &args) {
     if (!parse_args(args,
                     {"--arch", "--preset", "--quant", "--layers", "--embd", "--heads", "--kv-heads", "--head-dim",
                      "--experts", "--top-k", "--ff-expert", "--vocab", "--seed", "-o"},
-                    {"--size-only", "--attn-kv-b", "--help"}, a, error, {{"--output", "-o"}}))
+                    {"--size-only", "--attn-kv-b", "--help"}, a, error, {{"--output", "-o"}, {"-h", "--help"}}))
         return usage_error("generate", error);
     if (a.flags.count("--help")) {
         std::printf("%s", kUsage);

@@ -81,3 +81,11 @@ def test_help_lists_every_option_the_parser_takes_and_no_other(cli_path, helps, 
                                                                  sorted(everything))) if t}
     assert taken - listed == set(), f"taken but not in --help: {sorted(taken - listed)}"
     assert listed - taken == set(), f"in --help but not taken: {sorted(listed - taken)}"
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_every_command_prints_its_help_for_both_spellings(cli_path, command, flag):
+    r = run(cli_path, *command, flag)
+    assert r.returncode == 0 and r.stderr == "", (command, flag, r.stderr)
+    assert r.stdout.startswith(f"usage: moestream {command[0]}"), r.stdout
