@@ -59,17 +59,12 @@ const char *kUsage =
 // the model and let the engine release experts and fault them back in.
 uint64_t resident_budget(uint64_t file_bytes) { return file_bytes + std::max(file_bytes / 8, uint64_t{1} << 30); }
 
-// "resident" is mmap with the file loaded into the page cache first.
-bool parse_io_mode(const std::string &s, int32_t &out, bool &resident) {
-    resident = false;
-    if (s == "resident") {
-        out = MOESTREAM_IO_MMAP;
-        resident = true;
-    } else if (s == "auto") out = MOESTREAM_IO_AUTO;
-    else if (s == "mmap") out = MOESTREAM_IO_MMAP;
-    else if (s == "direct") out = MOESTREAM_IO_DIRECT;
-    else if (s == "pread") out = MOESTREAM_IO_PREAD;
-    else return false;
+// bench's --io-mode: every command's names (parse_io_mode) and "resident",
+// which is mmap with the file loaded into the page cache first.
+bool parse_bench_io_mode(const std::string &s, int32_t &out, bool &resident) {
+    resident = s == "resident";
+    if (!resident) return parse_io_mode(s, out);
+    out = MOESTREAM_IO_MMAP;
     return true;
 }
 
@@ -302,7 +297,7 @@ int cmd_bench(const Args &args) {
     for (const std::string &m : split_list(a.get_or("--io-mode", default_modes))) {
         int32_t mode = 0;
         bool resident = false;
-        if (!parse_io_mode(m, mode, resident)) return usage_error("bench", "bad --io-mode '" + m + "'");
+        if (!parse_bench_io_mode(m, mode, resident)) return usage_error("bench", io_mode_error(m, "resident"));
         modes.emplace_back(mode, resident);
         any_resident = any_resident || resident;
     }

@@ -42,17 +42,35 @@ const char *const kModelOptionsHelp =
     "  --cache-policy P         auto, lru, lfu-decay, pinned-hot or reuse-aware\n"
     "  --exact                  f32 activations and f32 KV cache (slow, for checking)\n";
 
-int32_t parse_io_mode(const std::string &s) {
+std::string unknown_name_error(const char *what, const std::string &text, const std::string &names) {
+    return "unknown " + std::string(what) + " '" + text + "' (" + names + ")";
+}
+
+bool parse_io_mode(const std::string &s, int32_t &out) {
     static const char *const names[] = {"auto", "mmap", "direct", "pread"};
     for (int m = MOESTREAM_IO_AUTO; m <= MOESTREAM_IO_PREAD; ++m)
-        if (s == names[m]) return m;
-    throw std::runtime_error("unknown io mode '" + s + "' (auto, mmap, direct, pread)");
+        if (s == names[m]) {
+            out = m;
+            return true;
+        }
+    return false;
+}
+
+std::string io_mode_error(const std::string &s, const char *more_names) {
+    return unknown_name_error("io mode", s, std::string("auto, mmap, direct, pread") + (more_names ? ", " : "") +
+                                                (more_names ? more_names : ""));
+}
+
+int32_t parse_io_mode(const std::string &s) {
+    int32_t m = MOESTREAM_IO_AUTO;
+    if (!parse_io_mode(s, m)) throw std::runtime_error(io_mode_error(s));
+    return m;
 }
 
 int32_t parse_numa_placement(const std::string &s) {
     if (s == "local") return MOESTREAM_NUMA_LOCAL;
     if (s == "interleave") return MOESTREAM_NUMA_INTERLEAVE;
-    throw std::runtime_error("unknown NUMA placement '" + s + "' (local, interleave)");
+    throw std::runtime_error(unknown_name_error("NUMA placement", s, "local, interleave"));
 }
 
 int32_t parse_prefetch(const std::string &s) {
@@ -61,7 +79,7 @@ int32_t parse_prefetch(const std::string &s) {
     if (s == "previous" || s == "previous-token") return MOESTREAM_PREFETCH_PREVIOUS_TOKEN;
     if (s == "lookahead") return MOESTREAM_PREFETCH_LOOKAHEAD;
     if (s == "both") return MOESTREAM_PREFETCH_BOTH;
-    throw std::runtime_error("unknown prefetch mode '" + s + "' (auto, off, previous, lookahead, both)");
+    throw std::runtime_error(unknown_name_error("prefetch mode", s, "auto, off, previous, lookahead, both"));
 }
 
 int32_t parse_cache_policy(const std::string &s) {
@@ -70,7 +88,7 @@ int32_t parse_cache_policy(const std::string &s) {
     if (s == "lfu" || s == "lfu-decay") return MOESTREAM_CACHE_LFU_DECAY;
     if (s == "pinned" || s == "pinned-hot") return MOESTREAM_CACHE_PINNED_HOT;
     if (s == "reuse" || s == "reuse-aware") return MOESTREAM_CACHE_REUSE_AWARE;
-    throw std::runtime_error("unknown cache policy '" + s + "' (auto, lru, lfu-decay, pinned-hot, reuse-aware)");
+    throw std::runtime_error(unknown_name_error("cache policy", s, "auto, lru, lfu-decay, pinned-hot, reuse-aware"));
 }
 
 std::string option_value(const Args &args, size_t &i) {

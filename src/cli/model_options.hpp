@@ -26,11 +26,20 @@ extern const char *const kModelOptionsHelp;
 // it is not one. Throws std::runtime_error naming the option on a bad value.
 bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt);
 // Each parser takes the names --help lists and throws std::runtime_error
-// naming the accepted values on anything else.
+// naming the accepted values (unknown_name_error) on anything else.
 int32_t parse_io_mode(const std::string &s);         // auto, mmap, direct, pread
 int32_t parse_numa_placement(const std::string &s);  // local, interleave
 int32_t parse_prefetch(const std::string &s);        // auto, off, previous[-token], lookahead, both
 int32_t parse_cache_policy(const std::string &s);    // auto, lru, lfu-decay, pinned-hot, reuse-aware
+// The message of a usage error for a name an option does not take:
+// "unknown WHAT 'TEXT' (NAMES)", NAMES the ones it takes ("auto, mmap, ...").
+// Every option that takes one of a few names words a wrong one with it.
+std::string unknown_name_error(const char *what, const std::string &text, const std::string &names);
+// An I/O mode name as parse_io_mode takes it; false on anything else.
+bool parse_io_mode(const std::string &s, int32_t &out);
+// unknown_name_error for an I/O mode: the names parse_io_mode takes and, for
+// a command that takes more (bench's "resident"), `more_names` after them.
+std::string io_mode_error(const std::string &s, const char *more_names = nullptr);
 // Reads the value after args[i] (advancing i); throws when missing.
 std::string option_value(const Args &args, size_t &i);
 // An integer option value in [lo, hi]; throws naming `option` when it is not one.

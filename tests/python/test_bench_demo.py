@@ -46,7 +46,7 @@ def test_bench_json_sweep(cli_path, small_model, tmp_path):
 def test_bench_rejects_bad_options(cli_path, small_model):
     bad = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "--io-mode", "tape"], capture_output=True,
                          text=True)
-    assert bad.returncode == 2 and "io-mode" in bad.stderr
+    assert bad.returncode == 2 and "unknown io mode 'tape' (auto, mmap, direct, pread, resident)" in bad.stderr, bad.stderr
     numa = subprocess.run([str(cli_path), "bench", "-m", str(small_model), "--numa", "everywhere"],
                           capture_output=True, text=True)
     assert numa.returncode == 2 and "NUMA placement 'everywhere'" in numa.stderr, numa.stderr

@@ -201,10 +201,12 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
 @pytest.mark.parametrize("args,command,what", [
     (["bench", "--bogus"], "bench", "unknown option --bogus"),
     (["bench"], "bench", "-m MODEL is required"),
-    (["bench", "-m", "{model}", "--io-mode", "sideways"], "bench", "bad --io-mode 'sideways'"),
+    (["bench", "-m", "{model}", "--io-mode", "sideways"], "bench",
+     "unknown io mode 'sideways' (auto, mmap, direct, pread, resident)"),
     # Checked before the model is opened: a usage error whatever the model.
     (["bench", "-m", "missing.gguf", "--seed", "x"], "bench", "--seed takes an integer from 0 to 18446744073709551615, got 'x'"),
-    (["bench", "-m", "missing.gguf", "--io-mode", "sideways"], "bench", "bad --io-mode 'sideways'"),
+    (["bench", "-m", "missing.gguf", "--io-mode", "sideways"], "bench",
+     "unknown io mode 'sideways' (auto, mmap, direct, pread, resident)"),
     # Every real-number option words a bad value as the integer ones do.
     (["bench", "-m", "missing.gguf", "--max-seconds", "0"], "bench", "--max-seconds takes a positive number, got '0'"),
     (["bench", "-m", "missing.gguf", "--max-seconds", "soon"], "bench",
