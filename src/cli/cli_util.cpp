@@ -37,8 +37,7 @@ bool parse_args(const Args &args, std::initializer_list<const char *> value_opti
     std::map<std::string, std::string> alias(aliases.begin(), aliases.end());
     for (size_t i = 0; i < args.size(); ++i) {
         std::string arg = args[i];
-        if (arg.size() < 2 || arg[0] != '-' || arg == "--" ||
-            (arg[1] != '-' && (std::isdigit(static_cast<unsigned char>(arg[1])) || arg[1] == '.'))) {
+        if (!looks_like_option(arg)) {
             if (arg == "--") {
                 for (++i; i < args.size(); ++i) out.positional.push_back(args[i]);
                 break;
@@ -70,15 +69,24 @@ bool parse_args(const Args &args, std::initializer_list<const char *> value_opti
             }
             out.values[arg] = value;
         } else {
-            error = "unknown option " + arg;
+            error = unknown_argument(arg);
             return false;
         }
     }
     return true;
 }
 
+bool looks_like_option(const std::string &arg) {
+    return arg.size() >= 2 && arg[0] == '-' && arg != "--" &&
+           (arg[1] == '-' || (!std::isdigit(static_cast<unsigned char>(arg[1])) && arg[1] != '.'));
+}
+
+std::string unknown_argument(const std::string &arg) {
+    return looks_like_option(arg) ? "unknown option " + arg : "unexpected argument '" + arg + "'";
+}
+
 std::string unexpected_argument(const ParsedArgs &parsed) {
-    return parsed.positional.empty() ? "" : "unexpected argument '" + parsed.positional[0] + "'";
+    return parsed.positional.empty() ? "" : unknown_argument(parsed.positional[0]);
 }
 
 int usage_error(const char *cmd, const std::string &what) {

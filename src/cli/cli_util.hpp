@@ -35,6 +35,14 @@ bool parse_args(const Args &args, std::initializer_list<const char *> value_opti
                 std::initializer_list<const char *> flag_options, ParsedArgs &out, std::string &error,
                 std::initializer_list<std::pair<const char *, const char *>> aliases = {});
 
+// Whether `arg` is spelt as an option ("-x", "--name"): not a lone "-", not
+// "--", not a negative number ("-5", "-.5"), which are arguments.
+bool looks_like_option(const std::string &arg);
+// The usage error for an argument a command does not take, worded alike by
+// every command: "unknown option --X" for an option, "unexpected argument 'X'"
+// for anything else.
+std::string unknown_argument(const std::string &arg);
+
 // For a command that takes no positional argument: "unexpected argument 'X'"
 // naming the first one given, or "" when there is none.
 std::string unexpected_argument(const ParsedArgs &parsed);

@@ -67,7 +67,7 @@ int cmd_logits(const Args &args) {
             else if (a == "--all") all = true;
             else if (a == "--batch")
                 batch = int32_t(int_option(option_value(args, i), "--batch", 0, std::numeric_limits<int32_t>::max()));
-            else throw std::runtime_error("unknown option '" + a + "'");
+            else throw std::runtime_error(unknown_argument(a));
         }
         if (opt.model_path.empty() || tokens.empty() || out_path.empty())
             throw std::runtime_error("-m, --tokens and --out are required");

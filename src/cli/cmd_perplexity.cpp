@@ -57,7 +57,7 @@ int cmd_perplexity(const Args &args) {
                 return 0;
             }
             if (parse_model_option(args, i, opt)) continue;
-            if (!source.parse(args, i)) throw std::runtime_error("unknown option '" + a + "'");
+            if (!source.parse(args, i)) throw std::runtime_error(unknown_argument(a));
         }
         if (opt.model_path.empty() || !source.given())
             throw std::runtime_error("-m and one of -f / --tokens are required");

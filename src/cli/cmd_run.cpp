@@ -202,7 +202,7 @@ int cmd_run(const Args &args) {
             } else if (a == "-n" || a == "--n-predict") o.n_gen = int_option(option_value(args, i), a.c_str(), 0, std::numeric_limits<int32_t>::max());
             else if (a == "--load-state") o.load_state = option_value(args, i);
             else if (a == "--save-state") o.save_state = option_value(args, i);
-            else throw std::runtime_error("unknown option '" + a + "'");
+            else throw std::runtime_error(unknown_argument(a));
         }
         if (opt.model_path.empty() || !source.given())
             throw std::runtime_error("-m and one of -p / -f / --tokens are required");

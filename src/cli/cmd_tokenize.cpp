@@ -45,7 +45,7 @@ int cmd_tokenize(const Args &args) {
             if (a == "--no-bos") add_special = false;
             else if (a == "--no-parse-special") parse_special = false;
             else if (a == "--pieces") pieces = true;
-            else throw std::runtime_error("unknown option '" + a + "'");
+            else throw std::runtime_error(unknown_argument(a));
         }
         if (opt.model_path.empty() || !source.given()) throw std::runtime_error("-m and -p (or -f) are required");
     } catch (const std::exception &e) {

@@ -15,7 +15,7 @@ COMMANDS = [["run"], ["logits"], ["perplexity"], ["tokenize"], ["bench"], ["demo
 # "-m", "--memory-budget", "--attn-kv-b"; not "top-k", "gpt-oss" or "-1".
 OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 # What every command's parser answers for an option it does not take.
-UNKNOWN = "unknown option '?{}'?\n"
+UNKNOWN = "unknown option {}\n"
 # No command takes it: after an option the command takes, the parser stops at
 # it, so that no probe ever runs anything.
 NOT_AN_OPTION = "--not-an-option"
@@ -51,7 +51,7 @@ def listed_options(text):
 def takes(cli_path, command, option):
     # A value after the option: one that takes a value consumes it, a flag
     # leaves it as an argument, which the parser reports after NOT_AN_OPTION
-    # or which is refused as an unknown option of its own name ('1').
+    # or which is refused as an unexpected argument ('1').
     r = run(cli_path, *command, option, "1", NOT_AN_OPTION)
     assert r.returncode == 2, (command, option, r.returncode, r.stdout, r.stderr)
     return not re.search(UNKNOWN.format(re.escape(option)), r.stderr)

@@ -258,7 +258,12 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["version", "x"], "version", "unexpected argument 'x'"),
     (["version", "--bogus"], "version", "unknown option --bogus"),
     (["version", "--help=yes"], "version", "option --help takes no value"),
-    (["run", "-m", "{model}", "--bogus"], "run", "unknown option '--bogus'"),
+    # Every command words an argument it does not take alike, an option unquoted as in every other error.
+    (["run", "-m", "{model}", "--bogus"], "run", "unknown option --bogus"),
+    (["run", "-m", "{model}", "--tokens", "1", "extra"], "run", "unexpected argument 'extra'"),
+    (["logits", "-m", "{model}", "-5"], "logits", "unexpected argument '-5'"),
+    (["tokenize", "-m", "{model}", "-p", "a", "--bogus"], "tokenize", "unknown option --bogus"),
+    (["perplexity", "-m", "{model}", "-q"], "perplexity", "unknown option -q"),
     # Given options are not reported as missing.
     (["run", "-m", "{model}", "-p", "hi", "--tokens", "1"], "run", "-p and --tokens both give the prompt: give one"),
     # A second prompt source, or the same one again, is refused rather than the last one taken.
