@@ -75,10 +75,15 @@ struct RunOptions {
     moestream_sampler_params sampler{};
 };
 
-double real_option(const std::string &s, const char *option) {
+// A sampler field (a float) in `range`: the values moestream_sampler_new
+// takes, refused here in the words of every other option rather than in the
+// library's. A number past the float range ("1e39") is refused too: as a
+// float it would be infinite.
+float float_option(const std::string &s, const char *option, RealRange range) {
     double v = 0;
-    if (!parse_double_in(s, RealRange::any(), v)) throw std::runtime_error(real_range_error(option, s, RealRange::any()));
-    return v;
+    if (!parse_double_in(s, range, v) || !std::isfinite(float(v)))
+        throw std::runtime_error(real_range_error(option, s, range));
+    return float(v);
 }
 
 void seed_option(const std::string &s, uint64_t &seed) {
@@ -89,10 +94,14 @@ void seed_option(const std::string &s, uint64_t &seed) {
 bool parse_penalty_option(const Args &args, size_t &i, RunOptions &o) {
     const std::string &a = args[i];
     moestream_sampler_params &p = o.sampler;
-    if (a == "--repeat-penalty") p.repeat_penalty = float(real_option(option_value(args, i), "--repeat-penalty"));
-    else if (a == "--presence-penalty") p.presence_penalty = float(real_option(option_value(args, i), "--presence-penalty"));
-    else if (a == "--frequency-penalty") p.frequency_penalty = float(real_option(option_value(args, i), "--frequency-penalty"));
-    else if (a == "--repeat-last-n") p.penalty_last_n = int32_t(int_option(option_value(args, i), "--repeat-last-n", -1, std::numeric_limits<int32_t>::max()));
+    if (a == "--repeat-penalty")
+        p.repeat_penalty = float_option(option_value(args, i), "--repeat-penalty", RealRange::positive());
+    else if (a == "--presence-penalty")
+        p.presence_penalty = float_option(option_value(args, i), "--presence-penalty", RealRange::any());
+    else if (a == "--frequency-penalty")
+        p.frequency_penalty = float_option(option_value(args, i), "--frequency-penalty", RealRange::any());
+    else if (a == "--repeat-last-n")
+        p.penalty_last_n = int32_t(int_option(option_value(args, i), "--repeat-last-n", -1, MOESTREAM_SAMPLER_MAX_PENALTY_LAST_N));
     else return false;
     o.penalties = true;
     return true;
@@ -102,10 +111,11 @@ bool parse_penalty_option(const Args &args, size_t &i, RunOptions &o) {
 bool parse_sampling_option(const Args &args, size_t &i, RunOptions &o) {
     const std::string &a = args[i];
     moestream_sampler_params &p = o.sampler;
-    if (a == "--temp" || a == "--temperature") p.temperature = float(real_option(option_value(args, i), "--temp"));
+    if (a == "--temp" || a == "--temperature")
+        p.temperature = float_option(option_value(args, i), "--temp", RealRange::at_least(0));
     else if (a == "--top-k") p.top_k = int32_t(int_option(option_value(args, i), "--top-k", 0, std::numeric_limits<int32_t>::max()));
-    else if (a == "--top-p") p.top_p = float(real_option(option_value(args, i), "--top-p"));
-    else if (a == "--min-p") p.min_p = float(real_option(option_value(args, i), "--min-p"));
+    else if (a == "--top-p") p.top_p = float_option(option_value(args, i), "--top-p", RealRange::above_to(0, 1));
+    else if (a == "--min-p") p.min_p = float_option(option_value(args, i), "--min-p", RealRange::from_to(0, 1));
     else if (a == "--seed") seed_option(option_value(args, i), p.seed);
     else return false;
     o.sampling = true;

@@ -214,9 +214,18 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     # demo's --max-seconds as bench's: checked before a demo model is generated.
     (["demo", "--max-seconds", "0"], "demo", "--max-seconds takes a positive number, got '0'"),
     (["demo", "--max-seconds", "soon"], "demo", "--max-seconds takes a positive number, got 'soon'"),
-    (["run", "-m", "{model}", "--tokens", "1", "--temp", "warm"], "run", "--temp takes a number, got 'warm'"),
+    (["run", "-m", "{model}", "--tokens", "1", "--temp", "warm"], "run", "--temp takes a number of at least 0, got 'warm'"),
     (["run", "-m", "{model}", "--tokens", "1", "--frequency-penalty", "1e999"], "run",
      "--frequency-penalty takes a number, got '1e999'"),
+    # The sampler's ranges, refused by run in these words rather than the library's.
+    (["run", "-m", "{model}", "--tokens", "1", "--temp", "-0.5"], "run", "--temp takes a number of at least 0, got '-0.5'"),
+    (["run", "-m", "{model}", "--tokens", "1", "--top-p", "0"], "run",
+     "--top-p takes a number from 0 to 1 (0 excluded), got '0'"),
+    (["run", "-m", "{model}", "--tokens", "1", "--min-p", "1.5"], "run", "--min-p takes a number from 0 to 1, got '1.5'"),
+    (["run", "-m", "{model}", "--tokens", "1", "--repeat-penalty", "0"], "run",
+     "--repeat-penalty takes a positive number, got '0'"),
+    (["run", "-m", "{model}", "--tokens", "1", "--repeat-last-n", "65537"], "run",
+     "--repeat-last-n takes an integer from -1 to 65536, got '65537'"),
     (["bench", "-m", "missing.gguf", "--sweep", "50%", "--memory-budget", "1GiB"], "bench",
      "--sweep and --memory-budget both set the budget: give one"),
     # A budget of 0 bytes would silently run with the automatic one; a share beyond 64 bits is no size.

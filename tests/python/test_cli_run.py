@@ -78,7 +78,7 @@ def test_a_saved_sampling_session_continues_its_sampler(cli_path, binding, model
 
 def test_bad_sampling_values_and_state_files_are_refused(cli_path, model, tmp_path):
     r = cli(cli_path, "run", "-m", model, "--tokens", "1", "--temp", -1)
-    assert r.returncode == 2 and "temperature" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--temp takes a number of at least 0, got '-1'" in r.stderr, r.stderr
     r = cli(cli_path, "run", "-m", model, "--tokens", "1", "--top-p", "x")
     assert r.returncode == 2 and "--top-p" in r.stderr, r.stderr
     r = cli(cli_path, "run", "-m", model, "--tokens", "1", "--load-state", tmp_path / "missing.state")
@@ -140,10 +140,13 @@ def test_whole_history_window_and_negative_penalties_draw_what_the_library_draws
 
 
 def test_bad_penalty_values_are_refused(cli_path, model):
-    for option, value, words in (("--repeat-penalty", 0, "repeat_penalty"), ("--repeat-penalty", -1, "repeat_penalty"),
-                                 ("--presence-penalty", "1e39", "presence_penalty"),  # inf as a float
+    # Refused by run in the words of every option, before the library sees them.
+    for option, value, words in (("--repeat-penalty", 0, "--repeat-penalty takes a positive number"),
+                                 ("--repeat-penalty", -1, "--repeat-penalty takes a positive number"),
+                                 ("--presence-penalty", "1e39", "--presence-penalty takes a number"),  # inf as a float
                                  ("--frequency-penalty", "nan", "--frequency-penalty"),
-                                 ("--repeat-last-n", 70000, "penalty_last_n"), ("--repeat-last-n", -2, "--repeat-last-n"),
+                                 ("--repeat-last-n", 70000, "--repeat-last-n takes an integer from -1 to 65536"),
+                                 ("--repeat-last-n", -2, "--repeat-last-n"),
                                  ("--repeat-penalty", "x", "--repeat-penalty")):
         r = cli(cli_path, "run", "-m", model, "--tokens", "1", option, value)
         assert r.returncode == 2 and words in r.stderr, (option, value, r.stderr)
