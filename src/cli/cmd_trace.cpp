@@ -8,6 +8,7 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "model_options.hpp"
 #include "moestream.h"
 
 namespace cli {
@@ -154,17 +155,17 @@ int replay(const Args &args) {
         budgets.emplace_back(b, bytes);
     }
     if (budgets.empty()) return usage_error("trace replay", "--budget lists no budget");
+    // The names of every command's cache policy option, and "all".
     std::vector<int32_t> policies;
     for (const std::string &name : split_list(a.get_or("--policy", "all"))) {
+        int32_t policy = MOESTREAM_CACHE_AUTO;
         if (name == "all")
             policies.insert(policies.end(), {MOESTREAM_CACHE_LRU, MOESTREAM_CACHE_LFU_DECAY, MOESTREAM_CACHE_PINNED_HOT,
                                              MOESTREAM_CACHE_REUSE_AWARE});
-        else if (name == "lru") policies.push_back(MOESTREAM_CACHE_LRU);
-        else if (name == "lfu" || name == "lfu-decay") policies.push_back(MOESTREAM_CACHE_LFU_DECAY);
-        else if (name == "pinned" || name == "pinned-hot") policies.push_back(MOESTREAM_CACHE_PINNED_HOT);
-        else if (name == "reuse" || name == "reuse-aware") policies.push_back(MOESTREAM_CACHE_REUSE_AWARE);
-        else if (name == "auto" || name == "default") policies.push_back(MOESTREAM_CACHE_AUTO);
-        else return usage_error("trace replay", "unknown policy '" + name + "'");
+        else if (parse_cache_policy(name, policy)) policies.push_back(policy);
+        else
+            return usage_error("trace replay",
+                               unknown_name_error("cache policy", name, std::string(kCachePolicyNames) + ", all"));
     }
     if (policies.empty()) return usage_error("trace replay", "--policy lists no policy");
     policies.push_back(MOESTREAM_REPLAY_BELADY);  // the reference every run is compared with

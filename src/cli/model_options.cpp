@@ -82,13 +82,22 @@ int32_t parse_prefetch(const std::string &s) {
     throw std::runtime_error(unknown_name_error("prefetch mode", s, "auto, off, previous, lookahead, both"));
 }
 
+const char *const kCachePolicyNames = "auto, lru, lfu-decay, pinned-hot, reuse-aware";
+
+bool parse_cache_policy(const std::string &s, int32_t &out) {
+    if (s == "auto") out = MOESTREAM_CACHE_AUTO;
+    else if (s == "lru") out = MOESTREAM_CACHE_LRU;
+    else if (s == "lfu" || s == "lfu-decay") out = MOESTREAM_CACHE_LFU_DECAY;
+    else if (s == "pinned" || s == "pinned-hot") out = MOESTREAM_CACHE_PINNED_HOT;
+    else if (s == "reuse" || s == "reuse-aware") out = MOESTREAM_CACHE_REUSE_AWARE;
+    else return false;
+    return true;
+}
+
 int32_t parse_cache_policy(const std::string &s) {
-    if (s == "auto") return MOESTREAM_CACHE_AUTO;
-    if (s == "lru") return MOESTREAM_CACHE_LRU;
-    if (s == "lfu" || s == "lfu-decay") return MOESTREAM_CACHE_LFU_DECAY;
-    if (s == "pinned" || s == "pinned-hot") return MOESTREAM_CACHE_PINNED_HOT;
-    if (s == "reuse" || s == "reuse-aware") return MOESTREAM_CACHE_REUSE_AWARE;
-    throw std::runtime_error(unknown_name_error("cache policy", s, "auto, lru, lfu-decay, pinned-hot, reuse-aware"));
+    int32_t policy = MOESTREAM_CACHE_AUTO;
+    if (!parse_cache_policy(s, policy)) throw std::runtime_error(unknown_name_error("cache policy", s, kCachePolicyNames));
+    return policy;
 }
 
 std::string option_value(const Args &args, size_t &i) {

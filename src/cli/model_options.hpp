@@ -35,6 +35,10 @@ int32_t parse_cache_policy(const std::string &s);    // auto, lru, lfu-decay, pi
 // "unknown WHAT 'TEXT' (NAMES)", NAMES the ones it takes ("auto, mmap, ...").
 // Every option that takes one of a few names words a wrong one with it.
 std::string unknown_name_error(const char *what, const std::string &text, const std::string &names);
+// A cache policy name as parse_cache_policy takes it; false on anything else.
+bool parse_cache_policy(const std::string &s, int32_t &out);
+// The names parse_cache_policy takes, as its error lists them.
+extern const char *const kCachePolicyNames;
 // An I/O mode name as parse_io_mode takes it; false on anything else.
 bool parse_io_mode(const std::string &s, int32_t &out);
 // unknown_name_error for an I/O mode: the names parse_io_mode takes and, for

@@ -254,7 +254,11 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["trace", "replay", "{trace}", "--warmup", "-0.1"], "trace replay",
      "--warmup takes a number from 0 to 1 (1 excluded), got '-0.1'"),
     (["trace", "info"], "trace info", "expected one TRACE argument"),
-    (["trace", "replay", "{trace}", "--policy", "sideways"], "trace replay", "unknown policy 'sideways'"),
+    # The cache policy names of run and bench, and "all".
+    (["trace", "replay", "{trace}", "--policy", "sideways"], "trace replay",
+     "unknown cache policy 'sideways' (auto, lru, lfu-decay, pinned-hot, reuse-aware, all)"),
+    (["trace", "replay", "{trace}", "--policy", "lru,default"], "trace replay",
+     "unknown cache policy 'default' (auto, lru, lfu-decay, pinned-hot, reuse-aware, all)"),
     (["inspect"], "inspect", "expected one MODEL argument"),
     (["inspect", "{model}", "--memory-budget", "lots"], "inspect",
      "--memory-budget takes a size (4096, 512MiB, 1.5GiB, ...), got 'lots'"),
