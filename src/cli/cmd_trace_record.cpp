@@ -28,7 +28,8 @@ namespace cli {
 namespace {
 
 struct RecordOptions {
-    std::string model, packed, out, feed = "greedy", text_file;
+    std::string model, packed, out, text_file;
+    bool random_feed = false;  // --feed random: random token ids, else the greedy choice
     int64_t n_tokens = 64, n_prompt = 16, threads = 0;
     int32_t io_mode = MOESTREAM_IO_AUTO;
     uint64_t seed = 1, budget = 0;
@@ -52,13 +53,12 @@ bool read_options(const ParsedArgs &a, RecordOptions &o) {
     try {
         if (auto s = a.get("--packed")) o.packed = packed_option(*s);
         if (auto s = a.get("--io-mode")) o.io_mode = parse_io_mode(*s);
+        if (auto s = a.get("--feed")) o.random_feed = parse_feed_random(*s);
     } catch (const std::runtime_error &e) {
         return usage_error("trace record", e.what()), false;
     }
     if (auto s = a.get("--memory-budget"); s && !parse_size(*s, o.budget))
         return usage_error("trace record", size_error("--memory-budget", *s, SizeKind{})), false;
-    o.feed = a.get_or("--feed", "greedy");
-    if (o.feed != "greedy" && o.feed != "random") return usage_error("trace record", "--feed takes greedy or random"), false;
     if (auto f = a.get("-f")) {
         for (const char *generated : {"--tokens", "--prompt", "--feed", "--seed"})
             if (a.get(generated))
@@ -101,8 +101,7 @@ bool record(moestream_context *ctx, const RecordOptions &o) {
     int st = moestream_step(ctx, prompt.data(), static_cast<int32_t>(prompt.size()), logits.data());
     const int64_t room = n_ctx - o.n_prompt;
     for (int64_t i = 0; st == MOESTREAM_OK && i < std::min(o.n_tokens, room); ++i) {
-        int32_t next = o.feed == "random" ? static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab))
-                                          : greedy_token(logits);
+        int32_t next = o.random_feed ? static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab)) : greedy_token(logits);
         if (next < 0) {
             std::fprintf(stderr, "moestream trace record: %s\n", kNoGreedyToken);
             return false;

@@ -100,6 +100,11 @@ int32_t parse_cache_policy(const std::string &s) {
     return policy;
 }
 
+bool parse_feed_random(const std::string &s) {
+    if (s != "greedy" && s != "random") throw std::runtime_error(unknown_name_error("feed mode", s, "greedy, random"));
+    return s == "random";
+}
+
 std::string option_value(const Args &args, size_t &i) {
     if (i + 1 >= args.size()) throw std::runtime_error("option " + args[i] + " needs a value");
     return args[++i];

@@ -44,6 +44,10 @@ bool parse_io_mode(const std::string &s, int32_t &out);
 // unknown_name_error for an I/O mode: the names parse_io_mode takes and, for
 // a command that takes more (bench's "resident"), `more_names` after them.
 std::string io_mode_error(const std::string &s, const char *more_names = nullptr);
+// --feed of bench and trace record, what their decode steps are fed: true
+// for random token ids, false for the greedy choice; throws
+// std::runtime_error (unknown_name_error) on a name other than those two.
+bool parse_feed_random(const std::string &s);
 // Reads the value after args[i] (advancing i); throws when missing.
 std::string option_value(const Args &args, size_t &i);
 // An integer option value in [lo, hi]; throws naming `option` when it is not one.

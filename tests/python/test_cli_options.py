@@ -302,8 +302,10 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["perplexity", "-m", "{model}", "-f", "a.txt", "--tokens", "b.txt"], "perplexity",
      "-f and --tokens both give the text: give one"),
     (["pack"], "pack", "expected one MODEL argument"),
+    # bench and trace record take the same --feed names and word a bad one alike.
     (["trace", "record", "-m", "{model}", "-o", "x.trace", "--feed", "sideways"], "trace record",
-     "--feed takes greedy or random"),
+     "unknown feed mode 'sideways' (greedy, random)"),
+    (["bench", "-m", "{model}", "--feed", "sideways"], "bench", "unknown feed mode 'sideways' (greedy, random)"),
     (["trace", "record", "-o", "x.trace"], "trace record", "-m MODEL and -o TRACE are required"),
 ])
 def test_usage_errors_name_the_problem_and_point_to_help(cli_path, model, trace, tmp_path, args, command, what):
