@@ -244,9 +244,12 @@ bool parse_share_or_size(const std::string &text, uint64_t total, uint64_t &out)
 }
 
 std::string size_error(const std::string &option, const std::string &text, SizeKind kind) {
-    // "a positive share or size (50%, ...)": the examples start with a share where one is taken.
+    // "a positive share or size (50%, ...)": the examples start with a share
+    // where one is taken, and leave out 4096 where it is below the least.
+    const std::string least = kind.at_least ? std::string(" of at least ") + kind.at_least : "";
+    const char *first = kind.share ? "50%, " : kind.at_least ? "" : "4096, ";
     const std::string what = std::string("a ") + (kind.positive ? "positive " : "") + (kind.share ? "share or " : "") +
-                             "size (" + (kind.share ? "50%" : "4096") + ", 512MiB, 1.5GiB, ...)";
+                             "size" + least + " (" + first + "512MiB, 1.5GiB, ...)";
     return option + " takes " + what + ", got '" + text + "'";
 }
 

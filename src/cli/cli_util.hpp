@@ -60,11 +60,13 @@ int usage_error(const char *cmd, const std::string &what);
 bool parse_size(const std::string &text, uint64_t &out);
 // "25%" of `total`, or an absolute size as parse_size.
 bool parse_share_or_size(const std::string &text, uint64_t total, uint64_t &out);
-// What a size option takes, for the wording of size_error: two independent
-// choices, whether 0 is refused and whether a share ("25%") is taken too.
+// What a size option takes, for the wording of size_error: independent
+// choices, whether 0 is refused, whether a share ("25%") is taken too and the
+// least size taken, as text ("1MiB"), when there is one.
 struct SizeKind {
     bool positive = false;
     bool share = false;
+    const char *at_least = nullptr;
 };
 // The message of a usage error for a size option whose value is not one:
 // "OPTION takes a size (4096, 512MiB, 1.5GiB, ...), got 'TEXT'", in the shape

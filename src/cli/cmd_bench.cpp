@@ -223,7 +223,7 @@ int cmd_bench(const Args &args) {
     // (measured 69 GB/s with 1 GiB against 32 GB/s with 2-8 GiB on one).
     uint64_t probe_bytes = 4ull << 30;
     if (auto s = a.get("--membw-size"); s && (!parse_size(*s, probe_bytes) || probe_bytes < (1u << 20)))
-        return usage_error("bench", "bad --membw-size (at least 1MiB)");
+        return usage_error("bench", size_error("--membw-size", *s, SizeKind{.at_least = "1MiB"}));
     MembwResult membw;
     auto probe = [&]() -> bool {
         std::string why;

@@ -246,6 +246,10 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     # A size option's wording composes whether 0 is refused and whether a share is taken.
     (["trace", "synth", "--expert-bytes", "0", "-o", "x.trace"], "trace synth",
      "--expert-bytes takes a positive size (4096, 512MiB, 1.5GiB, ...), got '0'"),
+    (["bench", "--membw-size", "512k", "--membw"], "bench",
+     "--membw-size takes a size of at least 1MiB (512MiB, 1.5GiB, ...), got '512k'"),
+    (["bench", "--membw-size", "lots", "--membw"], "bench",
+     "--membw-size takes a size of at least 1MiB (512MiB, 1.5GiB, ...), got 'lots'"),
     (["trace", "replay", "{trace}", "--budget", "lots"], "trace replay",
      "--budget takes a share or size (50%, 512MiB, 1.5GiB, ...), got 'lots'"),
     # A half-open range names its open end: a warm-up of the whole trace would measure nothing.
