@@ -85,6 +85,14 @@ std::string unknown_argument(const std::string &arg) {
     return looks_like_option(arg) ? "unknown option " + arg : "unexpected argument '" + arg + "'";
 }
 
+void split_inline_value(Args &args, size_t i) {
+    const size_t eq = args[i].find('=');
+    if (args[i].rfind("--", 0) != 0 || eq == std::string::npos) return;
+    std::string value = args[i].substr(eq + 1);
+    args[i].resize(eq);
+    args.insert(args.begin() + std::ptrdiff_t(i) + 1, std::move(value));
+}
+
 std::string unexpected_argument(const ParsedArgs &parsed) {
     return parsed.positional.empty() ? "" : unknown_argument(parsed.positional[0]);
 }

@@ -43,6 +43,13 @@ bool looks_like_option(const std::string &arg);
 // for anything else.
 std::string unknown_argument(const std::string &arg);
 
+// For a command that reads its options one at a time (run, logits,
+// perplexity, tokenize): splits args[i], when it is "--name=value", into
+// "--name" and "value", so that every command takes both spellings that
+// parse_args takes. Called for each argument the loop reaches, never for a
+// value it consumed ("-p --x=1" is the prompt "--x=1").
+void split_inline_value(Args &args, size_t i);
+
 // For a command that takes no positional argument: "unexpected argument 'X'"
 // naming the first one given, or "" when there is none.
 std::string unexpected_argument(const ParsedArgs &parsed);

@@ -48,7 +48,8 @@ bool write_logits(moestream_context *ctx, const std::vector<int32_t> &tokens, in
 
 }  // namespace
 
-int cmd_logits(const Args &args) {
+int cmd_logits(const Args &given) {
+    Args args = given;  // "--name=value" split as the loop reaches it
     ModelOptions opt;
     std::vector<int32_t> tokens;
     std::string out_path;
@@ -56,6 +57,7 @@ int cmd_logits(const Args &args) {
     int32_t batch = 0;  // tokens per moestream_step call; 0 = all at once
     try {
         for (size_t i = 0; i < args.size(); ++i) {
+            split_inline_value(args, i);
             const std::string &a = args[i];
             if (a == "--help" || a == "-h") {
                 print_help();

@@ -45,12 +45,14 @@ double log_probability(std::span<const float> logits, int32_t token) {
 
 }  // namespace
 
-int cmd_perplexity(const Args &args) {
+int cmd_perplexity(const Args &given) {
+    Args args = given;  // "--name=value" split as the loop reaches it
     ModelOptions opt;
     InputChoice<TextSource> source("text", {{TextSource::text_file, "--file", "-f"},
                                             {TextSource::token_file, "--tokens", nullptr}});
     try {
         for (size_t i = 0; i < args.size(); ++i) {
+            split_inline_value(args, i);
             const std::string &a = args[i];
             if (a == "--help" || a == "-h") {
                 print_help();

@@ -191,7 +191,8 @@ bool fits_in_context(moestream_context *ctx, const RunOptions &o) {
 
 }  // namespace
 
-int cmd_run(const Args &args) {
+int cmd_run(const Args &given) {
+    Args args = given;  // "--name=value" split as the loop reaches it
     ModelOptions opt;
     RunOptions o;
     InputChoice<PromptSource> source("prompt", {{PromptSource::text, "--prompt", "-p"},
@@ -200,6 +201,7 @@ int cmd_run(const Args &args) {
     moestream_sampler_params_init(&o.sampler);
     try {
         for (size_t i = 0; i < args.size(); ++i) {
+            split_inline_value(args, i);
             const std::string &a = args[i];
             if (a == "--help" || a == "-h") {
                 print_help();

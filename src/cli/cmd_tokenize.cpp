@@ -29,12 +29,14 @@ void print_help() {
 
 }  // namespace
 
-int cmd_tokenize(const Args &args) {
+int cmd_tokenize(const Args &given) {
+    Args args = given;  // "--name=value" split as the loop reaches it
     ModelOptions opt;
     InputChoice<TextSource> source("text", {{TextSource::text, "--prompt", "-p"}, {TextSource::file, "--file", "-f"}});
     bool add_special = true, parse_special = true, pieces = false;
     try {
         for (size_t i = 0; i < args.size(); ++i) {
+            split_inline_value(args, i);
             const std::string &a = args[i];
             if (a == "--help" || a == "-h") {
                 print_help();

@@ -515,3 +515,24 @@ def test_trace_record_takes_the_io_modes_run_takes(cli_path, model, tmp_path):
         assert r.returncode == 2, r.stderr
         assert r.stderr.startswith(f"moestream {name}: unknown io mode 'sideways' (auto, mmap, direct, pread)\n"), r.stderr
     assert "--io-mode auto|mmap|direct|pread" in cli(cli_path, "trace", "record", "--help").stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "-m", "{model}", "--tokens=1,2", "--n-predict=2", "--ctx=16", "--temp=0"],
+    ["logits", "-m", "{model}", "--tokens=1,2", "--out={out}", "--batch=1"],
+    ["perplexity", "-m", "{model}", "--tokens={ids}", "--ctx=16"],
+    ["tokenize", "--model={model}", "--prompt=hi", "--threads=1"],
+    ["bench", "-m", "{model}", "--tokens=2", "--prompt=2", "--io-mode=pread", "--warm"],
+])
+def test_every_command_takes_an_option_value_after_an_equals_sign(cli_path, model, tmp_path, args):
+    # parse_args took "--name=value"; the commands that read options one at a time refused it as an unknown option.
+    ids = tmp_path / "ids.txt"
+    ids.write_text("1 2 3")
+    r = cli(cli_path, *[a.format(model=model, out=tmp_path / "l.bin", ids=ids) for a in args])
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_value_consumed_by_an_option_is_not_split_at_its_equals_sign(cli_path, model):
+    r = cli(cli_path, "tokenize", "-m", model, "-p", "--x=1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == cli(cli_path, "tokenize", "-m", model, "--prompt=--x=1").stdout
