@@ -18,7 +18,7 @@ void print_help() {
     std::printf("usage: moestream logits -m MODEL --tokens 1,2,3 --out FILE [--batch N] [--all] [model options]\n"
                 "  --tokens LIST            token ids, comma separated\n"
                 "  -o, --out FILE           where to write the logits (raw float32); replaced only when the run\n"
-                "                           succeeds\n"
+                "                           succeeds; --output is the same option\n"
                 "  --batch N                feed the tokens N per step (default: all in one step)\n"
                 "  --all                    write the last-token logits of every step, not only the final one\n%s",
                 kModelOptionsHelp);
@@ -65,7 +65,8 @@ int cmd_logits(const Args &given) {
             }
             if (parse_model_option(args, i, opt)) continue;
             if (a == "--tokens") tokens = token_list_option(option_value(args, i));
-            else if (a == "--out" || a == "-o") out_path = option_value(args, i);
+            // --output too: the long name of every other command's -o.
+            else if (a == "--out" || a == "-o" || a == "--output") out_path = option_value(args, i);
             else if (a == "--all") all = true;
             else if (a == "--batch")
                 batch = int32_t(int_option(option_value(args, i), "--batch", 0, std::numeric_limits<int32_t>::max()));

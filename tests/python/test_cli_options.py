@@ -536,3 +536,12 @@ def test_a_value_consumed_by_an_option_is_not_split_at_its_equals_sign(cli_path,
     r = cli(cli_path, "tokenize", "-m", model, "-p", "--x=1")
     assert r.returncode == 0, r.stderr
     assert r.stdout == cli(cli_path, "tokenize", "-m", model, "--prompt=--x=1").stdout
+
+
+def test_logits_takes_output_as_every_command_that_writes_a_file(cli_path, model, tmp_path):
+    # -o is --output for generate, pack and trace; logits named its -o only --out.
+    out = tmp_path / "l.bin"
+    r = cli(cli_path, "logits", "-m", model, "--tokens", "1,2", "--output", out)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == (cli(cli_path, "logits", "-m", model, "--tokens", "1,2", "-o", tmp_path / "o.bin"),
+                                (tmp_path / "o.bin").read_bytes())[1]
