@@ -93,6 +93,14 @@ void split_inline_value(Args &args, size_t i) {
     args.insert(args.begin() + std::ptrdiff_t(i) + 1, std::move(value));
 }
 
+std::string file_name_error(const std::string &option) { return option + " needs a file name"; }
+
+std::string empty_file_name(const ParsedArgs &parsed, std::initializer_list<const char *> options) {
+    for (const char *option : options)
+        if (auto v = parsed.get(option); v && v->empty()) return file_name_error(option);
+    return "";
+}
+
 std::string unexpected_argument(const ParsedArgs &parsed) {
     return parsed.positional.empty() ? "" : unknown_argument(parsed.positional[0]);
 }

@@ -50,6 +50,14 @@ std::string unknown_argument(const std::string &arg);
 // value it consumed ("-p --x=1" is the prompt "--x=1").
 void split_inline_value(Args &args, size_t i);
 
+// The usage error for an option that names a file given "": "OPTION needs a
+// file name". An empty name names no file; taken, it would stand for the
+// option left out (no state saved, no heat map, the default packed file).
+std::string file_name_error(const std::string &option);
+// For a command parsed by parse_args: file_name_error for the first of
+// `options` given as "", or "" when none is.
+std::string empty_file_name(const ParsedArgs &parsed, std::initializer_list<const char *> options);
+
 // For a command that takes no positional argument: "unexpected argument 'X'"
 // naming the first one given, or "" when there is none.
 std::string unexpected_argument(const ParsedArgs &parsed);

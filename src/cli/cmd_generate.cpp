@@ -72,6 +72,7 @@ int cmd_generate(const Args &args) {
         return 0;
     }
     if (const std::string extra = unexpected_argument(a); !extra.empty()) return usage_error("generate", extra);
+    if (const std::string empty = empty_file_name(a, {"-o"}); !empty.empty()) return usage_error("generate", empty);
     moestream_generate_params p;
     moestream_generate_params_init(&p);
     // No --arch: the preset's architecture (gpt-oss and deepseek2 for their presets, else qwen3moe).

@@ -66,7 +66,7 @@ int cmd_logits(const Args &given) {
             if (parse_model_option(args, i, opt)) continue;
             if (a == "--tokens") tokens = token_list_option(option_value(args, i));
             // --output too: the long name of every other command's -o.
-            else if (a == "--out" || a == "-o" || a == "--output") out_path = option_value(args, i);
+            else if (a == "--out" || a == "-o" || a == "--output") out_path = file_name_option(option_value(args, i), a);
             else if (a == "--all") all = true;
             else if (a == "--batch")
                 batch = int32_t(int_option(option_value(args, i), "--batch", 0, std::numeric_limits<int32_t>::max()));

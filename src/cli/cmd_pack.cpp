@@ -32,6 +32,7 @@ int cmd_pack(const Args &args) {
         return 0;
     }
     if (p.positional.size() != 1) return usage_error("pack", "expected one MODEL argument");
+    if (const std::string empty = empty_file_name(p, {"--output"}); !empty.empty()) return usage_error("pack", empty);
     const std::string model = p.positional[0];
     const std::string out = p.get_or("--output", model + ".moepack");
     if (p.has("--verify")) {

@@ -212,8 +212,8 @@ int cmd_run(const Args &given) {
             if (source.parse(args, i)) {
                 if (source.source() == PromptSource::tokens) o.prompt = token_list_option(source.value());
             } else if (a == "-n" || a == "--n-predict") o.n_gen = int_option(option_value(args, i), a.c_str(), 0, std::numeric_limits<int32_t>::max());
-            else if (a == "--load-state") o.load_state = option_value(args, i);
-            else if (a == "--save-state") o.save_state = option_value(args, i);
+            else if (a == "--load-state") o.load_state = file_name_option(option_value(args, i), a);
+            else if (a == "--save-state") o.save_state = file_name_option(option_value(args, i), a);
             else throw std::runtime_error(unknown_argument(a));
         }
         if (opt.model_path.empty() || !source.given())

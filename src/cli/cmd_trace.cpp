@@ -46,6 +46,8 @@ int synth(const Args &args) {
                     {}, a, error, {{"--tokens", "-n"}, {"--output", "-o"}}))
         return usage_error("trace synth", error);
     if (const std::string extra = unexpected_argument(a); !extra.empty()) return usage_error("trace synth", extra);
+    // "--heat ''" would synthesise without the heat map as if none were named.
+    if (const std::string empty = empty_file_name(a, {"--heat", "-o"}); !empty.empty()) return usage_error("trace synth", empty);
     moestream_trace_synth_params p;
     moestream_trace_synth_params_init(&p);
     std::string heat = a.get_or("--heat", "");

@@ -120,7 +120,7 @@ bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt) {
     const std::string &a = args[i];
     if (opt.params.struct_size == 0) moestream_params_init(&opt.params);
     if (a == "-m" || a == "--model") opt.model_path = option_value(args, i);
-    else if (a == "--packed") opt.packed_path = packed_option(option_value(args, i));
+    else if (a == "--packed") opt.packed_path = file_name_option(option_value(args, i), a);
     else if (a == "--threads" || a == "-t") opt.params.n_threads = int32_option(args, i, 0, kInt32Max);
     else if (a == "--ctx" || a == "-c") opt.params.n_ctx = int32_option(args, i, 0, kInt32Max);
     else if (a == "--io-mode") opt.params.io_mode = parse_io_mode(option_value(args, i));
@@ -168,8 +168,8 @@ std::vector<int32_t> read_token_file(const std::string &path) {
     }
 }
 
-std::string packed_option(const std::string &s) {
-    if (s.empty()) throw std::runtime_error("--packed needs a file name");
+std::string file_name_option(const std::string &s, const std::string &option) {
+    if (s.empty()) throw std::runtime_error(file_name_error(option));
     return s;
 }
 

@@ -76,9 +76,9 @@ std::vector<std::string> model_shards(const std::string &model_path);
 // the text is given or read from standard input).
 std::vector<std::string> model_and_text_files(const std::string &model_path, const std::string &packed_path,
                                               const std::string &text_file);
-// The value of a --packed PATH option; throws on "", which would stand for
-// no file named and make the library look for MODEL.moepack instead.
-std::string packed_option(const std::string &s);
+// The value of an option that names a file (--packed PATH, --save-state
+// FILE, ...); throws file_name_error on "".
+std::string file_name_option(const std::string &s, const std::string &option);
 // Opens the model with the library's warnings going to stderr, or prints the
 // library's error as "moestream <cmd>: ..." and returns NULL.
 moestream_context *open_model(ModelOptions &opt, const char *cmd);

@@ -306,6 +306,19 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["perplexity", "-m", "{model}", "-f", "a.txt", "--tokens", "b.txt"], "perplexity",
      "-f and --tokens both give the text: give one"),
     (["pack"], "pack", "expected one MODEL argument"),
+    # An empty file name names no file: refused rather than taken as the option left out
+    # (no state saved or loaded, no heat map, generated tokens recorded instead of a text).
+    (["run", "-m", "{model}", "--tokens", "1", "--save-state", ""], "run", "--save-state needs a file name"),
+    (["run", "-m", "{model}", "--tokens", "1", "--load-state", ""], "run", "--load-state needs a file name"),
+    (["logits", "-m", "{model}", "--tokens", "1", "--out", ""], "logits", "--out needs a file name"),
+    (["trace", "synth", "--heat", "", "-o", "x.trace"], "trace synth", "--heat needs a file name"),
+    (["trace", "synth", "-o", ""], "trace synth", "-o needs a file name"),
+    (["trace", "record", "-m", "{model}", "-f", "", "-o", "x.trace"], "trace record", "-f needs a file name"),
+    (["trace", "record", "-m", "{model}", "-o", ""], "trace record", "-o needs a file name"),
+    (["generate", "--preset", "tiny", "-o", ""], "generate", "-o needs a file name"),
+    (["pack", "{model}", "-o", ""], "pack", "--output needs a file name"),
+    (["bench", "-m", "{model}", "--profile", ""], "bench", "--profile needs a file name"),
+    (["run", "-m", "{model}", "--tokens", "1", "--packed", ""], "run", "--packed needs a file name"),
     # bench and trace record take the same --feed names and word a bad one alike.
     (["trace", "record", "-m", "{model}", "-o", "x.trace", "--feed", "sideways"], "trace record",
      "unknown feed mode 'sideways' (greedy, random)"),
