@@ -210,6 +210,7 @@ int cmd_bench(const Args &args) {
         return 0;
     }
     if (const std::string extra = unexpected_argument(a); !extra.empty()) return usage_error("bench", extra);
+    if (const std::string empty = empty_file_name(a, {"-m"}); !empty.empty()) return usage_error("bench", empty);
     const bool json = a.flags.count("--json");
     int32_t probe_threads = 0;
     if (auto s = a.get("--threads")) {

@@ -70,6 +70,8 @@ int cmd_demo(const Args &args) {
         return 0;
     }
     if (const std::string extra = unexpected_argument(a); !extra.empty()) return usage_error("demo", extra);
+    // "--model ''" would generate the demo model as if no model were named.
+    if (const std::string empty = empty_file_name(a, {"--model"}); !empty.empty()) return usage_error("demo", empty);
     DemoRun run;
     if (!read_run_options(a, run, error)) return usage_error("demo", error);
     // The budget is checked before a model is generated (minutes, several

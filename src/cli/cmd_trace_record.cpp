@@ -127,7 +127,7 @@ int trace_record(const Args &args) {
     RecordOptions o;
     if (!a.get("-m") || !a.get("-o")) return usage_error("trace record", "-m MODEL and -o TRACE are required");
     // "-f ''" would record generated tokens as if no text were named.
-    if (const std::string empty = empty_file_name(a, {"-o", "-f"}); !empty.empty()) return usage_error("trace record", empty);
+    if (const std::string empty = empty_file_name(a, {"-m", "-o", "-f"}); !empty.empty()) return usage_error("trace record", empty);
     o.model = *a.get("-m");
     o.out = *a.get("-o");
     if (!read_options(a, o)) return 2;

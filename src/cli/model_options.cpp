@@ -119,7 +119,7 @@ int64_t int_option(const std::string &s, const char *option, int64_t lo, int64_t
 bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt) {
     const std::string &a = args[i];
     if (opt.params.struct_size == 0) moestream_params_init(&opt.params);
-    if (a == "-m" || a == "--model") opt.model_path = option_value(args, i);
+    if (a == "-m" || a == "--model") opt.model_path = file_name_option(option_value(args, i), a);
     else if (a == "--packed") opt.packed_path = file_name_option(option_value(args, i), a);
     else if (a == "--threads" || a == "-t") opt.params.n_threads = int32_option(args, i, 0, kInt32Max);
     else if (a == "--ctx" || a == "-c") opt.params.n_ctx = int32_option(args, i, 0, kInt32Max);

@@ -319,6 +319,11 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["pack", "{model}", "-o", ""], "pack", "--output needs a file name"),
     (["bench", "-m", "{model}", "--profile", ""], "bench", "--profile needs a file name"),
     (["run", "-m", "{model}", "--tokens", "1", "--packed", ""], "run", "--packed needs a file name"),
+    (["run", "--tokens", "1", "--model", ""], "run", "--model needs a file name"),
+    (["tokenize", "-p", "a", "-m", ""], "tokenize", "-m needs a file name"),
+    (["demo", "--model", ""], "demo", "--model needs a file name"),
+    (["bench", "-m", ""], "bench", "-m needs a file name"),
+    (["trace", "record", "-m", "", "-o", "x.trace"], "trace record", "-m needs a file name"),
     # bench and trace record take the same --feed names and word a bad one alike.
     (["trace", "record", "-m", "{model}", "-o", "x.trace", "--feed", "sideways"], "trace record",
      "unknown feed mode 'sideways' (greedy, random)"),
