@@ -30,7 +30,7 @@ const char *kUsage =
     "       moestream trace record -m MODEL [--packed PATH] [--io-mode auto|mmap|direct|pread] [--threads N]\n"
     "                              -f TEXT_FILE [--memory-budget SIZE] -o TRACE   (the text's routing)\n"
     "                              (-m or --model, --tokens or -n, -f or --file, --memory-budget or --budget,\n"
-    "                              -o or --output)\n"
+    "                              --threads or -t, -o or --output)\n"
     "Trace format: docs/trace-format.md. Budgets in % are shares of all expert bytes.\n";
 
 // Reports the failed library call of `subcommand`; returns the status of a failure at run time.

@@ -121,7 +121,7 @@ int trace_record(const Args &args) {
                      "-f"},
                     {}, a, error,
                     {{"--model", "-m"}, {"-n", "--tokens"}, {"--output", "-o"}, {"--budget", "--memory-budget"},
-                     {"--file", "-f"}}))
+                     {"--file", "-f"}, {"-t", "--threads"}}))
         return usage_error("trace record", error);
     if (const std::string extra = unexpected_argument(a); !extra.empty()) return usage_error("trace record", extra);
     RecordOptions o;

@@ -55,6 +55,8 @@ def test_perplexity_checks_every_token_id(cli_path, model, tmp_path, ids, positi
     (["bench", "--prompt", "4294967297"], "--prompt"),
     (["bench", "--threads", "4294967297"], "--threads"),
     (["trace", "record", "-o", "x.trace", "--threads", "4294967297"], "--threads"),
+    # -t is --threads for trace record as for run and bench.
+    (["trace", "record", "-o", "x.trace", "-t", "4294967297"], "--threads"),
     (["trace", "record", "-o", "x.trace", "--tokens", "x"], "--tokens"),
 ])
 def test_integers_too_large_for_their_field_are_usage_errors(cli_path, model, tmp_path, args, option):
