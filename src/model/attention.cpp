@@ -360,63 +360,60 @@ MOE_VEC8_INLINE void accumulate_values(const uint8_t *const *v, int32_t n, int32
 // portable conversion (see use_f16c).
 enum class RowKind { f32, f16c, half };
 
-// The f16 loops with F16C, one pair per tile width: functions of that target,
+// The two loops that read cache rows, each as a call of its Row (loader) and
+// V (tile width) for run_by_row_kind to pick.
+struct KeyTileLoop {  // fill_key_tile
+    const uint8_t *const *k;
+    int32_t dk;
+    float *tile;
+    template <class Row, class V>
+    MOE_VEC8_INLINE void run() const {
+        fill_key_tile<Row, V>(k, dk, tile);
+    }
+};
+struct ValueLoop {  // accumulate_values
+    const uint8_t *const *v;
+    int32_t n, dv, group;
+    const float *w;
+    size_t stride;
+    float *out;
+    template <class Row, class V>
+    MOE_VEC8_INLINE void run() const {
+        accumulate_values<Row, V>(v, n, dv, group, w, stride, out);
+    }
+};
+
+// A loop on f16 rows with F16C, per tile width: a function of that target,
 // as HalfRowF16c needs.
-template <class V>
-struct F16cLoops {  // never called where there is no F16C: use_f16c() is false
-    static void fill_key_tile(const uint8_t *const *, int32_t, float *) {}
-    static void accumulate_values(const uint8_t *const *, int32_t, int32_t, int32_t, const float *, size_t, float *) {}
+template <class V, class Loop>
+struct F16cLoop {  // never called where there is no F16C: use_f16c() is false
+    static void run(const Loop &) {}
 };
 #if defined(__x86_64__)
-template <>
-struct F16cLoops<F8> {
-    __attribute__((target("avx,f16c"), flatten)) static void fill_key_tile(const uint8_t *const *k, int32_t dk,
-                                                                          float *tile) {
-        moe::fill_key_tile<HalfRowF16c, F8>(k, dk, tile);
-    }
-    __attribute__((target("avx,f16c"), flatten)) static void accumulate_values(const uint8_t *const *v, int32_t n,
-                                                                              int32_t dv, int32_t group,
-                                                                              const float *w, size_t stride,
-                                                                              float *out) {
-        moe::accumulate_values<HalfRowF16c, F8>(v, n, dv, group, w, stride, out);
+template <class Loop>
+struct F16cLoop<F8, Loop> {
+    __attribute__((target("avx,f16c"), flatten)) static void run(const Loop &loop) {
+        loop.template run<HalfRowF16c, F8>();
     }
 };
-template <>
-struct F16cLoops<F8x2> {
-    __attribute__((target("avx512f,f16c"), flatten)) static void fill_key_tile(const uint8_t *const *k, int32_t dk,
-                                                                              float *tile) {
-        moe::fill_key_tile<HalfRowF16cWide, F8x2>(k, dk, tile);
-    }
-    __attribute__((target("avx512f,f16c"), flatten)) static void accumulate_values(const uint8_t *const *v,
-                                                                                  int32_t n, int32_t dv,
-                                                                                  int32_t group, const float *w,
-                                                                                  size_t stride, float *out) {
-        moe::accumulate_values<HalfRowF16cWide, F8x2>(v, n, dv, group, w, stride, out);
+template <class Loop>
+struct F16cLoop<F8x2, Loop> {
+    __attribute__((target("avx512f,f16c"), flatten)) static void run(const Loop &loop) {
+        loop.template run<HalfRowF16cWide, F8x2>();
     }
 };
 #endif
 
-// The key tile and the value sums by row kind. The wide path runs only where
+// A loop with the row loader of its row kind. The wide path runs only where
 // F16C is in use (use_wide), so it never converts f16 rows portably.
-template <class V>
-MOE_VEC8_INLINE void fill_key_tile_by(RowKind kind, const uint8_t *const *k, int32_t dk, float *tile) {
+template <class V, class Loop>
+MOE_VEC8_INLINE void run_by_row_kind(RowKind kind, const Loop &loop) {
     if (kind == RowKind::f32) {
-        fill_key_tile<F32Row, V>(k, dk, tile);
+        loop.template run<F32Row, V>();
     } else if (kind == RowKind::f16c || kLanesOf<V> > kLanes) {
-        F16cLoops<V>::fill_key_tile(k, dk, tile);
+        F16cLoop<V, Loop>::run(loop);
     } else if constexpr (kLanesOf<V> == kLanes) {
-        fill_key_tile<HalfRow, V>(k, dk, tile);
-    }
-}
-template <class V>
-MOE_VEC8_INLINE void accumulate_values_by(RowKind kind, const uint8_t *const *v, int32_t n, int32_t dv,
-                                          int32_t group, const float *w, size_t stride, float *out) {
-    if (kind == RowKind::f32) {
-        accumulate_values<F32Row, V>(v, n, dv, group, w, stride, out);
-    } else if (kind == RowKind::f16c || kLanesOf<V> > kLanes) {
-        F16cLoops<V>::accumulate_values(v, n, dv, group, w, stride, out);
-    } else if constexpr (kLanesOf<V> == kLanes) {
-        accumulate_values<HalfRow, V>(v, n, dv, group, w, stride, out);
+        loop.template run<HalfRow, V>();
     }
 }
 
@@ -461,7 +458,7 @@ MOE_VEC8_INLINE void accumulate_tiles(const TiledCall &c) {
         const int32_t n = std::min(W, c.n_pos - j0);
         prefetch_rows(c.values, j0 + kAhead, W, c.n_pos, c.v_head, c.v_bytes);
         for (int32_t l = 0; l < n; ++l) v[l] = c.values.row(j0 + l) + c.v_head;
-        accumulate_values_by<V>(c.kind, v, n, c.dv, c.group, c.scores + size_t(j0), c.stride, c.out);
+        run_by_row_kind<V>(c.kind, ValueLoop{v, n, c.dv, c.group, c.scores + size_t(j0), c.stride, c.out});
     }
 }
 
@@ -481,7 +478,7 @@ MOE_VEC8_INLINE void score_keys(const TiledCall &c) {
         const int32_t n = std::min(W, c.n_pos - p);
         prefetch_rows(c.keys, p + kAhead, W, c.n_pos, c.k_head, c.k_bytes);
         for (int32_t l = 0; l < W; ++l) k[l] = c.keys.row(p + std::min(l, n - 1)) + c.k_head;
-        fill_key_tile_by<V>(c.kind, k, c.dk, tile);
+        run_by_row_kind<V>(c.kind, KeyTileLoop{k, c.dk, tile});
         const bool whole = n == W;
         score_group<V>(c.group, c.q, c.dk, tile, c.scale, whole ? c.scores + p : last, whole ? c.stride : W);
         for (int32_t g = 0; !whole && g < c.group; ++g)
