@@ -433,19 +433,22 @@ MOE_VEC8_INLINE void prefetch_rows(const KvRowRun &run, int32_t p, int32_t count
 
 // One call of attend_tiled: the group's queries, its rows in the cache
 // (positions numbered from 0, row p of a run holding position first + p, also
-// where a sliding window's ring wraps), its scores (stride apart per head)
-// and outputs.
+// where a sliding window's ring wraps), its scores (n_pos per head, head
+// after head) and outputs.
 struct TiledCall {
     int32_t group, dk, dv, n_pos;
     RowKind kind;
     KvRowRun keys, values;
-    size_t k_head, v_head;    // the KV head's first byte in a row
-    size_t k_bytes, v_bytes;  // its bytes in a row
+    size_t k_head, v_head;  // the KV head's first byte in a row
     const float *q;
     float scale;
     float *scores;
-    size_t stride;
     float *out;
+
+    // The KV head's bytes in a key row and in a value row.
+    size_t k_bytes() const { return size_t(dk) * element_bytes(); }
+    size_t v_bytes() const { return size_t(dv) * element_bytes(); }
+    size_t element_bytes() const { return kind == RowKind::f32 ? sizeof(float) : sizeof(uint16_t); }
 };
 
 // Every value row into every head's output, as many rows at a time as V has
@@ -456,9 +459,9 @@ MOE_VEC8_INLINE void accumulate_tiles(const TiledCall &c) {
     const uint8_t *v[W];
     for (int32_t j0 = 0; j0 < c.n_pos; j0 += W) {
         const int32_t n = std::min(W, c.n_pos - j0);
-        prefetch_rows(c.values, j0 + kAhead, W, c.n_pos, c.v_head, c.v_bytes);
+        prefetch_rows(c.values, j0 + kAhead, W, c.n_pos, c.v_head, c.v_bytes());
         for (int32_t l = 0; l < n; ++l) v[l] = c.values.row(j0 + l) + c.v_head;
-        run_by_row_kind<V>(c.kind, ValueLoop{v, n, c.dv, c.group, c.scores + size_t(j0), c.stride, c.out});
+        run_by_row_kind<V>(c.kind, ValueLoop{v, n, c.dv, c.group, c.scores + size_t(j0), size_t(c.n_pos), c.out});
     }
 }
 
@@ -476,13 +479,14 @@ MOE_VEC8_INLINE void score_keys(const TiledCall &c) {
     const uint8_t *k[W];
     for (int32_t p = 0; p < c.n_pos; p += W) {
         const int32_t n = std::min(W, c.n_pos - p);
-        prefetch_rows(c.keys, p + kAhead, W, c.n_pos, c.k_head, c.k_bytes);
+        prefetch_rows(c.keys, p + kAhead, W, c.n_pos, c.k_head, c.k_bytes());
         for (int32_t l = 0; l < W; ++l) k[l] = c.keys.row(p + std::min(l, n - 1)) + c.k_head;
         run_by_row_kind<V>(c.kind, KeyTileLoop{k, c.dk, tile});
         const bool whole = n == W;
-        score_group<V>(c.group, c.q, c.dk, tile, c.scale, whole ? c.scores + p : last, whole ? c.stride : W);
+        score_group<V>(c.group, c.q, c.dk, tile, c.scale, whole ? c.scores + p : last, whole ? size_t(c.n_pos) : W);
         for (int32_t g = 0; !whole && g < c.group; ++g)
-            std::memcpy(c.scores + size_t(g) * c.stride + size_t(p), last + size_t(g) * W, size_t(n) * sizeof(float));
+            std::memcpy(c.scores + size_t(g) * size_t(c.n_pos) + size_t(p), last + size_t(g) * W,
+                        size_t(n) * sizeof(float));
     }
 }
 
@@ -494,7 +498,7 @@ template <class V>
 MOE_VEC8_INLINE void attend_tiles(const TiledCall &c, const float *sinks) {
     score_keys<V>(c);
     for (int32_t g = 0; g < c.group; ++g) {
-        softmax_in_place<V>(c.scores + size_t(g) * c.stride, c.n_pos, sinks ? sinks + g : nullptr);
+        softmax_in_place<V>(c.scores + size_t(g) * size_t(c.n_pos), c.n_pos, sinks ? sinks + g : nullptr);
         std::fill(c.out + size_t(g) * size_t(c.dv), c.out + size_t(g + 1) * size_t(c.dv), 0.0f);
     }
     accumulate_tiles<V>(c);
@@ -508,22 +512,19 @@ MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const Attent
     const int32_t dk = s.head_dim_k, dv = s.head_dim_v, n_pos = end - first;
     const size_t es = kv.element_bytes();
     const size_t k_head = size_t(kv_head) * size_t(dk) * es;
-    const TiledCall c{s.n_head / s.n_head_kv,
-                      dk,
-                      dv,
-                      n_pos,
-                      kv.is_f32() ? RowKind::f32 : use_f16c() ? RowKind::f16c : RowKind::half,
-                      kv.run(KvPart::k, layer, first),
-                      kv.run(KvPart::v, layer, first),
-                      k_head,
-                      kv.values_in_keys() ? k_head : size_t(kv_head) * size_t(dv) * es,
-                      size_t(dk) * es,
-                      size_t(dv) * es,
-                      q,
-                      s.scale,
-                      scores,
-                      size_t(n_pos),
-                      out};
+    const TiledCall c{.group = s.n_head / s.n_head_kv,
+                      .dk = dk,
+                      .dv = dv,
+                      .n_pos = n_pos,
+                      .kind = kv.is_f32() ? RowKind::f32 : use_f16c() ? RowKind::f16c : RowKind::half,
+                      .keys = kv.run(KvPart::k, layer, first),
+                      .values = kv.run(KvPart::v, layer, first),
+                      .k_head = k_head,
+                      .v_head = kv.values_in_keys() ? k_head : size_t(kv_head) * size_t(dv) * es,
+                      .q = q,
+                      .scale = s.scale,
+                      .scores = scores,
+                      .out = out};
     if (use_wide()) attend_tiles<F8x2>(c, sinks);
     else attend_tiles<F8>(c, sinks);
 }
