@@ -16,9 +16,11 @@
 namespace moe {
 namespace {
 
-// Positions dotted together: independent sums the CPU can overlap (one
-// sequential sum per key keeps the result equal to attend_head's).
-constexpr int32_t kTile = 8;
+// The side of the blocks store_transposed turns a key tile in: eight keys by
+// eight of their elements (an F8's lanes; the wide path turns two blocks of
+// keys at once, one per half of an F8x2). The tiled path takes key sizes that
+// are multiples of it.
+constexpr int32_t kBlock = 8;
 // Largest head dimension served by the tiled path (larger ones use
 // attend_head): the 576-wide keys of latent attention (512 latent + 64
 // rotary elements) included.
@@ -150,12 +152,12 @@ MOE_VEC8_INLINE V shuffle_halves(const V &a, const V &b) {
 // (shuffle_halves), and row i + j comes out with keys 0-7 then 8-15.
 template <class V>
 MOE_VEC8_INLINE void store_transposed(const V *r, float *tile, int32_t width) {
-    V t[kTile], u[kTile];
-    for (int k = 0; k < kTile; k += 2) {
+    V t[kBlock], u[kBlock];
+    for (int k = 0; k < kBlock; k += 2) {
         t[k] = shuffle_halves<0, 8, 1, 9, 4, 12, 5, 13>(r[k], r[k + 1]);       // elements 0 1 | 4 5
         t[k + 1] = shuffle_halves<2, 10, 3, 11, 6, 14, 7, 15>(r[k], r[k + 1]);  // elements 2 3 | 6 7
     }
-    for (int k = 0; k < kTile; k += 4) {
+    for (int k = 0; k < kBlock; k += 4) {
         for (int j = 0; j < 2; ++j) {
             const V &a = t[k + j], &b = t[k + 2 + j];
             u[k + 2 * j] = shuffle_halves<0, 1, 8, 9, 4, 5, 12, 13>(a, b);
@@ -176,12 +178,12 @@ template <class Row, class V>
 MOE_VEC8_INLINE void load_key(const uint8_t *const *k, int l, int32_t i, V &out) {
     if constexpr (kLanesOf<V> == kLanes) {
         Row::load(k[l], i, out);
-    } else if constexpr (requires { Row::load_pair(k[l], k[l + kTile], i, out); }) {
-        Row::load_pair(k[l], k[l + kTile], i, out);
+    } else if constexpr (requires { Row::load_pair(k[l], k[l + kBlock], i, out); }) {
+        Row::load_pair(k[l], k[l + kBlock], i, out);
     } else {
         F8 a, b;
         Row::load(k[l], i, a);
-        Row::load(k[l + kTile], i, b);
+        Row::load(k[l + kBlock], i, b);
         out = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     }
 }
@@ -192,9 +194,9 @@ MOE_VEC8_INLINE void load_key(const uint8_t *const *k, int l, int32_t i, V &out)
 template <class Row, class V>
 MOE_VEC8_INLINE void fill_key_tile(const uint8_t *const *k, int32_t dk, float *tile) {
     constexpr int32_t W = kLanesOf<V>;
-    for (int32_t i = 0; i < dk; i += kTile) {
-        V r[kTile];
-        for (int l = 0; l < kTile; ++l) load_key<Row>(k, l, i, r[l]);
+    for (int32_t i = 0; i < dk; i += kBlock) {
+        V r[kBlock];
+        for (int l = 0; l < kBlock; ++l) load_key<Row>(k, l, i, r[l]);
         store_transposed(r, tile + size_t(i) * W, W);
     }
 }
@@ -504,8 +506,8 @@ MOE_VEC8_INLINE void attend_tiles(const TiledCall &c, const float *sinks) {
     accumulate_tiles<V>(c);
 }
 
-// attend_kv_group for head sizes that are multiples of the lane count, on the
-// wide path or the 8-position one.
+// attend_kv_group over positions first .. end - 1, for the head sizes and
+// groups it passes here, on the wide path or the 8-position one.
 MOE_VEC8_CLONES void attend_tiled(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t kv_head,
                                   const float *q, int32_t first, int32_t end, float *scores, float *out,
                                   const float *sinks) {
@@ -552,15 +554,14 @@ void attend_kv_group(const KvCache &kv, int32_t layer, const AttentionShape &s, 
                      int32_t pos, float *scores, float *out, const AttentionSpan &span) {
     const int32_t group = s.n_head / s.n_head_kv;
     const int32_t dk = s.head_dim_k, dv = s.head_dim_v;
-    const int32_t n_pos = pos + 1;
-    if (dk > kMaxHeadDim || dv > kMaxHeadDim || group > kMaxGroup || dk % kTile != 0 || dv % kLanes != 0) {
+    if (dk > kMaxHeadDim || dv > kMaxHeadDim || group > kMaxGroup || dk % kBlock != 0 || dv % kLanes != 0) {
         for (int32_t g = 0; g < group; ++g)
             attend_head(kv, layer, s, kv_head * group + g, q + size_t(g) * size_t(dk), pos,
-                        scores + size_t(g) * size_t(n_pos), out + size_t(g) * size_t(dv),
+                        scores + size_t(g) * size_t(pos + 1), out + size_t(g) * size_t(dv),
                         AttentionSpan{span.first, span.sinks ? span.sinks + g : nullptr});
         return;
     }
-    attend_tiled(kv, layer, s, kv_head, q, span.first, n_pos, scores, out, span.sinks);
+    attend_tiled(kv, layer, s, kv_head, q, span.first, pos + 1, scores, out, span.sinks);
 }
 
 }  // namespace moe
