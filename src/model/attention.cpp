@@ -433,6 +433,19 @@ MOE_VEC8_INLINE void prefetch_rows(const KvRowRun &run, int32_t p, int32_t count
         for (size_t b = 0; b < bytes; b += kLine) __builtin_prefetch(run.row(l) + offset + b);
 }
 
+// Points rows[0 .. W - 1] at the KV head (its bytes from byte head on) in the
+// rows of positions p .. p + W - 1, the last position's row repeated past
+// n_pos, and asks for the rows kAhead further on; returns how many of the W
+// positions come before n_pos.
+template <int32_t W>
+MOE_VEC8_INLINE int32_t tile_rows(const KvRowRun &run, int32_t p, int32_t n_pos, size_t head, size_t bytes,
+                                  const uint8_t **rows) {
+    const int32_t n = std::min(W, n_pos - p);
+    prefetch_rows(run, p + kAhead, W, n_pos, head, bytes);
+    for (int32_t l = 0; l < W; ++l) rows[l] = run.row(p + std::min(l, n - 1)) + head;
+    return n;
+}
+
 // One call of attend_tiled: the group's queries, its rows in the cache
 // (positions numbered from 0, row p of a run holding position first + p, also
 // where a sliding window's ring wraps), its scores (n_pos per head, head
@@ -460,9 +473,7 @@ MOE_VEC8_INLINE void accumulate_tiles(const TiledCall &c) {
     constexpr int32_t W = kLanesOf<V>;
     const uint8_t *v[W];
     for (int32_t j0 = 0; j0 < c.n_pos; j0 += W) {
-        const int32_t n = std::min(W, c.n_pos - j0);
-        prefetch_rows(c.values, j0 + kAhead, W, c.n_pos, c.v_head, c.v_bytes());
-        for (int32_t l = 0; l < n; ++l) v[l] = c.values.row(j0 + l) + c.v_head;
+        const int32_t n = tile_rows<W>(c.values, j0, c.n_pos, c.v_head, c.v_bytes(), v);
         run_by_row_kind<V>(c.kind, ValueLoop{v, n, c.dv, c.group, c.scores + size_t(j0), size_t(c.n_pos), c.out});
     }
 }
@@ -480,9 +491,7 @@ MOE_VEC8_INLINE void score_keys(const TiledCall &c) {
     alignas(64) float last[kMaxGroup * W];
     const uint8_t *k[W];
     for (int32_t p = 0; p < c.n_pos; p += W) {
-        const int32_t n = std::min(W, c.n_pos - p);
-        prefetch_rows(c.keys, p + kAhead, W, c.n_pos, c.k_head, c.k_bytes());
-        for (int32_t l = 0; l < W; ++l) k[l] = c.keys.row(p + std::min(l, n - 1)) + c.k_head;
+        const int32_t n = tile_rows<W>(c.keys, p, c.n_pos, c.k_head, c.k_bytes(), k);
         run_by_row_kind<V>(c.kind, KeyTileLoop{k, c.dk, tile});
         const bool whole = n == W;
         score_group<V>(c.group, c.q, c.dk, tile, c.scale, whole ? c.scores + p : last, whole ? size_t(c.n_pos) : W);
