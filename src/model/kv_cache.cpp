@@ -34,52 +34,56 @@ void KvCache::store(int32_t layer, int32_t pos, const float *k, const float *v) 
     }
 }
 
+namespace {
+
+// A cache element as f32.
+float widen(float x) { return x; }
+float widen(uint16_t h) { return kernels::fp16_to_f32(h); }
+
+}  // namespace
+
+template <class F>
+void KvCache::with_row(KvPart part, int32_t layer, int32_t pos, int32_t offset, F &&f) const {
+    const bool k = in_keys(part);
+    const size_t i = row_index(layer, pos) * size_t(k ? k_dim() : v_dim()) + size_t(offset);
+    if (f32_) f(&(k ? k32_ : v32_)[i]);
+    else f(&(k ? k16_ : v16_)[i]);
+}
+
 void KvCache::load_k(int32_t layer, int32_t pos, int32_t offset, int32_t n, float *out) const {
-    const size_t base = row_index(layer, pos) * size_t(k_dim()) + size_t(offset);
-    for (int32_t i = 0; i < n; ++i)
-        out[i] = f32_ ? k32_[base + size_t(i)] : kernels::fp16_to_f32(k16_[base + size_t(i)]);
+    with_row(KvPart::k, layer, pos, offset, [&](const auto *k) {
+        for (int32_t i = 0; i < n; ++i) out[i] = widen(k[i]);
+    });
 }
 
 void KvCache::load_v(int32_t layer, int32_t pos, int32_t offset, int32_t n, float *out) const {
-    if (values_in_keys()) return load_k(layer, pos, offset, n, out);
-    const size_t base = row_index(layer, pos) * size_t(v_dim()) + size_t(offset);
-    for (int32_t i = 0; i < n; ++i)
-        out[i] = f32_ ? v32_[base + size_t(i)] : kernels::fp16_to_f32(v16_[base + size_t(i)]);
+    with_row(KvPart::v, layer, pos, offset, [&](const auto *v) {
+        for (int32_t i = 0; i < n; ++i) out[i] = widen(v[i]);
+    });
 }
 
 float KvCache::dot_k(int32_t layer, int32_t pos, int32_t offset, int32_t n, const float *q) const {
-    const size_t base = row_index(layer, pos) * size_t(k_dim()) + size_t(offset);
     float sum = 0.0f;
-    if (f32_) {
-        const float *k = &k32_[base];
-        for (int32_t i = 0; i < n; ++i) sum += q[i] * k[i];
-    } else {
-        const uint16_t *k = &k16_[base];
-        for (int32_t i = 0; i < n; ++i) sum += q[i] * kernels::fp16_to_f32(k[i]);
-    }
+    with_row(KvPart::k, layer, pos, offset, [&](const auto *k) {
+        for (int32_t i = 0; i < n; ++i) sum += q[i] * widen(k[i]);
+    });
     return sum;
 }
 
 void KvCache::axpy_v(int32_t layer, int32_t pos, int32_t offset, int32_t n, float a, float *out) const {
-    const bool in_k = values_in_keys();
-    const size_t base = row_index(layer, pos) * size_t(in_k ? k_dim() : v_dim()) + size_t(offset);
-    if (f32_) {
-        const float *v = in_k ? &k32_[base] : &v32_[base];
-        for (int32_t i = 0; i < n; ++i) out[i] += a * v[i];
-    } else {
-        const uint16_t *v = in_k ? &k16_[base] : &v16_[base];
-        for (int32_t i = 0; i < n; ++i) out[i] += a * kernels::fp16_to_f32(v[i]);
-    }
+    with_row(KvPart::v, layer, pos, offset, [&](const auto *v) {
+        for (int32_t i = 0; i < n; ++i) out[i] += a * widen(v[i]);
+    });
 }
 
 const uint8_t *KvCache::base(KvPart part) const {
-    const bool k = part == KvPart::k || values_in_keys();
+    const bool k = in_keys(part);
     if (f32_) return reinterpret_cast<const uint8_t *>(k ? k32_.data() : v32_.data());
     return reinterpret_cast<const uint8_t *>(k ? k16_.data() : v16_.data());
 }
 
 size_t KvCache::row_size(KvPart part) const {
-    return size_t(part == KvPart::k || values_in_keys() ? k_dim() : v_dim()) * element_bytes();
+    return size_t(in_keys(part) ? k_dim() : v_dim()) * element_bytes();
 }
 
 KvRowRun KvCache::run(KvPart part, int32_t layer, int32_t first) const {

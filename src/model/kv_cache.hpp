@@ -127,9 +127,15 @@ private:
         const int32_t rows = layout_.rows[size_t(layer)];
         return row0_[size_t(layer)] + size_t(rows == layout_.n_ctx ? pos : pos % rows);
     }
+    // Whether a part's rows are key rows: the keys', and the values' where values live in the keys.
+    bool in_keys(KvPart part) const { return part == KvPart::k || values_in_keys(); }
     // Cache row 0 of a part as raw elements, and the bytes of one row.
     const uint8_t *base(KvPart part) const;
     size_t row_size(KvPart part) const;
+    // f(elements) with the elements of a part's row at (layer, pos) from
+    // `offset` on, as the cache holds them: floats in exact mode, else halves.
+    template <class F>
+    void with_row(KvPart part, int32_t layer, int32_t pos, int32_t offset, F &&f) const;
 
     KvLayout layout_;
     bool f32_;
