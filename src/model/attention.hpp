@@ -41,9 +41,8 @@ void attend_head(const KvCache &kv, int32_t layer, const AttentionShape &s, int3
 // (n_head / n_head_kv) * (pos + 1) floats, span.sinks (if given) the group's
 // sinks. Each key row is widened once for the whole group (a value row once
 // per four heads, or eight on AVX-512) and keys are dotted eight positions at
-// a time (sixteen on AVX-512); every output
-// equals attend_head's bit for bit (same operations in the same order per
-// element).
+// a time (sixteen on AVX-512); every output equals attend_head's bit for bit
+// (same operations in the same order per element).
 void attend_kv_group(const KvCache &kv, int32_t layer, const AttentionShape &s, int32_t kv_head, const float *q,
                      int32_t pos, float *scores, float *out, const AttentionSpan &span = {});
 

@@ -1,7 +1,8 @@
 // Attention half of a layer: RMSNorm, Q/K/V projections (+bias), optional
-// QK-norm, RoPE, KV cache write, causal attention per (token, head) (over a
-// sliding window on the layers that have one, with sinks where given),
-// output projection (+bias) and residual.
+// QK-norm, RoPE, KV cache write, causal attention per (token, KV head) for
+// that KV head's query heads together (over a sliding window on the layers
+// that have one, with sinks where given), output projection (+bias) and
+// residual.
 #include <algorithm>
 
 #include "model/attention.hpp"
