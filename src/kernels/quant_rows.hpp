@@ -110,10 +110,12 @@ inline void arrange_qwords(const uint8_t *act, size_t blk_bytes, size_t qs, int6
 // kernel subtracts kOffset * sum(activation block)), kArranged + arrange()
 // (a per-token copy of the activations in the decoder's order for groups of 8
 // blocks), Group decode8(w) (with the f32 weight scales dw and, for kMin, mins
-// mw of the 8 blocks), sums8<T>(group, a, a_stride, out) (out[t] lane j =
-// the raw sum of block j against token t, whose a[t] is its arranged group
-// or its first activation block's quants), int32_t sum1(w, a_qs) (raw sum of
-// one block).
+// mw of the 8 blocks), __m256i sum8(group, a, a_stride) (lane j = the raw
+// sum of block j against one token, whose a is its arranged group or its
+// first activation block's quants), int32_t sum1(w, a_qs) (raw sum of one
+// block). A decoder that dots part of a group against every token before
+// decoding the next part provides sums8<T>(group, a, a_stride, out) instead
+// (out[t] = token t's sum8, a[t] its activations).
 // A legacy decoder's weight scale: the fp16 d at kD, unless the decoder
 // reads its own (scale1 and scales8, as MXFP4's exponent byte).
 template <typename D>
@@ -184,7 +186,10 @@ struct LegacyRows {
             const uint8_t *a[T];
             for (int t = 0; t < T; ++t) a[t] = D::kArranged ? p[t].arranged + 32 * b : p[t].act + b * kActBytes + kActQs;
             __m256i sums[T];
-            D::template sums8<T>(g, a, kActBytes, sums);
+            if constexpr (requires { D::template sums8<T>(g, a, kActBytes, sums); })
+                D::template sums8<T>(g, a, kActBytes, sums);
+            else
+                for (int t = 0; t < T; ++t) sums[t] = D::sum8(g, a[t], kActBytes);
             for (int t = 0; t < T; ++t) {
                 __m256i sumi = sums[t];
                 if constexpr (D::kOffset != 0)
@@ -297,13 +302,10 @@ struct PerBlock : B {
         }
         return g;
     }
-    template <int T>
-    MOE_ALWAYS_INLINE static void sums8(const Group &g, const uint8_t *const *a, size_t a_stride, __m256i *out) {
-        for (int t = 0; t < T; ++t) {
-            __m256i s[8];
-            for (int j = 0; j < 8; ++j) s[j] = Dot::run(g.u[j], load256(a[t] + j * a_stride));
-            out[t] = transpose_sum8(s);
-        }
+    MOE_ALWAYS_INLINE static __m256i sum8(const Group &g, const uint8_t *a, size_t a_stride) {
+        __m256i s[8];
+        for (int j = 0; j < 8; ++j) s[j] = Dot::run(g.u[j], load256(a + j * a_stride));
+        return transpose_sum8(s);
     }
     MOE_ALWAYS_INLINE static int32_t sum1(const uint8_t *w, const uint8_t *a) {
         return hsum_i32(Dot::run(B::uints(w), load256(a)));

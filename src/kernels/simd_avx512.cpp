@@ -181,18 +181,15 @@ struct Nibbles8 : B {
         return g;
     }
 
-    template <int T>
-    MOE_ALWAYS_INLINE static void sums8(const Group &g, const uint8_t *const *a, size_t, __m256i *out) {
-        for (int t = 0; t < T; ++t) {
-            __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g.z[0], load512(a[t]));
-            acc = _mm512_dpbusd_epi32(acc, g.z[1], load512(a[t] + 64));
-            acc = _mm512_dpbusd_epi32(acc, g.z[2], load512(a[t] + 128));
-            acc = _mm512_dpbusd_epi32(acc, g.z[3], load512(a[t] + 192));
-            // Even 32-bit lane 2L: total of block kOrder[L]; back to block order.
-            const __m512i sum = _mm512_add_epi32(acc, _mm512_srli_epi64(acc, 32));
-            const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
-            out[t] = _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, sum));
-        }
+    MOE_ALWAYS_INLINE static __m256i sum8(const Group &g, const uint8_t *a, size_t) {
+        __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g.z[0], load512(a));
+        acc = _mm512_dpbusd_epi32(acc, g.z[1], load512(a + 64));
+        acc = _mm512_dpbusd_epi32(acc, g.z[2], load512(a + 128));
+        acc = _mm512_dpbusd_epi32(acc, g.z[3], load512(a + 192));
+        // Even 32-bit lane 2L: total of block kOrder[L]; back to block order.
+        const __m512i sum = _mm512_add_epi32(acc, _mm512_srli_epi64(acc, 32));
+        const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+        return _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, sum));
     }
 
     MOE_ALWAYS_INLINE static int32_t sum1(const uint8_t *w, const uint8_t *a) {
