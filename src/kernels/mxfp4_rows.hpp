@@ -17,6 +17,11 @@ struct Mxfp4Dec {
     static constexpr size_t kBytes = mxfp4::bytes, kD = mxfp4::e, kQs = mxfp4::qs, kQh = 0;
     static constexpr bool kMin = false, kFive = false;
     static constexpr int32_t kOffset = mxfp4::kOffset;
+    static constexpr int kMaxWeight = [] {
+        int m = 0;
+        for (int8_t v : mxfp4::kValues) m = v + kOffset > m ? v + kOffset : m;
+        return m;
+    }();
 
     static constexpr int8_t lifted(int i) { return static_cast<int8_t>(mxfp4::kValues[i] + kOffset); }
     // The lifted values as a vpshufb table (also Nibbles8's levels on AVX-512).

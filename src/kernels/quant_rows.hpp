@@ -219,31 +219,36 @@ struct LegacyRows {
 };
 
 // Legacy block layouts (field offsets, the offset the unsigned weights are
-// stored with) for the group decoders, and uints(): one block decoded alone
+// stored with, the largest unsigned weight kMaxWeight) for the group
+// decoders, and uints(): one block decoded alone
 // into 32 bytes in element order, for PerBlock below and the blocks after a
 // row's last full group.
 struct Q4_0Dec {
     static constexpr size_t kBytes = q4_0::bytes, kD = q4_0::d, kQs = q4_0::qs, kQh = 0;
     static constexpr bool kMin = false, kFive = false;
     static constexpr int32_t kOffset = 8;
+    static constexpr int kMaxWeight = 15;
     MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return nibbles32(b + kQs); }
 };
 struct Q5_0Dec {
     static constexpr size_t kBytes = q5_0::bytes, kD = q5_0::d, kQs = q5_0::qs, kQh = q5_0::qh;
     static constexpr bool kMin = false, kFive = true;
     static constexpr int32_t kOffset = 16;
+    static constexpr int kMaxWeight = 31;
     MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + kQs), high_bits32(b + kQh, 0x10)); }
 };
 struct Q4_1Dec {
     static constexpr size_t kBytes = q4_1::bytes, kD = q4_1::d, kQs = q4_1::qs, kQh = 0;
     static constexpr bool kMin = true, kFive = false;
     static constexpr int32_t kOffset = 0;
+    static constexpr int kMaxWeight = 15;
     MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return nibbles32(b + kQs); }
 };
 struct Q5_1Dec {
     static constexpr size_t kBytes = q5_1::bytes, kD = q5_1::d, kQs = q5_1::qs, kQh = q5_1::qh;
     static constexpr bool kMin = true, kFive = true;
     static constexpr int32_t kOffset = 0;
+    static constexpr int kMaxWeight = 31;
     MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + kQs), high_bits32(b + kQh, 0x10)); }
 };
 // Q8_0 made unsigned (+128), for unsigned-by-signed dot instructions.
@@ -267,10 +272,13 @@ struct Q8_0SignedDec {
 // pairs of registers -> 8 int32 partial sums of both (pair).
 struct DotMaddubs {  // unsigned weights (<= 31 after decoding)
     MOE_ALWAYS_INLINE static __m256i run(__m256i u, __m256i a) { return dot_u8_i8(u, a); }
-    // The int16 pair sums of both (|sum| <= 2 * 2 * 31 * 127) are added before widening.
+    // The int16 pair sums of both (|sum| <= 2 * 2 * 31 * 128) are added before widening.
     MOE_ALWAYS_INLINE static __m256i pair(__m256i u0, __m256i a0, __m256i u1, __m256i a1) {
-        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(u0, a0), _mm256_maddubs_epi16(u1, a1));
-        return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+        return _mm256_madd_epi16(pair16(u0, a0, u1, a1), _mm256_set1_epi16(1));
+    }
+    // The same sums not yet widened: int16 lane i = the sum of the four products 2i, 2i + 1 of both.
+    MOE_ALWAYS_INLINE static __m256i pair16(__m256i u0, __m256i a0, __m256i u1, __m256i a1) {
+        return _mm256_add_epi16(_mm256_maddubs_epi16(u0, a0), _mm256_maddubs_epi16(u1, a1));
     }
 };
 struct DotSigned {  // signed weights

@@ -88,14 +88,37 @@ struct FifthBits {
     }
 };
 
+// Fold's network for int16 partial sums (DotMaddubs::pair16, four products
+// each) of four block pairs, as NibblePairs lays them out: kWordLevels
+// vphaddw join them before one vpmaddwd widens them (kWordLevels = 2) or
+// two widen them for the last vphaddd (1). Each vphaddw doubles the
+// products per int16 lane, so it is exact while their bound stays in int16.
+template <int kWordLevels>
+struct WordSum {
+    static_assert(kWordLevels == 1 || kWordLevels == 2);
+    using V = __m256i;
+    MOE_ALWAYS_INLINE static __m256i widen(__m256i x) { return _mm256_madd_epi16(x, _mm256_set1_epi16(1)); }
+    MOE_ALWAYS_INLINE static __m256i pair(__m256i a, __m256i b) {
+        const __m256i h = _mm256_hadd_epi16(a, b);
+        if constexpr (kWordLevels == 2) return h;
+        else return widen(h);
+    }
+    MOE_ALWAYS_INLINE static __m256i quad(__m256i a, __m256i b) {
+        if constexpr (kWordLevels == 2) return widen(_mm256_hadd_epi16(a, b));
+        else return _mm256_hadd_epi32(a, b);
+    }
+};
+
 // Legacy nibble blocks (16 quant bytes, low nibbles elements 0..15, high
 // nibbles 16..31) eight at a time in pairs: register k holds the quants of
 // block k in its low 128-bit lane and of block 4 + k in its high lane, so its
 // low nibbles are elements 0..15 of both blocks and its high nibbles elements
 // 16..31, without crossing lanes. Each token's activations are arranged once
-// per call in the same order; three vphaddd turn the four pair registers'
-// partial sums into the eight block sums (lane j: block j). B provides kQs,
-// kMin (the fp16 m after d), kFive (the qh word at kQh) and optionally
+// per call in the same order; three horizontal adds (vphaddw while the
+// int16 sums stay exact, WordSum; vphaddd after) turn the four pair
+// registers' partial sums into the eight block sums (lane j: block j). B
+// provides kQs, kMin (the fp16 m after d), kFive (the qh word at kQh),
+// kMaxWeight (with DotMaddubs) and optionally
 // levels() (the nibbles' vpshufb table) and scales_of (MXFP4's exponent
 // bytes, instead of the fp16 d at kD); blocks after the last full group
 // take PerBlock's sum1.
@@ -165,17 +188,33 @@ struct NibblePairs : PerBlock<B, Dot> {
         return x;
     }
 
+    // vphaddw levels before widening (WordSum) that keep the sums of
+    // unsigned weights up to kMaxWeight against int8 activations exact:
+    // 4 << levels products of at most kMaxWeight * 128 per int16 lane; 0
+    // (int32 pair sums, Sum256) for signed weights or larger ones.
+    static constexpr int kWordLevels = [] {
+        if constexpr (requires { Dot::pair16(__m256i{}, __m256i{}, __m256i{}, __m256i{}); B::kMaxWeight; }) {
+            int levels = 0;
+            while (levels < 2 && (4 << (levels + 1)) * B::kMaxWeight * 128 <= 32767) ++levels;
+            return levels;
+        } else {
+            return 0;
+        }
+    }();
+    using Fold = std::conditional_t<kWordLevels == 0, Fold256, avx2::Fold<WordSum<kWordLevels ? kWordLevels : 1>>>;
+
     // Pair k's dot against one token's arranged group (register pair k's
-    // activations at 64k: elements 0..15, then 16..31).
+    // activations at 64k: elements 0..15, then 16..31): the partial sums Fold takes.
     MOE_ALWAYS_INLINE static __m256i pair_sums(const Pair &x, int k, const uint8_t *a) {
-        return Dot::pair(x.lo, load256(a + 64 * k), x.hi, load256(a + 64 * k + 32));
+        if constexpr (kWordLevels > 0) return Dot::pair16(x.lo, load256(a + 64 * k), x.hi, load256(a + 64 * k + 32));
+        else return Dot::pair(x.lo, load256(a + 64 * k), x.hi, load256(a + 64 * k + 32));
     }
 
     // The nibble formats take the pairs decode8 gave.
     MOE_ALWAYS_INLINE static __m256i sum8(const Group &g, const uint8_t *a, size_t)
         requires(!B::kFive)
     {
-        Fold256 fold;
+        Fold fold;
         unrolled(std::make_integer_sequence<int, 4>{}, [&](auto kc) {
             constexpr int k = decltype(kc)::value;
             fold.template add<k>(pair_sums(g.x[k], k, a));
@@ -191,7 +230,7 @@ struct NibblePairs : PerBlock<B, Dot> {
     MOE_ALWAYS_INLINE static void sums8(const Group &g, const uint8_t *const *a, size_t, __m256i *out)
         requires B::kFive
     {
-        Fold256 fold[T];
+        Fold fold[T];
         unrolled(std::make_integer_sequence<int, 4>{}, [&](auto kc) {
             constexpr int k = decltype(kc)::value;
             Pair x = pair(g.w, k);
