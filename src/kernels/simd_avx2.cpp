@@ -22,9 +22,10 @@ namespace {
 // of the group: load c holds the field of block 2c in its low 128-bit lane
 // and that of block 2c + 1 in its high lane (true of the 17- to 24-byte
 // legacy blocks, whose fields lie in their first 8 bytes), so one in-lane
-// shuffle per load, three blends and one permute place them: the d of Q4_0
-// and IQ4_NL, Q4_1's d and m, MXFP4's exponent byte (Q5_0 / Q5_1 take
-// theirs from the heads NibblePairs::decode8 loads for the fifth bits).
+// shuffle per load, three blends and one permute place them (gather):
+// MXFP4's exponent byte. The d of Q4_0 and IQ4_NL take halves() below;
+// Q4_1 / Q5_0 / Q5_1 take theirs from 16-byte loads at the start of each
+// block (NibblePairs::head_scales).
 template <size_t kStride, size_t kOffset, int kWidth>
 struct PairedFields {
     static_assert(kWidth <= 4 && kOffset + kWidth <= 16 && kStride + kOffset >= 16 &&
@@ -48,6 +49,23 @@ struct PairedFields {
         const __m256i x = _mm256_blend_epi32(_mm256_blend_epi32(load(0), load(1), 0x22),
                                              _mm256_blend_epi32(load(2), load(3), 0x88), 0xCC);
         return _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    }
+
+    // The fields as f32, when they are fp16 and the blocks 18 bytes long (the
+    // d of Q4_0 and IQ4_NL): load c starts 32c bytes after the first field
+    // instead, which puts block 2c's field at byte 36c - 32c = 4c (word 2c)
+    // of the low lane and block 2c + 1's at byte 36c + 18 - 32c - 16 = 4c + 2
+    // (word 2c + 1) of the high lane, so three blends, one word blend of the
+    // two lanes and the conversion place them, without gather's shuffles and
+    // permutes (the last load ends at byte 128 + kOffset <= 144, inside the group).
+    MOE_ALWAYS_INLINE static __m256 halves(const uint8_t *w)
+        requires(kStride == 18 && kWidth == 2)
+    {
+        const auto load = [&](int c) { return load256(w + kOffset + 32 * c); };
+        const __m256i x = _mm256_blend_epi32(_mm256_blend_epi32(load(0), load(1), 0x22),
+                                             _mm256_blend_epi32(load(2), load(3), 0x88), 0xCC);
+        const __m128i words = _mm_blend_epi16(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1), 0xAA);
+        return _mm256_cvtph_ps(words);
     }
 };
 
@@ -154,20 +172,29 @@ struct NibblePairs : PerBlock<B, Dot> {
         } else if constexpr (B::kFive) {
             g.w = w;
             for (int k = 0; k < 4; ++k) g.heads[k] = pair_load(w + k * S);
-            // Per lane: word 0 (d) of the four heads, then word 1 (Q5_1's m).
-            static_assert(B::kD == 0 && (!B::kMin || B::kQh == 4), "d at byte 0, Q5_1's m at byte 2");
-            const __m256i words = _mm256_unpacklo_epi32(_mm256_unpacklo_epi16(g.heads[0], g.heads[1]),
-                                                        _mm256_unpacklo_epi16(g.heads[2], g.heads[3]));
-            g.dw = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(words, 0x08)));
-            if constexpr (B::kMin) g.mw = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(words, 0x0D)));
+            head_scales(g.heads, g);
         } else if constexpr (B::kMin) {
-            const __m256i dm = PairedFields<S, B::kD, 4>::gather(w);  // d | m << 16
-            g.dw = half8<false>(dm);
-            g.mw = half8<true>(dm);
+            // Q4_1: four more loads of 16 bytes per lane cost fewer operations than gather.
+            __m256i heads[4];
+            for (int k = 0; k < 4; ++k) heads[k] = pair_load(w + k * S);
+            head_scales(heads, g);
+        } else if constexpr (S == 18) {
+            g.dw = PairedFields<S, B::kD, 2>::halves(w);
         } else {
             g.dw = half8<false>(PairedFields<S, B::kD, 2>::gather(w));
         }
         return g;
+    }
+
+    // The d (and m) of the group from the heads of its pairs (the first 16
+    // bytes of blocks k and 4 + k): per lane, word 0 (d) of the four heads,
+    // then word 1 (m), three unpacks and a vpermq away.
+    MOE_ALWAYS_INLINE static void head_scales(const __m256i *heads, Group &g) {
+        static_assert(B::kD == 0, "d at byte 0, the m of Q4_1 / Q5_1 after it");
+        const __m256i words = _mm256_unpacklo_epi32(_mm256_unpacklo_epi16(heads[0], heads[1]),
+                                                    _mm256_unpacklo_epi16(heads[2], heads[3]));
+        g.dw = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(words, 0x08)));
+        if constexpr (B::kMin) g.mw = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(words, 0x0D)));
     }
 
     // 16 bytes from p (low 128-bit lane) and from the same place in block 4 + k (high lane).
