@@ -115,7 +115,7 @@ std::vector<uint8_t> random_row(GgmlType type, int64_t n, std::mt19937 &rng) {
 }
 
 std::vector<uint8_t> largest_quants_row(GgmlType type, int64_t n) {
-    std::vector<uint8_t> row(row_bytes(type, static_cast<uint64_t>(n)), 0xFF);
+    std::vector<uint8_t> row(row_bytes(type, static_cast<uint64_t>(n)), type == GgmlType::MXFP4 ? 0x77 : 0xFF);
     set_scale_fields(type, row, [] { return kernels::f32_to_fp16(0.01f); }, [] { return uint8_t{127}; });
     return row;
 }

@@ -34,7 +34,9 @@ std::vector<uint8_t> random_row(GgmlType type, int64_t n, std::mt19937 &rng);
 // `rows` such rows, one after another (a weight matrix with row stride row_bytes(type, n)).
 std::vector<uint8_t> random_rows(GgmlType type, int64_t n, int64_t rows, std::mt19937 &rng);
 // A quantised row with every quant byte 0xFF (each quant at its largest
-// stored value) and finite scale fields (fp16 0.01, MXFP4 exponent 2^0).
+// stored value; MXFP4 0x77, its largest value 12, the largest once the
+// kernels lift the values to unsigned) and finite scale fields (fp16 0.01,
+// MXFP4 exponent 2^0).
 std::vector<uint8_t> largest_quants_row(GgmlType type, int64_t n);
 // n floats, normally distributed with standard deviation `scale`, with some
 // exact zeros and a few outliers.
