@@ -86,7 +86,12 @@ PreTokenizerSpec pre_tokenizer_spec(const std::string &name) {
     } else if (one_of(name, {"qwen2", "deepseek-r1-qwen", "megrez"})) {
         s.patterns = {kQwen2};
     } else if (name == "deepseek-llm") {
-        s.patterns = {"[\r\n]", kDeepseekLatin, "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+", "\\s+$", kCjkHangul, "\\p{N}+"};
+        // Trailing white space: "\\s+$" as such retries its run from every
+        // space of a long run that is not at the end (quadratic in the
+        // interpreter PCRE2 falls back to without JIT); starting only where a
+        // run starts gives the same pieces, since a piece is searched from its
+        // start and again only after a match, which ends it.
+        s.patterns = {"[\r\n]", kDeepseekLatin, "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+", "(?<!\\s)\\s+$", kCjkHangul, "\\p{N}+"};
     } else if (name == "deepseek-coder") {
         s.patterns = {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", kCjkHangul, "\\p{N}"};
     } else if (name == "deepseek-v3") {

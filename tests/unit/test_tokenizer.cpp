@@ -3,6 +3,7 @@
 // for hostile metadata and invalid text.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -299,6 +300,42 @@ TEST(Tokenizer, Gpt4oPreTokenizerSplitsAsTheLookaroundExpression) {
         current.split(s, {0, s.size()}, got, scratch);
         reference.split(s, {0, s.size()}, want, scratch);
         EXPECT_EQ(as_text(s, got), as_text(s, want));
+    }
+}
+
+// deepseek-llm's trailing white space starts its match only where a run of
+// white space starts (so a long run followed by other text costs one try,
+// not one per space): the pieces are those of the plain "\\s+$".
+TEST(Tokenizer, DeepseekLlmTrailingSpaceSplitsAsThePlainExpression) {
+    using moe::tok::Piece;
+    const auto patterns = moe::tok::pre_tokenizer_spec("deepseek-llm").patterns;
+    ASSERT_EQ(std::count(patterns.begin(), patterns.end(), std::string("(?<!\\s)\\s+$")), 1);
+    std::vector<std::string> plain = patterns;
+    std::replace(plain.begin(), plain.end(), std::string("(?<!\\s)\\s+$"), std::string("\\s+$"));
+    const moe::tok::RegexSplitter current(patterns), reference(plain);
+    const std::vector<std::string> parts = {" ", "  ", "\t", "\n", "\r\n", "a", "Z", "1", "!", "\xC3\xA9",
+                                            "\xE3\x80\x80", "\xC2\xA0", "\xE6\x97\xA5", "\xED\x95\x9C", "."};
+    std::vector<std::string> texts = kRoundTripTexts;
+    texts.push_back(std::string(5000, ' ') + "1");
+    texts.push_back("x" + std::string(5000, ' '));
+    std::mt19937 rng(11);
+    for (int i = 0; i < 4000; ++i) {
+        std::string s;
+        for (int n = int(rng() % 16) + 1; n > 0; --n) s += parts[rng() % parts.size()];
+        texts.push_back(s);
+    }
+    std::vector<Piece> got, want;
+    moe::tok::SplitScratch scratch;
+    for (const std::string &s : texts) {
+        got.clear();
+        want.clear();
+        current.split(s, {0, s.size()}, got, scratch);
+        reference.split(s, {0, s.size()}, want, scratch);
+        ASSERT_EQ(got.size(), want.size()) << s;
+        for (size_t i = 0; i < got.size(); ++i) {
+            EXPECT_EQ(got[i].begin, want[i].begin) << s;
+            EXPECT_EQ(got[i].end, want[i].end) << s;
+        }
     }
 }
 
