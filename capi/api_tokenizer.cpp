@@ -77,7 +77,10 @@ MOESTREAM_API int moestream_token_to_piece(const moestream_context *ctx, int32_t
         if (!buf && capacity) moe::fail(moe::Status::invalid_argument, "buf is NULL but capacity is %zu", capacity);
         thread_local std::string piece;
         piece.clear();
-        tok.append_piece(token, piece);
+        // Rows of the model's output past the tokenizer's list (a vocabulary
+        // padded to a round size) can be sampled and have no text.
+        const bool padding = token >= tok.n_tokens() && token < ctx->ctx->model().hparams().n_vocab;
+        if (!padding) tok.append_piece(token, piece);
         *n_out = piece.size();
         if (piece.size() > capacity)
             moe::fail(moe::Status::invalid_argument, "token %d is %zu bytes; capacity is %zu", token, piece.size(),

@@ -442,7 +442,9 @@ MOESTREAM_API int moestream_read_log_replay(moestream_context *ctx, moestream_re
 MOESTREAM_API int moestream_tokenize(const moestream_context *ctx, const char *text, size_t text_len,
                                      int32_t add_special, int32_t parse_special,
                                      int32_t *tokens_out, size_t capacity, size_t *n_out);
-/* Writes the bytes of one token's text (not NUL-terminated) and its length. */
+/* Writes the bytes of one token's text (not NUL-terminated) and its length.
+ * Ids past the tokenizer's list but within the model's vocabulary (rows a
+ * vocabulary was padded with) have no text: length 0. */
 MOESTREAM_API int moestream_token_to_piece(const moestream_context *ctx, int32_t token, char *buf,
                                            size_t capacity, size_t *n_out);
 MOESTREAM_API int32_t moestream_token_bos(const moestream_context *ctx); /* -1 if none */

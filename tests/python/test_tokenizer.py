@@ -86,6 +86,26 @@ def test_errors(lib, ctx):
         assert e.value.status == Status.INVALID_ARGUMENT
 
 
+def test_rows_past_the_tokenizer_have_no_text(tmp_path):
+    # A vocabulary padded past its tokenizer's list: those ids come out of
+    # sampling like any other and read as empty text; past the rows, an error.
+    from tools.make_model import ModelSpec, make_model
+    path = tmp_path / "padded.gguf"
+    make_model(path, ModelSpec(arch="qwen3moe", n_embd=64, n_layer=1, n_head=2, n_head_kv=1, n_expert=4,
+                               n_expert_used=2, n_ff_expert=32, n_vocab=512, n_ctx=64, quant_mix="q8_0", seed=1,
+                               tokenizer="synthetic", tokenizer_padding=3))
+    with moestream.Context(path, n_threads=1, n_ctx=64, profile_path="") as c:
+        assert c.n_vocab == 515
+        eot = c.eos_token
+        assert eot == 511
+        for pad in (512, 514):
+            assert c.token_to_piece(pad) == b""
+        assert c.detokenize([c.tokenize("ab", add_special=False)[0], 513, eot]).endswith("<|endoftext|>")
+        with pytest.raises(moestream.Error) as e:
+            c.token_to_piece(515)
+        assert e.value.status == Status.INVALID_ARGUMENT
+
+
 def test_tokenize_refuses_what_is_not_text(ctx):
     # bytes(5) would be five NUL bytes, bytes([104, 105]) "hi": neither is text.
     for bad in (5, None, 2.5, [104, 105]):

@@ -105,6 +105,7 @@ class ModelSpec:
     quant_mix: str = "f32"
     seed: int = 0
     tokenizer: str = "none"           # none | synthetic | copy:PATH.gguf
+    tokenizer_padding: int = 0        # output rows past the tokenizer's list (a vocabulary padded to a round size)
     router_mode: str = "coded"        # coded | random
     router_scale: float = 1.0
     router_context: float = 0.0
@@ -721,7 +722,7 @@ def make_model(path, spec: ModelSpec | None = None, **overrides) -> dict:
     spec = dataclasses.replace(spec or ModelSpec(), **overrides)
     tok_kv, tok_vocab = _tokenizer_kv(spec)
     if tok_vocab is not None:
-        spec = dataclasses.replace(spec, n_vocab=tok_vocab)
+        spec = dataclasses.replace(spec, n_vocab=tok_vocab + spec.tokenizer_padding)
     s = spec.resolved()
     plans = plan_tensors(s)
     w = GGUFWriter(path, alignment=s.alignment, write_alignment_key=s.write_alignment_key)
