@@ -18,11 +18,11 @@ void bind_attention(TensorBinder &b, const HParams &hp, int32_t layer, AttnBias 
     out.wv = b.matrix(name("attn_v.weight"), n_embd, v_dim);
     out.wo = b.matrix(name("attn_output.weight"), o_dim, n_embd);
     if (bias != AttnBias::none) {
-        const bool req = bias == AttnBias::required;
+        const bool req = bias == AttnBias::required || bias == AttnBias::required_with_output;
         out.bq = b.vector(name("attn_q.bias"), q_dim, req);
         out.bk = b.vector(name("attn_k.bias"), k_dim, req);
         out.bv = b.vector(name("attn_v.bias"), v_dim, req);
-        out.bo = b.vector(name("attn_output.bias"), n_embd, false);
+        out.bo = b.vector(name("attn_output.bias"), n_embd, bias == AttnBias::required_with_output);
     }
     switch (qk_norm) {
     case QkNorm::none: break;
@@ -38,7 +38,7 @@ void bind_attention(TensorBinder &b, const HParams &hp, int32_t layer, AttnBias 
 }
 
 void bind_routed_experts(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff, LayerWeights &out,
-                         const char *norm) {
+                         const char *norm, bool router_bias_required) {
     auto name = [layer](const char *suffix) { return TensorBinder::layer_name(layer, suffix); };
     if (hp.n_expert <= 0 || hp.n_expert_used <= 0)
         fail(Status::unsupported, "%s: architecture '%s' without routed experts (expert_count = %d) is not supported",
@@ -49,7 +49,7 @@ void bind_routed_experts(TensorBinder &b, const HParams &hp, int32_t layer, int6
     const int64_t n_embd = hp.n_embd, n_expert = hp.n_expert;
     out.ffn_norm = b.vector(name(norm), n_embd);
     out.router = b.matrix(name("ffn_gate_inp.weight"), n_embd, n_expert);
-    out.router_bias = b.vector(name("ffn_gate_inp.bias"), n_expert, false);
+    out.router_bias = b.vector(name("ffn_gate_inp.bias"), n_expert, router_bias_required);
     out.experts.n_expert = hp.n_expert;
     out.experts.gate = b.experts(name("ffn_gate_exps.weight"), n_embd, n_ff, n_expert);
     out.experts.up = b.experts(name("ffn_up_exps.weight"), n_embd, n_ff, n_expert);

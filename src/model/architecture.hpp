@@ -39,14 +39,17 @@ const Architecture *find_architecture(const std::string &name);
 std::vector<const char *> architecture_names();
 
 // --- pieces shared by the architecture files (arch_common.cpp) --------------
-enum class AttnBias { none, optional, required };
+// Which attention biases a file must have: none bound, any of them, Q/K/V
+// (attn_output.bias optional), or all four.
+enum class AttnBias { none, optional, required, required_with_output };
 // attn_norm, attn_q/k/v/output (+ biases), and QK-norm weights of the given kind.
 void bind_attention(TensorBinder &b, const HParams &hp, int32_t layer, AttnBias bias, QkNorm qk_norm,
                     LayerWeights &out);
 // The FFN pre-norm (ffn_norm.weight, or the tensor suffix `norm`), ffn_gate_inp
-// (router, optional bias) and the three 3-D expert tensors with n_ff rows each.
+// (router; its bias optional unless router_bias_required) and the three 3-D
+// expert tensors with n_ff rows each.
 void bind_routed_experts(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff, LayerWeights &out,
-                         const char *norm = "ffn_norm.weight");
+                         const char *norm = "ffn_norm.weight", bool router_bias_required = false);
 // The experts' per-expert biases ffn_{gate,up}_exps.bias [n_ff, n_expert] and
 // ffn_down_exps.bias [n_embd, n_expert] (required).
 void bind_expert_biases(TensorBinder &b, const HParams &hp, int32_t layer, int64_t n_ff, LayerWeights &out);

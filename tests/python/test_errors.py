@@ -195,6 +195,25 @@ def test_bad_format_tensors_inspect_as_open(lib, models, tmp_path, cli_path, cas
     assert r.stdout == ""
 
 
+@pytest.mark.parametrize("missing", ["blk.1.attn_output.bias", "blk.0.ffn_gate_inp.bias"])
+def test_bad_format_tensors_gpt_oss_without_a_bias(lib, tmp_path, missing):
+    # Zero biases would give other logits than the model's, silently.
+    from tools.make_model import ModelSpec, make_model
+    path = tmp_path / "oss.gguf"
+    make_model(path, ModelSpec(arch="gpt-oss", n_embd=64, n_layer=2, n_head=2, n_head_kv=1, n_expert=4,
+                               n_expert_used=2, n_ff_expert=32, n_vocab=64, n_ctx=64, quant_mix="q8_0",
+                               omit_tensors=(missing,)))
+    status, out = open_ctx(lib, path)
+    assert status == Status.BAD_FORMAT, lib.last_error()
+    assert f"tensor '{missing}' is missing" in lib.last_error()
+    assert not out
+    make_model(path, ModelSpec(arch="gpt-oss", n_embd=64, n_layer=2, n_head=2, n_head_kv=1, n_expert=4,
+                               n_expert_used=2, n_ff_expert=32, n_vocab=64, n_ctx=64, quant_mix="q8_0"))
+    status, out = open_ctx(lib, path)
+    assert status == Status.OK, lib.last_error()
+    lib.moestream_close(out)
+
+
 def test_bad_format_state(lib, ctx, tmp_path):
     assert step(lib, ctx, [1, 2, 3]) == 0
     good = tmp_path / "good.state"

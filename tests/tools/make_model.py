@@ -106,6 +106,7 @@ class ModelSpec:
     seed: int = 0
     tokenizer: str = "none"           # none | synthetic | copy:PATH.gguf
     tokenizer_padding: int = 0        # output rows past the tokenizer's list (a vocabulary padded to a round size)
+    omit_tensors: tuple = ()          # names of tensors to leave out of the file (tests of incomplete files)
     router_mode: str = "coded"        # coded | random
     router_scale: float = 1.0
     router_context: float = 0.0
@@ -724,7 +725,7 @@ def make_model(path, spec: ModelSpec | None = None, **overrides) -> dict:
     if tok_vocab is not None:
         spec = dataclasses.replace(spec, n_vocab=tok_vocab + spec.tokenizer_padding)
     s = spec.resolved()
-    plans = plan_tensors(s)
+    plans = [p for p in plan_tensors(s) if p.name not in s.omit_tensors]
     w = GGUFWriter(path, alignment=s.alignment, write_alignment_key=s.write_alignment_key)
     w.add_string("general.architecture", s.arch)
     w.add_string("general.name", s.name)

@@ -23,9 +23,11 @@ public:
         return t;
     }
     void bind_layer(TensorBinder &b, const HParams &hp, int32_t layer, LayerWeights &out) const override {
-        bind_attention(b, hp, layer, AttnBias::required, QkNorm::none, out);
+        // Every gpt-oss file has its output projection's and router's biases:
+        // one without them is not this model with zero biases.
+        bind_attention(b, hp, layer, AttnBias::required_with_output, QkNorm::none, out);
         bind_attention_sinks(b, hp, layer, out);
-        bind_routed_experts(b, hp, layer, hp.n_ff_expert, out, "post_attention_norm.weight");
+        bind_routed_experts(b, hp, layer, hp.n_ff_expert, out, "post_attention_norm.weight", true);
         bind_expert_biases(b, hp, layer, hp.n_ff_expert, out);
     }
 };
