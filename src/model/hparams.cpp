@@ -259,7 +259,7 @@ void read_deepseek2(const gguf::GgufFile &file, const KeyReader &keys, HParams &
         hp.head_dim_v = hp.kv_lora_rank;
         hp.joint_kv_b = true;
     }
-    if (hp.n_head_kv != 1 || hp.head_dim_k != hp.kv_lora_rank + hp.n_rot || hp.head_dim_v != hp.kv_lora_rank ||
+    if (hp.n_head_kv != 1 || int64_t(hp.head_dim_k) != int64_t(hp.kv_lora_rank) + hp.n_rot || hp.head_dim_v != hp.kv_lora_rank ||
         hp.n_rot >= hp.head_dim_k_mla)
         fail(Status::bad_format,
              "%s: latent attention needs head_count_kv 1 (is %d), key_length = kv_lora_rank + rope.dimension_count "
