@@ -72,37 +72,34 @@ struct PairedFields {
 // Q5_0 / Q5_1: the fifth bits (qh: bit i = element i) added as 0x10 to the
 // nibbles of NibblePairs' pair k, from the first 16 bytes of blocks k and
 // 4 + k (one per 128-bit lane, as the pair holds their quants), so each
-// lane's qh word is already where its register needs it. The head's first
-// 8 bytes are paired in-lane with themselves shifted left by 4, so every
-// bit sits at bit 4..7 of some byte; per register one vpshufb spreads the
-// bytes, one and isolates the bits (16..128) and vpminub makes them 16:
-// four operations per 32 weights (a compare against a bit mask needs one more).
+// lane's qh word is already where its register needs it. Per register one
+// vpshufb puts qh byte i / 8 in byte i, one and keeps bit i % 8 of it, and
+// vpsignb turns the bit into 16: the constant's byte is +16, or -16 where
+// the bit is bit 7 (a negative byte), and a zero byte stays zero. Four
+// operations per 32 weights and nothing per pair (vpminub instead of
+// vpsignb needs every bit at bit 4..7: a copy of the head shifted by 4 and
+// an unpack per pair).
 template <size_t kQh>
 struct FifthBits {
-    static_assert(kQh + 4 <= 8, "the qh word lies in the head's first 8 bytes");
+    static_assert(kQh + 4 <= 16, "the qh word lies in the head");
     // vpshufb controls of the low-nibble (elements 0..15) and high-nibble
-    // (16..31) registers: byte i takes the byte of the paired head that holds
-    // the bit of element i at bit 4..7: qh byte i / 8 itself for bits 4..7
-    // of that byte, its shifted copy (8 bytes on) for bits 0..3.
+    // (16..31) registers: byte i takes the qh byte of element 16 * half + i.
     static constexpr std::array<int8_t, 64> kPicks = [] {
         std::array<int8_t, 64> c{};
         for (int half = 0; half < 2; ++half)
-            for (int i = 0; i < 32; ++i) {
-                const int bit = 16 * half + i % 16;
-                c[32 * half + i] = static_cast<int8_t>(kQh + bit / 8 + (bit % 8 < 4 ? 8 : 0));
-            }
+            for (int i = 0; i < 32; ++i) c[32 * half + i] = static_cast<int8_t>(kQh + (16 * half + i % 16) / 8);
         return c;
     }();
     __m256i src;
 
     // head: the first 16 bytes of block k (low lane) and 4 + k (high lane).
-    MOE_ALWAYS_INLINE explicit FifthBits(__m256i head)
-        : src(_mm256_unpacklo_epi64(head, _mm256_slli_epi64(head, 4))) {}
+    MOE_ALWAYS_INLINE explicit FifthBits(__m256i head) : src(head) {}
     // The nibbles v of the low (half 0) or high (half 1) register with their fifth bits.
     MOE_ALWAYS_INLINE __m256i add(__m256i v, int half) const {
-        const __m256i select = _mm256_set1_epi64x(static_cast<long long>(0x8040201080402010ull));
+        const __m256i select = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+        const __m256i sixteen = _mm256_set1_epi64x(static_cast<long long>(0xF010101010101010ull));
         const __m256i spread = _mm256_shuffle_epi8(src, load256(kPicks.data() + 32 * half));
-        return _mm256_or_si256(v, _mm256_min_epu8(_mm256_and_si256(spread, select), _mm256_set1_epi8(0x10)));
+        return _mm256_or_si256(v, _mm256_sign_epi8(sixteen, _mm256_and_si256(spread, select)));
     }
 };
 
