@@ -43,19 +43,18 @@ constexpr std::array<int8_t, 128> pair_scale_picks() {
     for (int i = 0; i < 4; ++i)
         for (int half = 0; half < 2; ++half)
             for (int p = 0; p < 8; ++p) {
-                const int g = 2 * i + half;  // the int16 scale g of the duplicated low lane
+                const int g = 2 * i + half;  // the int16 scale g, in either 128-bit lane
                 c[32 * i + 16 * half + 2 * p] = static_cast<int8_t>(2 * g);
                 c[32 * i + 16 * half + 2 * p + 1] = static_cast<int8_t>(2 * g + 1);
             }
     return c;
 }
 
-// Eight int16 scales (the low 128-bit lane of sc) -> out[i], i = 0..3:
+// Eight int16 scales in both 128-bit lanes of sc -> out[i], i = 0..3:
 // scale 2i in every int16 of the low 128-bit lane, 2i + 1 in the high one.
 MOE_ALWAYS_INLINE void pair_scales(__m256i sc, __m256i *out) {
     static constexpr std::array<int8_t, 128> kPicks = pair_scale_picks();
-    const __m256i dup = _mm256_permute2x128_si256(sc, sc, 0x00);
-    for (int i = 0; i < 4; ++i) out[i] = _mm256_shuffle_epi8(dup, load256(kPicks.data() + 32 * i));
+    for (int i = 0; i < 4; ++i) out[i] = _mm256_shuffle_epi8(sc, load256(kPicks.data() + 32 * i));
 }
 
 // --- block heads (Q2_K's mins shared with the 512-bit decoder) -------------------
@@ -98,13 +97,19 @@ MOE_ALWAYS_INLINE __m128i q3_k_scale_bytes(const uint8_t *p) {
     return _mm_sub_epi8(v, _mm_set1_epi8(32));
 }
 
-// IQ4_XS: the fp16 field (as d << 16) and the eight signed sub-block scales as int16.
-MOE_ALWAYS_INLINE __m128i iq4_xs_head(const uint8_t *w, uint32_t &dm) {
+// IQ4_XS: the fp16 field (as d << 16) and the eight signed sub-block
+// scales as int16 in both 128-bit lanes. The scale bytes are made signed
+// in scalar code (which runs beside the vector work): u - 32 of a 6-bit u
+// is u with bit 5 flipped, read as a 6-bit signed field, so bit 5 is
+// copied to bits 6 and 7.
+MOE_ALWAYS_INLINE __m256i iq4_xs_head(const uint8_t *w, uint32_t &dm) {
     dm = static_cast<uint32_t>(load_u16(w + iq4_xs::d)) << 16;
     // Byte s: low nibble from scales_l, two high bits from scales_h.
-    const uint64_t ls = _pdep_u64(load_u32(w + iq4_xs::scales_l), 0x0F0F0F0F0F0F0F0Full) |
-                        _pdep_u64(load_u16(w + iq4_xs::scales_h), 0x0303030303030303ull) << 4;
-    return _mm_cvtepi8_epi16(_mm_sub_epi8(_mm_cvtsi64_si128(static_cast<long long>(ls)), _mm_set1_epi8(32)));
+    const uint64_t u = _pdep_u64(load_u32(w + iq4_xs::scales_l), 0x0F0F0F0F0F0F0F0Full) |
+                       _pdep_u64(load_u16(w + iq4_xs::scales_h), 0x3030303030303030ull);
+    const uint64_t bit5 = 0x2020202020202020ull, t = u ^ bit5, sign = t & bit5;
+    const __m128i bytes = _mm_cvtsi64_si128(static_cast<long long>(t | sign << 1 | sign << 2));
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi64(bytes, bytes));
 }
 
 // --- 256-bit decoders -----------------------------------------------------------------
@@ -236,7 +241,7 @@ struct IQ4XS : KDecoder256<iq4_xs::bytes, false, true> {
     MOE_ALWAYS_INLINE static Block decode(const uint8_t *w, uint64_t &mins, uint32_t &dm) {
         mins = 0;
         Block k;
-        pair_scales(_mm256_zextsi128_si256(iq4_xs_head(w, dm)), k.sc);
+        pair_scales(iq4_xs_head(w, dm), k.sc);
         const __m256i table = iq4_table(), low4 = _mm256_set1_epi8(0x0F);
         for (int p = 0; p < 4; ++p) {
             const __m256i q = load256(w + iq4_xs::qs + 32 * p);
