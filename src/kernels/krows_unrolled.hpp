@@ -119,6 +119,22 @@ struct KRowsUnrolled : KRows<D> {
         else return _mm256_load_si256(reinterpret_cast<const __m256i *>(dm));
     }
 
+    // A full group's eight float terms (lane j: block j; KRows::terms8's
+    // products): D's own from the fold and the heads (D::group_terms8) if it
+    // has them, else terms8 of the fold's totals and the helpers above. With
+    // kOneBlock every block meets activation block blk (rows8), da the
+    // activation scales.
+    template <bool kOneBlock>
+    MOE_ALWAYS_INLINE static __m256 group_terms8(const Fold &fold, const typename Heads::type &head, const uint8_t *w,
+                                                 size_t stride, const uint32_t *dm, const uint64_t *mins,
+                                                 const Prep &p, int64_t blk, __m256 da) {
+        if constexpr (requires { D::group_terms8(fold, head, w, stride, w, stride, da); })
+            return D::group_terms8(fold, head, w, stride, act(p, blk), kOneBlock ? 0 : q8_k::bytes, da);
+        else
+            return Base::terms8(group_fields8(head, dm), fold.total(),
+                                group_min_sums8<kOneBlock>(head, w, stride, mins, p, blk), da);
+    }
+
     // Block J of a group (weights at wb) against activation block blk of
     // each token, folded into fold[t].
     template <int J, int T>
@@ -153,10 +169,8 @@ struct KRowsUnrolled : KRows<D> {
                 block<j, T>(w + j * D::kBytes, head, mins[j], dm[j], p, b + j, fold);
             });
             for (int t = 0; t < T; ++t) {
-                const __m256i sumi = fold[t].total();
                 const __m256 da = _mm256_loadu_ps(p[t].d + b);
-                const __m256i summ = group_min_sums8<false>(head, w, D::kBytes, mins, p[t], b);
-                acc[t] = _mm256_add_ps(acc[t], Base::terms8(group_fields8(head, dm), sumi, summ, da));
+                acc[t] = _mm256_add_ps(acc[t], group_terms8<false>(fold[t], head, w, D::kBytes, dm, mins, p[t], b, da));
             }
         }
         if (b < nb) tail<T>(w, p, b, nb, acc);
@@ -187,11 +201,9 @@ struct KRowsUnrolled : KRows<D> {
                 block<i, T>(wb, head, mins[i], dm[i], p, j, fold);
             });
             for (int t = 0; t < T; ++t) {
-                const __m256i sumi = fold[t].total();
                 const __m256 da = _mm256_set1_ps(p[t].d[j]);
                 // Every row's mins meet block j's pair (or group) sums.
-                const __m256i summ = group_min_sums8<true>(head, wj, row_bytes, mins, p[t], j);
-                const __m256 term = Base::terms8(group_fields8(head, dm), sumi, summ, da);
+                const __m256 term = group_terms8<true>(fold[t], head, wj, row_bytes, dm, mins, p[t], j, da);
                 _mm256_store_ps(terms[t][j], _mm256_add_ps(_mm256_setzero_ps(), term));
             }
         }

@@ -4,8 +4,8 @@
 // elements from two 64-byte loads; each decoder's activations are copied
 // once per call, in the order of its registers, into 64-byte aligned rows
 // (kArranged), with the per-token values it starts its sums from. Block
-// heads are unpacked in vector registers (Q2_K's mins are read by the row
-// loop's group epilogue, as on AVX2).
+// heads are unpacked in vector registers (Q2_K's mins are read by its group
+// epilogue, group_terms8).
 //
 // Q2_K: scale times quant (0..45) looked up per byte, one vpdpbusd chain.
 // Q3_K: quants stored +4, vpdpbusd sums of 4 packed into int16 and scaled
@@ -51,7 +51,8 @@ struct TwoBitLoadOrder {
 // quant with the register in bits 2..3, gives the scaled weights, and the
 // four vpdpbusd of a block add into one accumulator (no packs, no scale
 // multiplies; |lane| <= 16 * 45 * 127). The 4-bit mins meet the activation
-// group sums in group_min_sums8.
+// group sums in the row loop's group epilogue (group_terms8; Q2KGroupMins'
+// group_min_sums8 for a row's last blocks).
 struct Q2K512 : KDecoder512<q2_k::bytes, true>, Q2KGroupMins, TwoBitLoadOrder<256, Q2K512> {
     using TwoBitLoadOrder<256, Q2K512>::kArranged;
     static void arrange_sums(__m256i, uint8_t *) {}
@@ -76,14 +77,14 @@ struct Q2K512 : KDecoder512<q2_k::bytes, true>, Q2KGroupMins, TwoBitLoadOrder<25
         dm = load_u32(w + q2_k::d);
         return decode<0>(w, Head{});
     }
-    // The mins of eight blocks against their activation group sums, blocks j
-    // and 4 + j in the 256-bit halves of one register (eight int16 products
-    // per block and a 512-bit fold of four registers, instead of Q2KGroupMins'
-    // eight 256-bit products and their vphaddd transpose); fewer blocks (a
-    // row's last) take Q2KGroupMins'.
-    MOE_ALWAYS_INLINE static __m256i group_min_sums8(const uint8_t *w, size_t w_stride, const uint8_t *act,
-                                                     size_t act_stride, int cnt) {
-        if (cnt != 8) return Q2KGroupMins::group_min_sums8(w, w_stride, act, act_stride, cnt);
+    // The mins of a full group's eight blocks against their activation group
+    // sums (a row's last blocks take Q2KGroupMins'), blocks j and 4 + j in the
+    // 256-bit halves of one register: eight int16 products per block and a
+    // 512-bit fold of four registers, instead of Q2KGroupMins' eight 256-bit
+    // products and their vphaddd transpose. 128-bit lanes 0, 1: int32 k =
+    // partial sums of block k; lanes 2, 3: of block 4 + k.
+    MOE_ALWAYS_INLINE static __m512i min_quads8(const uint8_t *w, size_t w_stride, const uint8_t *act,
+                                                size_t act_stride) {
         const auto load128 = [](const uint8_t *p) { return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p)); };
         __m512i m[4];
         for (int j = 0; j < 4; ++j) {
@@ -93,20 +94,36 @@ struct Q2K512 : KDecoder512<q2_k::bytes, true>, Q2KGroupMins, TwoBitLoadOrder<25
             const __m512i mins = _mm512_srli_epi16(_mm512_cvtepu8_epi16(sc2), 4);
             m[j] = _mm512_madd_epi16(mins, _mm512_inserti64x4(_mm512_castsi256_si512(load256(bs)), load256(bs + 4 * act_stride), 1));
         }
-        // 128-bit lane L of q: the sums of m[0..3] in that lane (lanes 0, 1: blocks 0..3; 2, 3: blocks 4..7).
-        const __m512i q = Sum512::quad(Sum512::pair(m[0], m[1]), Sum512::pair(m[2], m[3]));
-        const __m512i t = _mm512_add_epi32(q, _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(2, 3, 0, 1)));
-        return _mm512_castsi512_si256(_mm512_shuffle_i64x2(t, t, _MM_SHUFFLE(2, 0, 2, 0)));
+        return Sum512::quad(Sum512::pair(m[0], m[1]), Sum512::pair(m[2], m[3]));
     }
     // The fp16 fields of 8 super-blocks `stride` bytes apart, gathered in a
     // vector (lane_words8) from the 16 bytes that end with them; the mins
-    // stay with group_min_sums8.
+    // are read by group_terms8.
     struct Head {
         __m256i dm;  // lane j: d | dmin << 16 of block j
     };
     MOE_ALWAYS_INLINE static Head head8(const uint8_t *w, size_t stride) {
         const uint8_t *f = w + q2_k::d + 4 - 16;
         return {lane_words8<3>(blocks4_128(f, stride), blocks4_128(f + 4 * stride, stride))};
+    }
+    // A full group's eight float terms (KRows::terms8's products in the same
+    // order) from the fold of its blocks' sums and its mins: the last levels
+    // of both folds share two 128-bit lane shuffles and one add, and the
+    // totals (lanes 0..7) and mins sums (lanes 8..15) meet d and dmin (one
+    // vpermw of the fields and one conversion) in one 512-bit register.
+    MOE_ALWAYS_INLINE static __m256 group_terms8(const Fold512 &fold, const Head &h, const uint8_t *w,
+                                                 size_t w_stride, const uint8_t *act, size_t act_stride, __m256 da) {
+        const __m512i qm = min_quads8(w, w_stride, act, act_stride);
+        const __m512i q0 = fold.quad[0], q1 = fold.quad[1];
+        // 128-bit lanes: q0's 0 + 1, 2 + 3, q1's 0 + 1, 2 + 3 (as Sum512::total).
+        const __m512i r = _mm512_add_epi32(_mm512_shuffle_i64x2(q0, q1, 0x88), _mm512_shuffle_i64x2(q0, q1, 0xDD));
+        // Lanes 0..7: the totals of blocks 0..7; 8..15: their mins sums.
+        const __m512i s = _mm512_add_epi32(_mm512_shuffle_i64x2(r, qm, 0x88), _mm512_shuffle_i64x2(r, qm, 0xDD));
+        const __m256i d_then_dmin = _mm256_permutexvar_epi16(
+            _mm256_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15), h.dm);
+        const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtph_ps(d_then_dmin), _mm512_broadcast_f32x8(da)),
+                                       _mm512_cvtepi32_ps(s));
+        return _mm256_sub_ps(_mm512_castps512_ps256(t), _mm512_extractf32x8_ps(t, 1));
     }
     // A block's weights (the head's fields and mins are read by the row loop).
     template <int J>
