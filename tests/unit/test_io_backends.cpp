@@ -333,6 +333,15 @@ struct FailingRing {
         fi = backend->add_file(file.buffered_fd());
     }
     void submit(uint32_t tag) { backend->submit(ReadRequest{fi, tag * 1000ull, 1000, buf.data() + tag * 1000, tag}); }
+    // One reap without waiting: each completion counted in `seen` by tag, and whole.
+    void poll(std::map<uint64_t, int> &seen) {
+        ReadCompletion c[8];
+        const size_t n = backend->reap(c, false);
+        for (size_t i = 0; i < n; ++i) {
+            ++seen[c[i].tag];
+            EXPECT_EQ(c[i].result, 1000) << c[i].tag;
+        }
+    }
     ReadFile file;
     std::unique_ptr<ReadBackend> backend;
     std::vector<uint8_t> buf;
@@ -402,12 +411,7 @@ TEST(IoUringBackend, DroppedCompletionsAreFoundAndReadAgain) {
         bool more_submitted = false;
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
         while (ring.backend->in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
-            ReadCompletion c[8];
-            const size_t n = ring.backend->reap(c, false);
-            for (size_t i = 0; i < n; ++i) {
-                ++seen[c[i].tag];
-                EXPECT_EQ(c[i].result, 1000) << c[i].tag;
-            }
+            ring.poll(seen);
             // Reads submitted while a drain marker may be pending.
             if (dropped > 0 && !more_submitted) {
                 for (uint32_t tag = 5; tag < 8; ++tag) ring.submit(tag);
@@ -451,18 +455,10 @@ TEST(IoUringBackend, AnOrphanReadAgainAfterALaterMarkerCompletesOnce) {
     for (uint32_t tag = 0; tag < 5; ++tag) ring.submit(tag);
     std::map<uint64_t, int> seen;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (ring.backend->in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
-        ReadCompletion c[8];
-        const size_t n = ring.backend->reap(c, false);
-        for (size_t i = 0; i < n; ++i) {
-            ++seen[c[i].tag];
-            EXPECT_EQ(c[i].result, 1000) << c[i].tag;
-        }
-    }
+    while (ring.backend->in_flight() > 0 && std::chrono::steady_clock::now() < deadline) ring.poll(seen);
     // Completions of a read submitted twice would still be on their way.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    ReadCompletion late[8];
-    for (size_t i = 0, n = ring.backend->reap(late, false); i < n; ++i) ++seen[late[i].tag];
+    ring.poll(seen);
     EXPECT_EQ(phase, settled);
     EXPECT_EQ(entries_after, 2) << "the second marker and one read of tag 0";
     EXPECT_EQ(ring.backend->in_flight(), 0u);

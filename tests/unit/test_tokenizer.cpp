@@ -263,28 +263,16 @@ TEST(Tokenizer, MergesOfUnknownTextsAndDuplicateTokensDoNotBreakTokenizing) {
     EXPECT_EQ(t->detokenize(ids), "qzy hex");
 }
 
-// The gpt-4o expression as first written, with a lookahead in each repeated
-// group: the reference for the splits of the single-class rewrite.
-const char *const kGpt4oLookarounds =
-    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?)"
-    R"(|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?)"
-    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-TEST(Tokenizer, Gpt4oPreTokenizerSplitsAsTheLookaroundExpression) {
+// `current` splits every text as `reference` does: the texts given plus 4000
+// random strings of up to max_parts of `parts` (seeded).
+void expect_same_pieces(const moe::tok::RegexSplitter &current, const moe::tok::RegexSplitter &reference,
+                        std::vector<std::string> texts, const std::vector<std::string> &parts, int max_parts,
+                        uint32_t seed) {
     using moe::tok::Piece;
-    const moe::tok::RegexSplitter current(moe::tok::pre_tokenizer_spec("gpt-4o").patterns);
-    const moe::tok::RegexSplitter reference({kGpt4oLookarounds});
-    // Letters of every case kind (lower, upper, accented, title case, modifier,
-    // uncased), marks, digits, contractions, spaces, line breaks, symbols.
-    const std::vector<std::string> parts = {
-        "a", "z", "A", "Z", "\xC3\xA9", "\xC3\x89", "\xC7\x85", "\xCA\xB0", "\xE6\x97\xA5", "\xE0\xA4\xBE",
-        "\xCC\x81", "1", "42", "\xD9\xA3", "'", "'s", "'S", "'ll", "'Re", "'d", " ", "  ", "\t", "\n", "\r\n",
-        "\r", "/", "!", "...", "-", "\xC2\xA0", "\xF0\x9F\xA6\x99", "\xD0\x96", "\xD0\xB6", "\xCE\xA3"};
-    std::vector<std::string> texts = kRoundTripTexts;
-    std::mt19937 rng(7);
+    std::mt19937 rng(seed);
     for (int i = 0; i < 4000; ++i) {
         std::string s;
-        for (int n = int(rng() % 24) + 1; n > 0; --n) s += parts[rng() % parts.size()];
+        for (int n = int(rng() % uint32_t(max_parts)) + 1; n > 0; --n) s += parts[rng() % parts.size()];
         texts.push_back(s);
     }
     std::vector<Piece> got, want;
@@ -303,11 +291,29 @@ TEST(Tokenizer, Gpt4oPreTokenizerSplitsAsTheLookaroundExpression) {
     }
 }
 
+// The gpt-4o expression as first written, with a lookahead in each repeated
+// group: the reference for the splits of the single-class rewrite.
+const char *const kGpt4oLookarounds =
+    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?)"
+    R"(|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+TEST(Tokenizer, Gpt4oPreTokenizerSplitsAsTheLookaroundExpression) {
+    const moe::tok::RegexSplitter current(moe::tok::pre_tokenizer_spec("gpt-4o").patterns);
+    const moe::tok::RegexSplitter reference({kGpt4oLookarounds});
+    // Letters of every case kind (lower, upper, accented, title case, modifier,
+    // uncased), marks, digits, contractions, spaces, line breaks, symbols.
+    const std::vector<std::string> parts = {
+        "a", "z", "A", "Z", "\xC3\xA9", "\xC3\x89", "\xC7\x85", "\xCA\xB0", "\xE6\x97\xA5", "\xE0\xA4\xBE",
+        "\xCC\x81", "1", "42", "\xD9\xA3", "'", "'s", "'S", "'ll", "'Re", "'d", " ", "  ", "\t", "\n", "\r\n",
+        "\r", "/", "!", "...", "-", "\xC2\xA0", "\xF0\x9F\xA6\x99", "\xD0\x96", "\xD0\xB6", "\xCE\xA3"};
+    expect_same_pieces(current, reference, kRoundTripTexts, parts, 24, 7);
+}
+
 // deepseek-llm's trailing white space starts its match only where a run of
 // white space starts (so a long run followed by other text costs one try,
 // not one per space): the pieces are those of the plain "\\s+$".
 TEST(Tokenizer, DeepseekLlmTrailingSpaceSplitsAsThePlainExpression) {
-    using moe::tok::Piece;
     const auto patterns = moe::tok::pre_tokenizer_spec("deepseek-llm").patterns;
     ASSERT_EQ(std::count(patterns.begin(), patterns.end(), std::string("(?<!\\s)\\s+$")), 1);
     std::vector<std::string> plain = patterns;
@@ -318,25 +324,7 @@ TEST(Tokenizer, DeepseekLlmTrailingSpaceSplitsAsThePlainExpression) {
     std::vector<std::string> texts = kRoundTripTexts;
     texts.push_back(std::string(5000, ' ') + "1");
     texts.push_back("x" + std::string(5000, ' '));
-    std::mt19937 rng(11);
-    for (int i = 0; i < 4000; ++i) {
-        std::string s;
-        for (int n = int(rng() % 16) + 1; n > 0; --n) s += parts[rng() % parts.size()];
-        texts.push_back(s);
-    }
-    std::vector<Piece> got, want;
-    moe::tok::SplitScratch scratch;
-    for (const std::string &s : texts) {
-        got.clear();
-        want.clear();
-        current.split(s, {0, s.size()}, got, scratch);
-        reference.split(s, {0, s.size()}, want, scratch);
-        ASSERT_EQ(got.size(), want.size()) << s;
-        for (size_t i = 0; i < got.size(); ++i) {
-            EXPECT_EQ(got[i].begin, want[i].begin) << s;
-            EXPECT_EQ(got[i].end, want[i].end) << s;
-        }
-    }
+    expect_same_pieces(current, reference, texts, parts, 16, 11);
 }
 
 // Runs of one kind of letter far longer than any word: each must come back
