@@ -84,8 +84,8 @@ std::unique_ptr<ReadBackend> make_pread_backend(uint32_t queue_depth, uint32_t n
 // ("submit"; "wait", which submits what is queued and waits for a completion;
 // "peek"), with the completions the current reap has taken so far. A negative
 // errno makes that call return it instead of being made; 0 lets it run.
-// "sqe" is consulted before each submission entry is taken: a negative value
-// finds the submission queue full.
+// "sqe" is consulted before each submission entry is taken, inside a reap or
+// not (its count is always 0): a negative value finds the submission queue full.
 // "drop" is consulted for each completion taken from the ring: a negative
 // value throws it away, as a kernel that dropped it would (it then says so
 // with -EBADR from a later peek or wait, which the hook scripts too).

@@ -7,8 +7,11 @@
 // vectors live instead of eight and more tokens fit in registers. A decoder
 // may decode the heads of a group's eight super-blocks together (D::Head,
 // D::head8, D::decode<J>(w, head), and D::min_sums8<kOneBlock>(head, bpair)
-// if D has mins per pair of groups),
-// and may give each block in parts (see kInParts). Prefetches stay at their
+// if D has mins per pair of groups), may keep its mins per 16-element group
+// (D::kGroupMins with D::group_min_sums8 against the activation's group
+// sums), may take over a group's whole epilogue (D::group_terms8: the fold's
+// totals, mins and fp16 fields to the float terms), and may give each block
+// in parts (see kInParts). Prefetches stay at their
 // block (prefetch_in_place). The integer totals and the float epilogue are
 // KRows' (same operations in the same order), so results equal KRows' bit
 // for bit.
