@@ -48,8 +48,8 @@ double log_probability(std::span<const float> logits, int32_t token) {
 int cmd_perplexity(const Args &given) {
     Args args = given;  // "--name=value" split as the loop reaches it
     ModelOptions opt;
-    InputChoice<TextSource> source("text", {{TextSource::text_file, "--file", "-f"},
-                                            {TextSource::token_file, "--tokens", nullptr}});
+    InputChoice<TextSource> source("text", {{TextSource::text_file, "--file", "-f", true},
+                                            {TextSource::token_file, "--tokens", nullptr, true}});
     try {
         for (size_t i = 0; i < args.size(); ++i) {
             split_inline_value(args, i);

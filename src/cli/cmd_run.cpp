@@ -196,7 +196,7 @@ int cmd_run(const Args &given) {
     ModelOptions opt;
     RunOptions o;
     InputChoice<PromptSource> source("prompt", {{PromptSource::text, "--prompt", "-p"},
-                                                {PromptSource::file, "--file", "-f"},
+                                                {PromptSource::file, "--file", "-f", true},
                                                 {PromptSource::tokens, "--tokens", nullptr}});
     moestream_sampler_params_init(&o.sampler);
     try {

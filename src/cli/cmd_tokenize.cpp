@@ -32,7 +32,7 @@ void print_help() {
 int cmd_tokenize(const Args &given) {
     Args args = given;  // "--name=value" split as the loop reaches it
     ModelOptions opt;
-    InputChoice<TextSource> source("text", {{TextSource::text, "--prompt", "-p"}, {TextSource::file, "--file", "-f"}});
+    InputChoice<TextSource> source("text", {{TextSource::text, "--prompt", "-p"}, {TextSource::file, "--file", "-f", true}});
     bool add_special = true, parse_special = true, pieces = false;
     try {
         for (size_t i = 0; i < args.size(); ++i) {

@@ -20,8 +20,9 @@ namespace cli {
 template <typename Source>
 struct InputOption {
     Source source;
-    const char *name;   // "--file"
-    const char *alias;  // "-f", or nullptr
+    const char *name;         // "--file"
+    const char *alias;        // "-f", or nullptr
+    bool names_file = false;  // its value is a file name: "" is refused as every file option refuses it
 };
 
 // The usage error for a second input option, `second` as spelled after
@@ -49,6 +50,7 @@ public:
             chosen_ = k;
             spelled_ = args[i];
             value_ = option_value(args, i);
+            if (o.names_file) file_name_option(value_, spelled_);
             return true;
         }
         return false;

@@ -107,9 +107,10 @@ def test_a_directory_or_missing_input_file_is_a_runtime_error(cli_path, model, t
     assert f"{tmp_path}: is a directory" in r.stderr
     r = cli(cli_path, *command, tmp_path / "absent.txt", "-m", model)
     assert r.returncode == 1 and "absent.txt" in r.stderr, (r.returncode, r.stderr)
-    # An empty path names no file either (not an empty prompt).
+    # An empty path names no file either (not an empty prompt): a usage error,
+    # as for every option that names a file.
     r = cli(cli_path, *command, "", "-m", model)
-    assert r.returncode == 1 and "''" in r.stderr, (r.returncode, r.stderr)
+    assert r.returncode == 2 and f"{command[-1]} needs a file name" in r.stderr, (r.returncode, r.stderr)
 
 
 @pytest.mark.parametrize("args,option", [
@@ -310,6 +311,11 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["pack"], "pack", "expected one MODEL argument"),
     # An empty file name names no file: refused rather than taken as the option left out
     # (no state saved or loaded, no heat map, generated tokens recorded instead of a text).
+    (["run", "-m", "{model}", "-f", ""], "run", "-f needs a file name"),
+    (["run", "-m", "{model}", "--file", ""], "run", "--file needs a file name"),
+    (["tokenize", "-m", "{model}", "-f", ""], "tokenize", "-f needs a file name"),
+    (["perplexity", "-m", "{model}", "--file", ""], "perplexity", "--file needs a file name"),
+    (["perplexity", "-m", "{model}", "--tokens", ""], "perplexity", "--tokens needs a file name"),
     (["run", "-m", "{model}", "--tokens", "1", "--save-state", ""], "run", "--save-state needs a file name"),
     (["run", "-m", "{model}", "--tokens", "1", "--load-state", ""], "run", "--load-state needs a file name"),
     (["logits", "-m", "{model}", "--tokens", "1", "--out", ""], "logits", "--out needs a file name"),
