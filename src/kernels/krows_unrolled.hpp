@@ -102,8 +102,8 @@ struct KRowsUnrolled : KRows<D> {
     // 16-element group (kGroupMins), none when D has no mins, D::min_sums8 of
     // the heads D decoded together, else KRows' of the mins D::decode gave.
     template <bool kOneBlock>
-    MOE_ALWAYS_INLINE static __m256i group_min_sums8(const typename Heads::type &head, const uint8_t *w,
-                                                     size_t stride, const uint64_t *mins, const Prep &p, int64_t blk) {
+    MOE_ALWAYS_INLINE static __m256i mins_of_group8(const typename Heads::type &head, const uint8_t *w,
+                                                    size_t stride, const uint64_t *mins, const Prep &p, int64_t blk) {
         if constexpr (requires { D::kGroupMins; }) {
             return D::group_min_sums8(w, stride, act(p, blk), kOneBlock ? 0 : q8_k::bytes, 8);
         } else if constexpr (!D::kMins) {
@@ -135,7 +135,7 @@ struct KRowsUnrolled : KRows<D> {
             return D::group_terms8(fold, head, w, stride, act(p, blk), kOneBlock ? 0 : q8_k::bytes, da);
         else
             return Base::terms8(group_fields8(head, dm), fold.total(),
-                                group_min_sums8<kOneBlock>(head, w, stride, mins, p, blk), da);
+                                mins_of_group8<kOneBlock>(head, w, stride, mins, p, blk), da);
     }
 
     // Block J of a group (weights at wb) against activation block blk of
