@@ -41,13 +41,19 @@ struct PairedFields {
     }
     static constexpr std::array<int8_t, 32> kControl = control();
 
+    // 32-bit lane c of each 128-bit half from load(c), c = 0..3: three blends.
+    template <typename Load>
+    MOE_ALWAYS_INLINE static __m256i lane_c_of_load_c(const Load &load) {
+        return _mm256_blend_epi32(_mm256_blend_epi32(load(0), load(1), 0x22),
+                                  _mm256_blend_epi32(load(2), load(3), 0x88), 0xCC);
+    }
+
     // Lane j: the field of block j.
     MOE_ALWAYS_INLINE static __m256i gather(const uint8_t *w) {
         const __m256i ctl = load256(kControl.data());
         const auto load = [&](int c) { return _mm256_shuffle_epi8(load256(w + 2 * c * kStride), ctl); };
-        // 32-bit lane c of each half from load c: lanes 0..3 blocks 0, 2, 4, 6; lanes 4..7 blocks 1, 3, 5, 7.
-        const __m256i x = _mm256_blend_epi32(_mm256_blend_epi32(load(0), load(1), 0x22),
-                                             _mm256_blend_epi32(load(2), load(3), 0x88), 0xCC);
+        // Lanes 0..3 blocks 0, 2, 4, 6; lanes 4..7 blocks 1, 3, 5, 7.
+        const __m256i x = lane_c_of_load_c(load);
         return _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     }
 
@@ -62,8 +68,7 @@ struct PairedFields {
         requires(kStride == 18 && kWidth == 2)
     {
         const auto load = [&](int c) { return load256(w + kOffset + 32 * c); };
-        const __m256i x = _mm256_blend_epi32(_mm256_blend_epi32(load(0), load(1), 0x22),
-                                             _mm256_blend_epi32(load(2), load(3), 0x88), 0xCC);
+        const __m256i x = lane_c_of_load_c(load);
         const __m128i words = _mm_blend_epi16(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1), 0xAA);
         return _mm256_cvtph_ps(words);
     }
