@@ -210,7 +210,8 @@ int cmd_bench(const Args &args) {
         return 0;
     }
     if (const std::string extra = unexpected_argument(a); !extra.empty()) return usage_error("bench", extra);
-    if (const std::string empty = empty_file_name(a, {"-m"}); !empty.empty()) return usage_error("bench", empty);
+    if (const std::string empty = empty_file_name(a, {"-m", "--packed", "--profile"}); !empty.empty())
+        return usage_error("bench", empty);
     const bool json = a.flags.count("--json");
     int32_t probe_threads = 0;
     if (auto s = a.get("--threads")) {
@@ -273,12 +274,12 @@ int cmd_bench(const Args &args) {
     if (auto s = a.get("--seed"); s && !parse_seed(*s, base.seed)) return usage_error("bench", seed_error("--seed", *s));
     if (auto s = a.get("--max-seconds"); s && !parse_double_in(*s, RealRange::positive(), base.max_seconds))
         return usage_error("bench", real_range_error("--max-seconds", *s, RealRange::positive()));
+    if (auto s = a.get("--packed")) base.packed_path = *s;  // "" refused with the other file names above
+    if (auto s = a.get("--profile")) base.profile_path = *s;
     try {
         if (auto s = a.get("--prefetch")) base.prefetch = parse_prefetch(*s);
         if (auto s = a.get("--policy")) base.cache_policy = parse_cache_policy(*s);
         if (auto s = a.get("--numa")) base.numa_placement = parse_numa_placement(*s);
-        if (auto s = a.get("--packed")) base.packed_path = file_name_option(*s, "--packed");
-        if (auto s = a.get("--profile")) base.profile_path = file_name_option(*s, "--profile");
         if (auto s = a.get("--feed")) base.random_feed = parse_feed_random(*s);
     } catch (const std::exception &e) {
         return usage_error("bench", e.what());

@@ -50,8 +50,8 @@ bool read_options(const ParsedArgs &a, RecordOptions &o) {
             return usage_error("trace record", int_range_error(opt.name, *s, opt.lo, opt.hi)), false;
     if (auto s = a.get("--seed"); s && !parse_seed(*s, o.seed))
         return usage_error("trace record", seed_error("--seed", *s)), false;
+    if (auto s = a.get("--packed")) o.packed = *s;  // "" refused with the other file names
     try {
-        if (auto s = a.get("--packed")) o.packed = file_name_option(*s, "--packed");
         if (auto s = a.get("--io-mode")) o.io_mode = parse_io_mode(*s);
         if (auto s = a.get("--feed")) o.random_feed = parse_feed_random(*s);
     } catch (const std::runtime_error &e) {
@@ -127,7 +127,8 @@ int trace_record(const Args &args) {
     RecordOptions o;
     if (!a.get("-m") || !a.get("-o")) return usage_error("trace record", "-m MODEL and -o TRACE are required");
     // "-f ''" would record generated tokens as if no text were named.
-    if (const std::string empty = empty_file_name(a, {"-m", "-o", "-f"}); !empty.empty()) return usage_error("trace record", empty);
+    if (const std::string empty = empty_file_name(a, {"-m", "--packed", "-o", "-f"}); !empty.empty())
+        return usage_error("trace record", empty);
     o.model = *a.get("-m");
     o.out = *a.get("-o");
     if (!read_options(a, o)) return 2;
