@@ -31,7 +31,7 @@ void attach_tokenizer(moestream_context &handle) {
         return;
     }
     try {
-        auto t = tok::Tokenizer::from_gguf(model.file());
+        auto t = tok::Tokenizer::from_gguf(model.file(), handle.log);
         const int32_t n_vocab = model.hparams().n_vocab;
         if (t->n_tokens() > n_vocab)
             fail(Status::bad_format, "%s: the tokenizer has %d tokens but the model's vocabulary has %d rows",

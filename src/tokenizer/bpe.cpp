@@ -8,8 +8,21 @@
 
 namespace moe::tok {
 
-BpeTokenizer::BpeTokenizer(const Vocab &vocab)
-    : vocab_(vocab), spec_(pre_tokenizer_spec(vocab.pre())), splitter_(spec_.patterns) {}
+namespace {
+
+// The pre-tokenizer's name as the file gives it (known, or
+// pre_tokenizer_spec has thrown), for the splitter's report.
+SplitterOptions splitter_options(const Vocab &vocab, const Log &log) {
+    SplitterOptions o;
+    o.log = log;
+    o.role = "pre-tokenizer '" + (vocab.pre().empty() ? std::string("default") : vocab.pre()) + "'";
+    return o;
+}
+
+}  // namespace
+
+BpeTokenizer::BpeTokenizer(const Vocab &vocab, const Log &log)
+    : vocab_(vocab), spec_(pre_tokenizer_spec(vocab.pre())), splitter_(spec_.patterns, splitter_options(vocab, log)) {}
 
 void BpeTokenizer::tokenize(std::string_view text, Piece range, std::vector<int32_t> &out, BpeScratch &s) const {
     s.pieces.clear();

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/log.hpp"
 #include "tokenizer/pair_merge.hpp"
 #include "tokenizer/pre_tokenizer.hpp"
 #include "tokenizer/regex_split.hpp"
@@ -25,8 +26,9 @@ struct BpeScratch {
 
 class BpeTokenizer {
 public:
-    // Throws unsupported for an unknown pre-tokenizer.
-    explicit BpeTokenizer(const Vocab &vocab);
+    // Throws unsupported for an unknown pre-tokenizer; `log` hears of an
+    // expression of its pre-tokenizer the JIT compiler could not compile.
+    explicit BpeTokenizer(const Vocab &vocab, const Log &log = {});
 
     // Appends the tokens of text[range] (valid UTF-8, no special tokens).
     void tokenize(std::string_view text, Piece range, std::vector<int32_t> &out, BpeScratch &s) const;

@@ -124,6 +124,17 @@ std::string with_white_space(std::string_view pattern) {
 
 }  // namespace
 
+bool jit_available() {
+    uint32_t built_in = 0;
+    if (pcre2_config(PCRE2_CONFIG_JIT, &built_in) < 0 || built_in != 1) return false;
+#ifdef PCRE2_JIT_TEST_ALLOC
+    // PCRE2 10.45 on: whether the JIT compiler can allocate executable memory
+    // (a system that forbids it fails every compilation with no more memory).
+    if (pcre2_jit_compile(nullptr, PCRE2_JIT_TEST_ALLOC) != 0) return false;
+#endif
+    return true;
+}
+
 const char *script_han() {
 #if PCRE2_MAJOR > 10 || (PCRE2_MAJOR == 10 && PCRE2_MINOR >= 40)
     return "\\p{sc:Han}";
@@ -138,7 +149,9 @@ struct RegexSplitter::Compiled {
     ~Compiled() { pcre2_code_free(code); }
 };
 
-RegexSplitter::RegexSplitter(const std::vector<std::string> &patterns) {
+RegexSplitter::RegexSplitter(const std::vector<std::string> &patterns, const SplitterOptions &options) {
+    const bool jit = jit_available();
+    const JitCompile jit_compile = options.jit_compile ? options.jit_compile : &pcre2_jit_compile;
     for (const std::string &p : patterns) {
         auto c = std::make_unique<Compiled>();
         c->pattern = p;
@@ -151,7 +164,18 @@ RegexSplitter::RegexSplitter(const std::vector<std::string> &patterns) {
             // The offset is into the expression as compiled (whitespace written out).
             fail(Status::internal, "pre-tokenizer expression '%s' does not compile at offset %zu: %s",
                  compiled.c_str(), size_t(err_offset), pcre2_message(err).c_str());
-        (void)pcre2_jit_compile(c->code, PCRE2_JIT_COMPLETE);  // the interpreter serves when JIT is unavailable
+        // Without a JIT compiler the interpreter serves every expression, as
+        // intended; with one, an expression it cannot compile (out of memory,
+        // too large for its stack) is matched more slowly, which is said.
+        if (jit) {
+            const int rc = jit_compile(c->code, PCRE2_JIT_COMPLETE);
+            if (rc != 0)
+                options.log.write(MOESTREAM_LOG_WARN,
+                                  "%s expression %zu of %zu is not compiled to machine code (PCRE2 JIT: %s); the "
+                                  "interpreter matches it instead, into the same pieces, more slowly",
+                                  options.role.c_str(), compiled_.size() + 1, patterns.size(),
+                                  pcre2_message(rc).c_str());
+        }
         compiled_.push_back(std::move(c));
     }
 }

@@ -6,10 +6,16 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/log.hpp"
+
+// PCRE2's compiled expression (pcre2_code with 8-bit code units).
+struct pcre2_real_code_8;
 
 namespace moe::tok {
 
@@ -30,10 +36,31 @@ struct SplitScratch {
     std::vector<Piece> current, next;
 };
 
+// Whether PCRE2 compiles expressions to machine code here: false when the
+// library was built without its JIT compiler (or, where PCRE2 can tell,
+// when this system refuses it executable memory). The interpreter then
+// matches every expression, and there is nothing to report.
+bool jit_available();
+
+// Compiles an expression to machine code, as pcre2_jit_compile does and
+// with its results (0, or a negative PCRE2 error code).
+using JitCompile = int (*)(pcre2_real_code_8 *code, uint32_t options);
+
+struct SplitterOptions {
+    // Where a failed JIT compilation is reported (once per expression, when
+    // the splitter is built): the expression still splits, through the
+    // interpreter, into the same pieces, only more slowly.
+    Log log;
+    // What the expressions are, for that report: "pre-tokenizer 'qwen2'".
+    std::string role = "pre-tokenizer";
+    // null: PCRE2's own; tests pass one that fails.
+    JitCompile jit_compile = nullptr;
+};
+
 class RegexSplitter {
 public:
     // Throws internal when an expression does not compile (they are built in).
-    explicit RegexSplitter(const std::vector<std::string> &patterns);
+    explicit RegexSplitter(const std::vector<std::string> &patterns, const SplitterOptions &options = {});
     ~RegexSplitter();
     RegexSplitter(const RegexSplitter &) = delete;
     RegexSplitter &operator=(const RegexSplitter &) = delete;

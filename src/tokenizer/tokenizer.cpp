@@ -25,15 +25,15 @@ Scratch &scratch() {
 
 }  // namespace
 
-Tokenizer::Tokenizer(std::unique_ptr<const Vocab> vocab) : vocab_(std::move(vocab)) {
-    if (vocab_->kind() == VocabKind::bpe) bpe_ = std::make_unique<BpeTokenizer>(*vocab_);
+Tokenizer::Tokenizer(std::unique_ptr<const Vocab> vocab, const Log &log) : vocab_(std::move(vocab)) {
+    if (vocab_->kind() == VocabKind::bpe) bpe_ = std::make_unique<BpeTokenizer>(*vocab_, log);
     else spm_ = std::make_unique<SpmTokenizer>(*vocab_);
 }
 
 Tokenizer::~Tokenizer() = default;
 
-std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile &file) {
-    return std::unique_ptr<Tokenizer>(new Tokenizer(Vocab::from_gguf(file)));
+std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile &file, const Log &log) {
+    return std::unique_ptr<Tokenizer>(new Tokenizer(Vocab::from_gguf(file), log));
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::open_vocab_only(const std::string &path) {

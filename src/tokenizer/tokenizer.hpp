@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/log.hpp"
 #include "tokenizer/vocab.hpp"
 
 namespace moe::gguf {
@@ -24,8 +25,9 @@ class SpmTokenizer;
 class Tokenizer {
 public:
     // From a parsed model file; throws unsupported without tokenizer metadata
-    // and bad_format / unsupported for metadata it cannot use.
-    static std::unique_ptr<Tokenizer> from_gguf(const gguf::GgufFile &file);
+    // and bad_format / unsupported for metadata it cannot use. `log` hears of
+    // what is built less well than it could be (regex_split.hpp).
+    static std::unique_ptr<Tokenizer> from_gguf(const gguf::GgufFile &file, const Log &log = {});
     // Reads only the tokenizer metadata of a GGUF file (vocabulary-only files
     // without tensors included); the file is closed again before returning.
     static std::unique_ptr<Tokenizer> open_vocab_only(const std::string &path);
@@ -48,7 +50,7 @@ public:
     int32_t eos() const { return vocab_->eos(); }
 
 private:
-    explicit Tokenizer(std::unique_ptr<const Vocab> vocab);
+    Tokenizer(std::unique_ptr<const Vocab> vocab, const Log &log);
 
     std::unique_ptr<const Vocab> vocab_;
     std::unique_ptr<BpeTokenizer> bpe_;
