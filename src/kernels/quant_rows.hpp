@@ -238,14 +238,14 @@ struct Q5_0Dec {
     MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + kQs), high_bits32(b + kQh, 0x10)); }
 };
 struct Q4_1Dec {
-    static constexpr size_t kBytes = q4_1::bytes, kD = q4_1::d, kQs = q4_1::qs, kQh = 0;
+    static constexpr size_t kBytes = q4_1::bytes, kD = q4_1::d, kM = q4_1::m, kQs = q4_1::qs, kQh = 0;
     static constexpr bool kMin = true, kFive = false;
     static constexpr int32_t kOffset = 0;
     static constexpr int kMaxWeight = 15;
     MOE_ALWAYS_INLINE static __m256i uints(const uint8_t *b) { return nibbles32(b + kQs); }
 };
 struct Q5_1Dec {
-    static constexpr size_t kBytes = q5_1::bytes, kD = q5_1::d, kQs = q5_1::qs, kQh = q5_1::qh;
+    static constexpr size_t kBytes = q5_1::bytes, kD = q5_1::d, kM = q5_1::m, kQs = q5_1::qs, kQh = q5_1::qh;
     static constexpr bool kMin = true, kFive = true;
     static constexpr int32_t kOffset = 0;
     static constexpr int kMaxWeight = 31;
@@ -306,7 +306,10 @@ struct PerBlock : B {
         } else {
             const __m256i fields = gather8_u32<B::kBytes>(w + B::kD);  // d | m << 16
             g.dw = half8<false>(fields);
-            if constexpr (B::kMin) g.mw = half8<true>(fields);
+            if constexpr (B::kMin) {
+                static_assert(B::kM == B::kD + 2, "m is the fp16 after d, in the same 32-bit load");
+                g.mw = half8<true>(fields);
+            }
         }
         return g;
     }

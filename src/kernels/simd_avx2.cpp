@@ -180,10 +180,9 @@ struct NibblePairs : PerBlock<B, Dot> {
             __m256i heads[4];
             for (int k = 0; k < 4; ++k) heads[k] = pair_load(w + k * S);
             head_scales(heads, g);
-        } else if constexpr (S == 18) {
-            g.dw = PairedFields<S, B::kD, 2>::halves(w);
         } else {
-            g.dw = half8<false>(PairedFields<S, B::kD, 2>::gather(w));
+            // Q4_0 and IQ4_NL, the formats left: 18-byte blocks, which halves() requires.
+            g.dw = PairedFields<S, B::kD, 2>::halves(w);
         }
         return g;
     }
@@ -192,7 +191,8 @@ struct NibblePairs : PerBlock<B, Dot> {
     // bytes of blocks k and 4 + k): per lane, word 0 (d) of the four heads,
     // then word 1 (m), three unpacks and a vpermq away.
     MOE_ALWAYS_INLINE static void head_scales(const __m256i *heads, Group &g) {
-        static_assert(B::kD == 0, "d at byte 0, the m of Q4_1 / Q5_1 after it");
+        static_assert(B::kD == 0, "d is word 0 of the head");
+        if constexpr (B::kMin) static_assert(B::kM == 2, "m is word 1 of the head, unpacked with d");
         const __m256i words = _mm256_unpacklo_epi32(_mm256_unpacklo_epi16(heads[0], heads[1]),
                                                     _mm256_unpacklo_epi16(heads[2], heads[3]));
         g.dw = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(words, 0x08)));
