@@ -463,7 +463,8 @@ struct TiledCall {
     // The KV head's bytes in a key row and in a value row.
     size_t k_bytes() const { return size_t(dk) * element_bytes(); }
     size_t v_bytes() const { return size_t(dv) * element_bytes(); }
-    size_t element_bytes() const { return kind == RowKind::f32 ? sizeof(float) : sizeof(uint16_t); }
+    // The cache's: kind is RowKind::f32 exactly when the cache holds floats.
+    size_t element_bytes() const { return KvCache::element_bytes_of(kind == RowKind::f32); }
 };
 
 // Every value row into every head's output, as many rows at a time as V has

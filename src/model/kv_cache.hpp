@@ -85,7 +85,9 @@ public:
     KvRowRun run(KvPart part, int32_t layer, int32_t first) const;
 
     bool is_f32() const { return f32_; }
-    size_t element_bytes() const { return f32_ ? 4 : 2; }
+    // Bytes of one cached value: a float in exact mode, else a half.
+    static constexpr size_t element_bytes_of(bool f32) { return f32 ? sizeof(float) : sizeof(uint16_t); }
+    size_t element_bytes() const { return element_bytes_of(f32_); }
     int32_t k_dim() const { return layout_.k_dim; }
     int32_t v_dim() const { return layout_.v_dim; }  // 0 when values live in the keys
     bool values_in_keys() const { return layout_.v_dim == 0; }
