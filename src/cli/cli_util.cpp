@@ -55,7 +55,7 @@ bool parse_args(const Args &args, std::initializer_list<const char *> value_opti
         if (auto a = alias.find(arg); a != alias.end()) arg = a->second;
         if (is_flag.count(arg)) {
             if (has_inline) {
-                error = "option " + arg + " takes no value";
+                error = no_value_error(arg);
                 return false;
             }
             out.flags.insert(arg);
@@ -85,12 +85,15 @@ std::string unknown_argument(const std::string &arg) {
     return looks_like_option(arg) ? "unknown option " + arg : "unexpected argument '" + arg + "'";
 }
 
-void split_inline_value(Args &args, size_t i) {
+std::string no_value_error(const std::string &option) { return "option " + option + " takes no value"; }
+
+bool split_inline_value(Args &args, size_t i) {
     const size_t eq = args[i].find('=');
-    if (args[i].rfind("--", 0) != 0 || eq == std::string::npos) return;
+    if (args[i].rfind("--", 0) != 0 || eq == std::string::npos) return false;
     std::string value = args[i].substr(eq + 1);
     args[i].resize(eq);
     args.insert(args.begin() + std::ptrdiff_t(i) + 1, std::move(value));
+    return true;
 }
 
 std::string file_name_error(const std::string &option) { return option + " needs a file name"; }

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -43,12 +44,33 @@ bool looks_like_option(const std::string &arg);
 // for anything else.
 std::string unknown_argument(const std::string &arg);
 
-// For a command that reads its options one at a time (run, logits,
-// perplexity, tokenize): splits args[i], when it is "--name=value", into
-// "--name" and "value", so that every command takes both spellings that
-// parse_args takes. Called for each argument the loop reaches, never for a
-// value it consumed ("-p --x=1" is the prompt "--x=1").
-void split_inline_value(Args &args, size_t i);
+// The usage error for a value given after '=' to an option that takes none
+// ("--exact=1"): "option --exact takes no value", as every command words it.
+std::string no_value_error(const std::string &option);
+
+// Splits args[i], when it is "--name=value", into "--name" and "value";
+// returns whether it did.
+bool split_inline_value(Args &args, size_t i);
+
+// The option loop of a command that reads its options one at a time (run,
+// logits, perplexity, tokenize), so that they take the spellings parse_args
+// takes and word the same mistakes alike. take(i) reads args[i] and any
+// value after it (advancing i), returns false to end the loop (--help) and
+// throws std::runtime_error for an argument it does not take. Each argument
+// the loop reaches is split first when it is "--name=value" (never a value an
+// option consumed: "-p --x=1" is the prompt "--x=1"), and a value so given to
+// an option that read none is refused (no_value_error) rather than left to be
+// taken as an argument of its own.
+template <typename Take>
+void read_options(Args &args, Take &&take) {
+    for (size_t i = 0; i < args.size(); ++i) {
+        const size_t at = i;
+        const bool inline_value = split_inline_value(args, i);
+        const bool more = take(i);
+        if (inline_value && i == at) throw std::runtime_error(no_value_error(args[at]));
+        if (!more) return;
+    }
+}
 
 // The usage error for an option that names a file given "": "OPTION needs a
 // file name". An empty name names no file; taken, it would stand for the

@@ -55,15 +55,15 @@ int cmd_logits(const Args &given) {
     std::string out_path;
     bool all = false;
     int32_t batch = 0;  // tokens per moestream_step call; 0 = all at once
+    bool help = false;
     try {
-        for (size_t i = 0; i < args.size(); ++i) {
-            split_inline_value(args, i);
+        read_options(args, [&](size_t &i) {
             const std::string &a = args[i];
             if (a == "--help" || a == "-h") {
-                print_help();
-                return 0;
+                help = true;
+                return false;
             }
-            if (parse_model_option(args, i, opt)) continue;
+            if (parse_model_option(args, i, opt)) return true;
             if (a == "--tokens") tokens = token_list_option(option_value(args, i));
             // --output too: the long name of every other command's -o.
             else if (a == "--out" || a == "-o" || a == "--output") out_path = file_name_option(option_value(args, i), a);
@@ -71,6 +71,11 @@ int cmd_logits(const Args &given) {
             else if (a == "--batch")
                 batch = int32_t(int_option(option_value(args, i), "--batch", 0, std::numeric_limits<int32_t>::max()));
             else throw std::runtime_error(unknown_argument(a));
+            return true;
+        });
+        if (help) {
+            print_help();
+            return 0;
         }
         if (opt.model_path.empty() || tokens.empty() || out_path.empty())
             throw std::runtime_error("-m, --tokens and --out are required");

@@ -50,16 +50,21 @@ int cmd_perplexity(const Args &given) {
     ModelOptions opt;
     InputChoice<TextSource> source("text", {{TextSource::text_file, "--file", "-f", true},
                                             {TextSource::token_file, "--tokens", nullptr, true}});
+    bool help = false;
     try {
-        for (size_t i = 0; i < args.size(); ++i) {
-            split_inline_value(args, i);
+        read_options(args, [&](size_t &i) {
             const std::string &a = args[i];
             if (a == "--help" || a == "-h") {
-                print_help();
-                return 0;
+                help = true;
+                return false;
             }
-            if (parse_model_option(args, i, opt)) continue;
-            if (!source.parse(args, i)) throw std::runtime_error(unknown_argument(a));
+            if (!parse_model_option(args, i, opt) && !source.parse(args, i))
+                throw std::runtime_error(unknown_argument(a));
+            return true;
+        });
+        if (help) {
+            print_help();
+            return 0;
         }
         if (opt.model_path.empty() || !source.given())
             throw std::runtime_error("-m and one of -f / --tokens are required");

@@ -199,22 +199,27 @@ int cmd_run(const Args &given) {
                                                 {PromptSource::file, "--file", "-f", true},
                                                 {PromptSource::tokens, "--tokens", nullptr}});
     moestream_sampler_params_init(&o.sampler);
+    bool help = false;
     try {
-        for (size_t i = 0; i < args.size(); ++i) {
-            split_inline_value(args, i);
+        read_options(args, [&](size_t &i) {
             const std::string &a = args[i];
             if (a == "--help" || a == "-h") {
-                print_help();
-                return 0;
+                help = true;
+                return false;
             }
             if (parse_model_option(args, i, opt) || parse_sampling_option(args, i, o) || parse_penalty_option(args, i, o))
-                continue;
+                return true;
             if (source.parse(args, i)) {
                 if (source.source() == PromptSource::tokens) o.prompt = token_list_option(source.value());
             } else if (a == "-n" || a == "--n-predict") o.n_gen = int_option(option_value(args, i), a.c_str(), 0, std::numeric_limits<int32_t>::max());
             else if (a == "--load-state") o.load_state = file_name_option(option_value(args, i), a);
             else if (a == "--save-state") o.save_state = file_name_option(option_value(args, i), a);
             else throw std::runtime_error(unknown_argument(a));
+            return true;
+        });
+        if (help) {
+            print_help();
+            return 0;
         }
         if (opt.model_path.empty() || !source.given())
             throw std::runtime_error("-m and one of -p / -f / --tokens are required");

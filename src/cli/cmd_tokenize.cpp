@@ -34,20 +34,24 @@ int cmd_tokenize(const Args &given) {
     ModelOptions opt;
     InputChoice<TextSource> source("text", {{TextSource::text, "--prompt", "-p"}, {TextSource::file, "--file", "-f", true}});
     bool add_special = true, parse_special = true, pieces = false;
+    bool help = false;
     try {
-        for (size_t i = 0; i < args.size(); ++i) {
-            split_inline_value(args, i);
+        read_options(args, [&](size_t &i) {
             const std::string &a = args[i];
             if (a == "--help" || a == "-h") {
-                print_help();
-                return 0;
+                help = true;
+                return false;
             }
-            if (parse_model_option(args, i, opt)) continue;
-            if (source.parse(args, i)) continue;
+            if (parse_model_option(args, i, opt) || source.parse(args, i)) return true;
             if (a == "--no-bos") add_special = false;
             else if (a == "--no-parse-special") parse_special = false;
             else if (a == "--pieces") pieces = true;
             else throw std::runtime_error(unknown_argument(a));
+            return true;
+        });
+        if (help) {
+            print_help();
+            return 0;
         }
         if (opt.model_path.empty() || !source.given()) throw std::runtime_error("-m and -p (or -f) are required");
     } catch (const std::exception &e) {

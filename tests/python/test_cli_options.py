@@ -278,6 +278,13 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["version", "x"], "version", "unexpected argument 'x'"),
     (["version", "--bogus"], "version", "unknown option --bogus"),
     (["version", "--help=yes"], "version", "option --help takes no value"),
+    # The commands that read their options one at a time word a value given to a flag as parse_args does.
+    (["run", "-m", "{model}", "--tokens", "1", "--exact=1"], "run", "option --exact takes no value"),
+    (["run", "--help=yes"], "run", "option --help takes no value"),
+    (["logits", "-m", "{model}", "--tokens", "1", "-o", "x.bin", "--all=yes"], "logits", "option --all takes no value"),
+    (["perplexity", "-m", "{model}", "-f", "a.txt", "--exact="], "perplexity", "option --exact takes no value"),
+    (["tokenize", "-m", "{model}", "-p", "a", "--pieces=1"], "tokenize", "option --pieces takes no value"),
+    (["tokenize", "-m", "{model}", "-p", "a", "--no-bos=no"], "tokenize", "option --no-bos takes no value"),
     # Every command words an argument it does not take alike, an option unquoted as in every other error.
     (["run", "-m", "{model}", "--bogus"], "run", "unknown option --bogus"),
     (["run", "-m", "{model}", "--tokens", "1", "extra"], "run", "unexpected argument 'extra'"),
