@@ -48,6 +48,7 @@ double log_probability(std::span<const float> logits, int32_t token) {
 int cmd_perplexity(const Args &given) {
     Args args = given;  // "--name=value" split as the loop reaches it
     ModelOptions opt;
+    opt.min_ctx = 2;  // a chunk of one token predicts nothing: every chunk would score zero tokens
     InputChoice<TextSource> source("text", {{TextSource::text_file, "--file", "-f", true},
                                             {TextSource::token_file, "--tokens", nullptr, true}});
     bool help = false;
@@ -68,8 +69,6 @@ int cmd_perplexity(const Args &given) {
         }
         if (opt.model_path.empty() || !source.given())
             throw std::runtime_error("-m and one of -f / --tokens are required");
-        // A chunk of one token predicts nothing: every chunk would score zero tokens.
-        if (opt.params.n_ctx == 1) throw std::runtime_error("--ctx must be at least 2 (a chunk predicts its tokens after the first)");
     } catch (const std::exception &e) {
         return usage_error("perplexity", e.what());
     }

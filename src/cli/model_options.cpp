@@ -122,7 +122,7 @@ bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt) {
     if (a == "-m" || a == "--model") opt.model_path = file_name_option(option_value(args, i), a);
     else if (a == "--packed") opt.packed_path = file_name_option(option_value(args, i), a);
     else if (a == "--threads" || a == "-t") opt.params.n_threads = int32_option(args, i, 0, kInt32Max);
-    else if (a == "--ctx" || a == "-c") opt.params.n_ctx = int32_option(args, i, 0, kInt32Max);
+    else if (a == "--ctx" || a == "-c") opt.params.n_ctx = int32_option(args, i, opt.min_ctx, kInt32Max);
     else if (a == "--io-mode") opt.params.io_mode = parse_io_mode(option_value(args, i));
     else if (a == "--prefetch") opt.params.prefetch = parse_prefetch(option_value(args, i));
     else if (a == "--lookahead") opt.params.lookahead_layers = int32_option(args, i, 1, 4);

@@ -17,6 +17,10 @@ struct ModelOptions {
     moestream_params params{};
     std::string model_path;
     std::string packed_path;  // "" = the library's MODEL.moepack when it matches
+    // The least -c / --ctx the command takes, refused below it in the words of
+    // every integer option's range; 0 (the default: the model's context) for
+    // most, 2 for perplexity (a chunk predicts its tokens after the first).
+    int32_t min_ctx = 0;
 };
 
 // The model options as help text lines, shared by every command's --help.

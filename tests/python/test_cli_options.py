@@ -225,6 +225,13 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["run", "-m", "{model}", "--tokens", "1", "--top-p", "0"], "run",
      "--top-p takes a number from 0 to 1 (0 excluded), got '0'"),
     (["run", "-m", "{model}", "--tokens", "1", "--min-p", "1.5"], "run", "--min-p takes a number from 0 to 1, got '1.5'"),
+    # perplexity's --ctx words its least value as every integer option words its range.
+    (["perplexity", "-m", "{model}", "-f", "a.txt", "--ctx", "1"], "perplexity",
+     "--ctx takes an integer from 2 to 2147483647, got '1'"),
+    (["perplexity", "-m", "{model}", "-f", "a.txt", "-c", "0"], "perplexity",
+     "-c takes an integer from 2 to 2147483647, got '0'"),
+    (["perplexity", "-m", "{model}", "-f", "a.txt", "--ctx", "-3"], "perplexity",
+     "--ctx takes an integer from 2 to 2147483647, got '-3'"),
     (["run", "-m", "{model}", "--tokens", "1", "--repeat-penalty", "0"], "run",
      "--repeat-penalty takes a positive number, got '0'"),
     (["run", "-m", "{model}", "--tokens", "1", "--repeat-last-n", "65537"], "run",
