@@ -25,9 +25,9 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 const char *kUsage =
     "usage: moestream bench -m MODEL [--packed PATH] [--memory-budget SIZE|N%] [-n 64] [--prompt 16]\n"
-    "                       [--io-mode auto|mmap|direct|pread|resident[,...]] [--prefetch off|previous|lookahead|both|auto]\n"
-    "                       [--lookahead N] [--numa local|interleave] [--max-batch N]\n"
-    "                       [--policy auto|lru|lfu-decay|pinned-hot|reuse-aware] [--profile FILE] [--threads N]\n"
+    "                       [--io-mode auto|mmap|direct|pread|resident[,...]] [--lookahead N] [--numa local|interleave]\n"
+    "                       [--prefetch off|previous[-token]|lookahead|both|auto] [--max-batch N] [--threads N]\n"
+    "                       [--policy auto|lru|lfu[-decay]|pinned[-hot]|reuse[-aware]] [--profile FILE]\n"
     "                       [--sweep 25%,50%,75%,100%] [--disk] [--membw] [--membw-size 4GiB] [--warm] [--no-cgroup]\n"
     "                       [--max-seconds S] [--feed random|greedy] [--seed N] [--json]\n"
     "       moestream bench --membw [--threads N] [--json]\n"

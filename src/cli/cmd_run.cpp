@@ -38,7 +38,7 @@ void print_help() {
                 "  -n, --n-predict N        tokens to generate (default 32); a loaded session, the prompt and N tokens\n"
                 "                           must fit in the context (-c), else the run is refused before it starts\n"
                 "sampling (greedy when none is given; the others then take the library's defaults):\n"
-                "  --temp T                 temperature (0 = greedy; default 0.8)\n"
+                "  --temp, --temperature T  temperature (0 = greedy; default 0.8)\n"
                 "  --top-k K                keep the K most likely tokens (0 = off; default 40)\n"
                 "  --top-p P                keep the most likely tokens up to probability P (1 = off; default 0.95)\n"
                 "  --min-p P                drop tokens below P x the most likely one (0 = off; default 0.05)\n"

@@ -34,12 +34,12 @@ const char *const kModelOptionsHelp =
     "  -c, --ctx N              context length (default: the model's, at most 4096)\n"
     "  --io-mode M              auto, mmap, direct or pread\n"
     "  --memory-budget SIZE     bytes for the whole engine (512MiB, 8GiB, ...; default 80% of available)\n"
-    "  --prefetch M             auto, off, previous (previous-token), lookahead or both\n"
+    "  --prefetch M             auto, off, previous[-token], lookahead or both\n"
     "  --lookahead N            layers the router lookahead predicts ahead, 1..4\n"
     "  --numa P                 local or interleave\n"
     "  --max-batch N            tokens run through the model at once (default 64, or 512 / 256 when streaming\n"
     "                           and the budget affords it); larger: faster long prompts, more scratch memory\n"
-    "  --cache-policy P         auto, lru, lfu-decay, pinned-hot or reuse-aware\n"
+    "  --cache-policy P         auto, lru, lfu[-decay], pinned[-hot] or reuse[-aware]\n"
     "  --exact                  f32 activations and f32 KV cache (slow, for checking)\n";
 
 std::string unknown_name_error(const char *what, const std::string &text, const std::string &names) {

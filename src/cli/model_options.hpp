@@ -34,7 +34,7 @@ bool parse_model_option(const Args &args, size_t &i, ModelOptions &opt);
 int32_t parse_io_mode(const std::string &s);         // auto, mmap, direct, pread
 int32_t parse_numa_placement(const std::string &s);  // local, interleave
 int32_t parse_prefetch(const std::string &s);        // auto, off, previous[-token], lookahead, both
-int32_t parse_cache_policy(const std::string &s);    // auto, lru, lfu-decay, pinned-hot, reuse-aware
+int32_t parse_cache_policy(const std::string &s);    // auto, lru, lfu[-decay], pinned[-hot], reuse[-aware]
 // The message of a usage error for a name an option does not take:
 // "unknown WHAT 'TEXT' (NAMES)", NAMES the ones it takes ("auto, mmap, ...").
 // Every option that takes one of a few names words a wrong one with it.
