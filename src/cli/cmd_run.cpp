@@ -77,11 +77,12 @@ struct RunOptions {
 
 // A sampler field (a float) in `range`: the values moestream_sampler_new
 // takes, refused here in the words of every other option rather than in the
-// library's. A number past the float range ("1e39") is refused too: as a
-// float it would be infinite.
+// library's. The range is checked on the float the library gets: a number
+// past the float range ("1e39") would be infinite, and one that rounds to an
+// open end ("--top-p 1e-50" to 0) would be outside it.
 float float_option(const std::string &s, const char *option, RealRange range) {
     double v = 0;
-    if (!parse_double_in(s, range, v) || !std::isfinite(float(v)))
+    if (!parse_double_in(s, range, v) || !std::isfinite(float(v)) || !range.contains(double(float(v))))
         throw std::runtime_error(real_range_error(option, s, range));
     return float(v);
 }

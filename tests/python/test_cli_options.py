@@ -225,6 +225,11 @@ def test_top_level_help_goes_to_stdout_and_a_missing_command_to_stderr(cli_path)
     (["run", "-m", "{model}", "--tokens", "1", "--top-p", "0"], "run",
      "--top-p takes a number from 0 to 1 (0 excluded), got '0'"),
     (["run", "-m", "{model}", "--tokens", "1", "--min-p", "1.5"], "run", "--min-p takes a number from 0 to 1, got '1.5'"),
+    # Checked on the float the sampler gets: these are 0 as floats, outside the range.
+    (["run", "-m", "{model}", "--tokens", "1", "--top-p", "1e-50"], "run",
+     "--top-p takes a number from 0 to 1 (0 excluded), got '1e-50'"),
+    (["run", "-m", "{model}", "--tokens", "1", "--repeat-penalty", "1e-46"], "run",
+     "--repeat-penalty takes a positive number, got '1e-46'"),
     # perplexity's --ctx words its least value as every integer option words its range.
     (["perplexity", "-m", "{model}", "-f", "a.txt", "--ctx", "1"], "perplexity",
      "--ctx takes an integer from 2 to 2147483647, got '1'"),
