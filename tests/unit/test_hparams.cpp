@@ -1,13 +1,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
+#include <string>
 
 #include "common/error.hpp"
 #include "gguf/gguf_file.hpp"
 #include "model/hparams.hpp"
+#include "model/model.hpp"
 #include "support/gguf_builder.hpp"
+#include "support/paths.hpp"
 
 using moe::Error;
 using moe::HParams;
@@ -207,6 +211,52 @@ TEST(HParams, Deepseek2WithoutKeyLengthMlaHasOneAttnKvBALayer) {
     expect_error(b, Status::bad_format, {"deepseek2.attention.key_length_mla", "head_count_kv = head_count (2 vs 4)"});
     b.kv_u32("deepseek2.attention.head_count_kv", 4).kv_u32("deepseek2.attention.key_length", 8);
     expect_error(b, Status::bad_format, {"key_length > rope.dimension_count (8 vs 8)"});
+}
+
+// A hostile kv_lora_rank near INT32_MAX: kv_lora_rank + rope.dimension_count
+// is past 32 bits, so no key_length (a positive 32-bit value) can equal it.
+// Open refuses the file naming the sizes, with both sums taken in 64 bits (a
+// 32-bit one would overflow, which the UBSan build aborts on).
+TEST(HParams, Deepseek2KvLoraRankNearInt32MaxIsRefusedAtOpen) {
+    constexpr uint32_t kRank = INT32_MAX - 31, kRot = 64;
+    static_assert(uint64_t(kRank) + kRot > uint64_t(INT32_MAX));
+    TinyMoe m = arch("deepseek2");
+    m.n_head = m.n_head_kv = 1;  // rows of one head: the attention rows check passes
+    const std::string dir = moe::test::scratch_dir();
+    auto open_error = [&](const GgufBuilder &b, const std::string &name) {
+        const std::string path = dir + "/" + name;
+        b.write(path);
+        try {
+            moe::Model::open(path);
+        } catch (const Error &e) {
+            EXPECT_EQ(e.status(), Status::bad_format) << e.what();
+            return std::string(e.what());
+        }
+        ADD_FAILURE() << name << " opened";
+        return std::string();
+    };
+    // The absorbed layout: key_length as large as a key can be, still short of the sum.
+    GgufBuilder b = moe::test::tiny_moe(m);
+    b.kv_u32("deepseek2.attention.kv_lora_rank", kRank)
+        .kv_u32("deepseek2.rope.dimension_count", kRot)
+        .kv_u32("deepseek2.attention.key_length", uint32_t(INT32_MAX))
+        .kv_u32("deepseek2.attention.value_length", kRank)
+        .kv_u32("deepseek2.attention.key_length_mla", 192)
+        .kv_u32("deepseek2.attention.value_length_mla", 128)
+        .kv_u32("deepseek2.expert_feed_forward_length", 32);
+    const std::string absorbed = open_error(b, "absorbed.gguf");
+    const std::string sizes = "key_length = kv_lora_rank + rope.dimension_count (" + std::to_string(INT32_MAX) +
+                              " vs " + std::to_string(kRank) + " + " + std::to_string(kRot) + ")";
+    EXPECT_NE(absorbed.find(sizes), std::string::npos) << absorbed;
+    // One attn_kv_b a layer (no key_length_mla): the cached row kv_lora_rank + rope is refused too.
+    b.remove_kv("deepseek2.attention.key_length_mla")
+        .remove_kv("deepseek2.attention.value_length_mla")
+        .kv_u32("deepseek2.attention.key_length", 192)
+        .kv_u32("deepseek2.attention.value_length", 128);
+    const std::string joint = open_error(b, "joint.gguf");
+    const std::string rows = "latent attention rows of 1 heads x (" + std::to_string(kRank) + " + " +
+                             std::to_string(kRot) + ") exceed 32 bits";
+    EXPECT_NE(joint.find(rows), std::string::npos) << joint;
 }
 
 TEST(HParams, AVocabSizeThatMatchesTheEmbeddingIsAccepted) {
