@@ -1,8 +1,8 @@
 #include "gguf/gguf_file.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
-#include <unordered_set>
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
@@ -14,7 +14,11 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr uint32_t kDefaultAlignment = 32;
 constexpr size_t kMaxTensorNameBytes = 63;  // names must be shorter than 64 bytes
 constexpr uint32_t kMaxDims = 4;
-constexpr uint64_t kMinStringBytes = 8;  // its length, for an empty string
+// The fewest bytes an entry can take in the file, which bound a count by the
+// bytes left after it.
+constexpr uint64_t kMinStringBytes = 8;     // its length, for an empty string
+constexpr uint64_t kMinMetadataBytes = 14;  // key length, a 1-byte key, type, a 1-byte value
+constexpr uint64_t kMinTensorInfoBytes = 25;  // name length, a 1-byte name, n_dims (0), type, offset
 
 bool is_valid_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::FLOAT64); }
 
@@ -82,7 +86,8 @@ public:
     void need_entries(uint64_t count, uint64_t min_bytes, const std::string &what) const {
         if (count > remaining() / min_bytes)
             fail(Status::bad_format,
-                 "%s: %s claims %llu entries of at least %llu bytes, but only %llu bytes are left at offset %llu",
+                 "%s: truncated or corrupt: %s claims %llu entries of at least %llu bytes, but only %llu bytes "
+                 "are left at offset %llu",
                  label_.c_str(), what.c_str(), static_cast<unsigned long long>(count),
                  static_cast<unsigned long long>(min_bytes), static_cast<unsigned long long>(remaining()),
                  static_cast<unsigned long long>(pos_));
@@ -132,54 +137,91 @@ void decode_scalar(ValueType t, const uint8_t *p, Value &v) {
     }
 }
 
-Value read_value(Reader &r, const std::string &label, ValueType type, std::string_view key) {
-    Value v;
-    v.type = type;
+// Checks the value of `key`, of type `type`, and steps past it. Nothing is
+// kept: decode_value reads it again from the file's bytes when it is looked up.
+void skip_value(Reader &r, const std::string &label, ValueType type, std::string_view key) {
     const std::string what = "the value of key '" + printable(key) + "'";
     if (type == ValueType::STRING) {
-        v.s = r.read_string(what);
-        return v;
+        r.read_string(what);
+        return;
     }
     if (type != ValueType::ARRAY) {
         const uint64_t n = scalar_size(type);
         r.need(n, what);
-        decode_scalar(type, r.here(), v);
+        if (type == ValueType::BOOL && r.here()[0] > 1)
+            fail(Status::bad_format, "%s: key '%s' is a BOOL with value %u (expected 0 or 1)", label.c_str(),
+                 printable(key).c_str(), r.here()[0]);
         r.skip(n, what);
-        if (type == ValueType::BOOL && v.u > 1)
-            fail(Status::bad_format, "%s: key '%s' is a BOOL with value %llu (expected 0 or 1)",
-                 label.c_str(), printable(key).c_str(), static_cast<unsigned long long>(v.u));
-        return v;
+        return;
     }
     const uint32_t elem = r.read<uint32_t>("the element type of array '" + printable(key) + "'");
     if (!is_valid_value_type(elem))
         fail(Status::bad_format, "%s: array '%s' has unknown element type %u", label.c_str(),
              printable(key).c_str(), elem);
-    v.elem_type = static_cast<ValueType>(elem);
-    if (v.elem_type == ValueType::ARRAY)
+    const auto elem_type = static_cast<ValueType>(elem);
+    if (elem_type == ValueType::ARRAY)
         fail(Status::bad_format, "%s: array '%s' contains arrays (nested arrays are not supported)",
              label.c_str(), printable(key).c_str());
-    v.count = r.read<uint64_t>("the element count of array '" + printable(key) + "'");
+    const uint64_t count = r.read<uint64_t>("the element count of array '" + printable(key) + "'");
     const std::string elems_what = "array '" + printable(key) + "'";
-    if (v.elem_type == ValueType::STRING) {
-        // Checked, but still not reserved: views grow with the strings actually read.
-        r.need_entries(v.count, kMinStringBytes, elems_what);
+    if (elem_type == ValueType::STRING) {
+        r.need_entries(count, kMinStringBytes, elems_what);
         const std::string elem_what = "an element of array '" + printable(key) + "'";
-        for (uint64_t k = 0; k < v.count; ++k) v.strings.push_back(r.read_string(elem_what));
-        return v;
+        for (uint64_t k = 0; k < count; ++k) r.read_string(elem_what);
+        return;
     }
-    const uint64_t elem_bytes = scalar_size(v.elem_type);
-    r.need_entries(v.count, elem_bytes, elems_what);  // also keeps count x size from overflowing
-    const uint64_t bytes = v.count * elem_bytes;
-    v.array_data = r.here();
-    r.skip(bytes, "the elements of array '" + printable(key) + "'");
-    if (v.elem_type == ValueType::BOOL) {
-        for (uint64_t k = 0; k < v.count; ++k)
-            if (v.array_data[k] > 1)
+    const uint64_t elem_bytes = scalar_size(elem_type);
+    r.need_entries(count, elem_bytes, elems_what);  // also keeps count x size from overflowing
+    const uint8_t *elems = r.here();
+    r.skip(count * elem_bytes, "the elements of array '" + printable(key) + "'");
+    if (elem_type == ValueType::BOOL) {
+        for (uint64_t k = 0; k < count; ++k)
+            if (elems[k] > 1)
                 fail(Status::bad_format, "%s: array '%s' element %llu is a BOOL with value %u",
-                     label.c_str(), printable(key).c_str(), static_cast<unsigned long long>(k),
-                     v.array_data[k]);
+                     label.c_str(), printable(key).c_str(), static_cast<unsigned long long>(k), elems[k]);
+    }
+}
+
+// Decodes a value of type `type` encoded at `p`, which skip_value has checked.
+Value decode_value(ValueType type, const uint8_t *p) {
+    Value v;
+    v.type = type;
+    if (type == ValueType::STRING) {
+        uint64_t len;
+        std::memcpy(&len, p, 8);
+        v.s = std::string_view(reinterpret_cast<const char *>(p + 8), static_cast<size_t>(len));
+    } else if (type != ValueType::ARRAY) {
+        decode_scalar(type, p, v);
+    } else {
+        uint32_t elem;
+        std::memcpy(&elem, p, 4);
+        v.elem_type = static_cast<ValueType>(elem);
+        std::memcpy(&v.count, p + 4, 8);
+        v.array_data = p + 12;
+        if (v.elem_type == ValueType::STRING) v.strings = StringArray(v.array_data, v.count);
     }
     return v;
+}
+
+// Indices 0..n-1 sorted by name_of(index), for lookups by binary search (8
+// bytes an entry, where a hash map would take about 50). When two names are
+// equal, on_duplicate (which throws) gets the index of one of them.
+template <typename NameOf, typename OnDuplicate>
+std::vector<size_t> sorted_by_name(size_t n, NameOf name_of, OnDuplicate on_duplicate) {
+    std::vector<size_t> order(n);
+    for (size_t k = 0; k < n; ++k) order[k] = k;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return name_of(a) < name_of(b); });
+    for (size_t k = 1; k < n; ++k)
+        if (name_of(order[k - 1]) == name_of(order[k])) on_duplicate(order[k]);
+    return order;
+}
+
+// The index whose name is `name` in an order from sorted_by_name, or nullptr.
+template <typename NameOf>
+const size_t *find_by_name(const std::vector<size_t> &order, std::string_view name, NameOf name_of) {
+    const auto it = std::lower_bound(order.begin(), order.end(), name,
+                                     [&](size_t k, std::string_view n) { return name_of(k) < n; });
+    return it != order.end() && name_of(*it) == name ? &*it : nullptr;
 }
 
 uint64_t pad_to(uint64_t x, uint64_t align, const std::string &label, const char *what) {
@@ -237,7 +279,7 @@ const char *value_type_name(ValueType t) {
 // ---------------------------------------------------------------------------
 // Parsing
 
-void GgufFile::parse_shard(uint32_t index, std::vector<std::pair<std::string, Value>> &kv_out) {
+void GgufFile::parse_shard(uint32_t index, Metadata &kv_out) {
     Shard &shard = shards_[index];
     const std::string &label = shard.path;
     Reader r(shard.data, shard.size, label);
@@ -265,29 +307,36 @@ void GgufFile::parse_shard(uint32_t index, std::vector<std::pair<std::string, Va
         fail(Status::bad_format, "%s: metadata count %llu is negative as int64", label.c_str(),
              static_cast<unsigned long long>(n_kv));
 
-    // Metadata. Counts are never used to reserve: a hostile count just runs out of bytes.
-    std::unordered_set<std::string_view> seen_keys;
+    // Every entry takes some bytes: a count the bytes left cannot hold is
+    // refused here, and the tables are sized only after this check.
+    r.need_entries(n_kv, kMinMetadataBytes, "the metadata count");
+    r.need_entries(n_tensors, kMinTensorInfoBytes, "the tensor count");
+
+    // Metadata: each pair is checked and located, and decoded again on lookup.
+    kv_out.entries.reserve(n_kv);
     for (uint64_t k = 0; k < n_kv; ++k) {
         const std::string_view key = r.read_string(format("the key of metadata entry %llu",
                                                           static_cast<unsigned long long>(k)));
         if (key.empty())
             fail(Status::bad_format, "%s: metadata entry %llu has an empty key", label.c_str(),
                  static_cast<unsigned long long>(k));
-        if (!seen_keys.insert(key).second)
-            fail(Status::bad_format, "%s: duplicate metadata key '%s'", label.c_str(),
-                 printable(key).c_str());
         const uint32_t type = r.read<uint32_t>("the type of key '" + printable(key) + "'");
         if (!is_valid_value_type(type))
             fail(Status::bad_format, "%s: key '%s' has unknown value type %u", label.c_str(),
                  printable(key).c_str(), type);
-        Value v = read_value(r, label, static_cast<ValueType>(type), key);
-        kv_out.emplace_back(std::string(key), std::move(v));
+        const uint8_t *value = r.here();
+        skip_value(r, label, static_cast<ValueType>(type), key);
+        kv_out.entries.push_back(MetadataEntry{key, static_cast<ValueType>(type), value});
     }
+    const auto key_of = [&](size_t k) { return kv_out.entries[k].key; };
+    kv_out.by_key = sorted_by_name(kv_out.entries.size(), key_of, [&](size_t k) {
+        fail(Status::bad_format, "%s: duplicate metadata key '%s'", label.c_str(), printable(key_of(k)).c_str());
+    });
 
     // general.alignment: UINT32, non-zero power of two.
     uint32_t alignment = kDefaultAlignment;
-    for (const auto &[key, v] : kv_out) {
-        if (key != "general.alignment") continue;
+    if (const MetadataEntry *e = kv_out.find("general.alignment")) {
+        const Value v = decode_value(e->type, e->value);
         if (v.type != ValueType::UINT32)
             fail(Status::bad_format, "%s: general.alignment has type %s, expected UINT32", label.c_str(),
                  value_type_name(v.type));
@@ -301,6 +350,8 @@ void GgufFile::parse_shard(uint32_t index, std::vector<std::pair<std::string, Va
 
     // Tensor table.
     const size_t first_tensor = tensors_.size();
+    r.need_entries(n_tensors, kMinTensorInfoBytes, "the tensor count");  // the bytes after the metadata
+    tensors_.reserve(first_tensor + n_tensors);
     uint64_t expected_offset = 0;  // tensors are packed in table order, each padded to alignment
     for (uint64_t k = 0; k < n_tensors; ++k) {
         const std::string where = format("tensor %llu", static_cast<unsigned long long>(k));
@@ -391,15 +442,18 @@ void GgufFile::parse_shard(uint32_t index, std::vector<std::pair<std::string, Va
 }
 
 void GgufFile::index_tensors() {
-    tensor_index_.clear();
-    for (size_t k = 0; k < tensors_.size(); ++k) {
-        const TensorInfo &t = tensors_[k];
-        if (!tensor_index_.emplace(std::string_view(t.name), k).second)
+    tensors_by_name_ = sorted_by_name(
+        tensors_.size(), [&](size_t k) { return std::string_view(tensors_[k].name); },
+        [&](size_t k) {
+            const TensorInfo &t = tensors_[k];
             fail(Status::bad_format, "%s: duplicate tensor name '%s'", shards_[t.shard].path.c_str(),
                  printable(t.name).c_str());
-    }
-    kv_index_.clear();
-    for (size_t k = 0; k < kv_.size(); ++k) kv_index_.emplace(std::string_view(kv_[k].first), k);
+        });
+}
+
+const MetadataEntry *GgufFile::Metadata::find(std::string_view key) const {
+    const size_t *k = find_by_name(by_key, key, [&](size_t i) { return entries[i].key; });
+    return k ? &entries[*k] : nullptr;
 }
 
 std::unique_ptr<GgufFile> GgufFile::parse_memory(const uint8_t *data, size_t size, const std::string &label) {
@@ -436,8 +490,8 @@ void GgufFile::open_split_set(const std::string &first_path) {
         shards_.push_back(std::move(s));
     };
     add_shard(first_path);
-    parse_shard(0, kv_);
-    index_tensors();  // kv_ is final from here on; find() works
+    parse_shard(0, kv_);  // kv_ is final from here on; find() works
+    index_tensors();
 
     const uint32_t count = get_u32("split.count", 1);
     const uint32_t no = get_u32("split.no", 0);
@@ -467,18 +521,17 @@ void GgufFile::open_split_set(const std::string &first_path) {
             throw Error(e.status(), format("%s: shard %u of %u of the split set: %s", first_path.c_str(),
                                            k + 1, count, e.what()));
         }
-        std::vector<std::pair<std::string, Value>> kv;
+        Metadata kv;
         parse_shard(k, kv);
         auto int_key = [&](const char *key) -> std::optional<uint64_t> {
-            for (const auto &[name, v] : kv) {
-                if (name != key) continue;
-                IntValue iv;
-                if (!integer_of(v.type, v, &iv) || iv.negative)
-                    fail(Status::bad_format, "%s: %s has type %s, expected an unsigned integer", p.c_str(),
-                         key, value_type_name(v.type));
-                return iv.magnitude;
-            }
-            return std::nullopt;
+            const MetadataEntry *e = kv.find(key);
+            if (!e) return std::nullopt;
+            const Value v = decode_value(e->type, e->value);
+            IntValue iv;
+            if (!integer_of(v.type, v, &iv) || iv.negative)
+                fail(Status::bad_format, "%s: %s has type %s, expected an unsigned integer", p.c_str(), key,
+                     value_type_name(v.type));
+            return iv.magnitude;
         };
         const auto shard_no = int_key("split.no");
         const auto shard_count = int_key("split.count");
@@ -512,14 +565,15 @@ void GgufFile::refuse_as_output(const std::string &path, const char *what) const
 // ---------------------------------------------------------------------------
 // Lookups
 
-const Value *GgufFile::find(std::string_view key) const {
-    auto it = kv_index_.find(key);
-    return it == kv_index_.end() ? nullptr : &kv_[it->second].second;
+std::optional<Value> GgufFile::find(std::string_view key) const {
+    const MetadataEntry *e = kv_.find(key);
+    if (!e) return std::nullopt;
+    return decode_value(e->type, e->value);
 }
 
 const TensorInfo *GgufFile::tensor(std::string_view name) const {
-    auto it = tensor_index_.find(name);
-    return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+    const size_t *k = find_by_name(tensors_by_name_, name, [&](size_t i) { return std::string_view(tensors_[i].name); });
+    return k ? &tensors_[*k] : nullptr;
 }
 
 namespace {
@@ -555,7 +609,7 @@ Value array_element(const Value &arr, uint64_t k) {
 }  // namespace
 
 std::optional<uint32_t> GgufFile::get_u32(std::string_view key) const {
-    const Value *v = find(key);
+    const std::optional<Value> v = find(key);
     if (!v) return std::nullopt;
     return to_u32(path_, key, v->type, *v);
 }
@@ -565,7 +619,7 @@ uint32_t GgufFile::get_u32(std::string_view key, uint32_t fallback) const {
 }
 
 float GgufFile::get_f32(std::string_view key, float fallback) const {
-    const Value *v = find(key);
+    const std::optional<Value> v = find(key);
     if (!v) return fallback;
     if (v->type != ValueType::FLOAT32 && v->type != ValueType::FLOAT64)
         wrong_type(path_, key, *v, "FLOAT32");
@@ -573,21 +627,21 @@ float GgufFile::get_f32(std::string_view key, float fallback) const {
 }
 
 bool GgufFile::get_bool(std::string_view key, bool fallback) const {
-    const Value *v = find(key);
+    const std::optional<Value> v = find(key);
     if (!v) return fallback;
     if (v->type != ValueType::BOOL) wrong_type(path_, key, *v, "BOOL");
     return v->u != 0;
 }
 
 std::string GgufFile::get_string(std::string_view key, std::string_view fallback) const {
-    const Value *v = find(key);
+    const std::optional<Value> v = find(key);
     if (!v) return std::string(fallback);
     if (v->type != ValueType::STRING) wrong_type(path_, key, *v, "STRING");
     return std::string(v->s);
 }
 
-std::vector<std::string_view> GgufFile::get_string_array(std::string_view key) const {
-    const Value *v = find(key);
+StringArray GgufFile::get_string_array(std::string_view key) const {
+    const std::optional<Value> v = find(key);
     if (!v) return {};
     if (v->type != ValueType::ARRAY || v->elem_type != ValueType::STRING)
         wrong_type(path_, key, *v, "an ARRAY of STRING");
@@ -595,7 +649,7 @@ std::vector<std::string_view> GgufFile::get_string_array(std::string_view key) c
 }
 
 std::vector<float> GgufFile::get_f32_array(std::string_view key) const {
-    const Value *v = find(key);
+    const std::optional<Value> v = find(key);
     if (!v) return {};
     if (v->type != ValueType::ARRAY ||
         (v->elem_type != ValueType::FLOAT32 && v->elem_type != ValueType::FLOAT64))
@@ -607,7 +661,7 @@ std::vector<float> GgufFile::get_f32_array(std::string_view key) const {
 }
 
 std::vector<int32_t> GgufFile::get_i32_array(std::string_view key) const {
-    const Value *v = find(key);
+    const std::optional<Value> v = find(key);
     if (!v) return {};
     if (v->type != ValueType::ARRAY || !is_integer_type(v->elem_type))
         wrong_type(path_, key, *v, "an ARRAY of INT32");
@@ -633,7 +687,7 @@ std::vector<int32_t> GgufFile::get_i32_array(std::string_view key) const {
 }
 
 std::vector<uint32_t> GgufFile::get_u32_or_array(std::string_view key) const {
-    const Value *v = find(key);
+    const std::optional<Value> v = find(key);
     if (!v) return {};
     if (v->type != ValueType::ARRAY) return {to_u32(path_, key, v->type, *v)};
     if (!is_integer_type(v->elem_type)) wrong_type(path_, key, *v, "an integer or an ARRAY of integers");

@@ -150,7 +150,7 @@ int32_t count_or(const gguf::GgufFile &file, const KeyReader &keys, const char *
 // BOOL, nonzero = the layer slides).
 void read_swa_pattern(const gguf::GgufFile &file, const KeyReader &keys, HParams &hp, int32_t fallback) {
     const std::string k = keys.key("attention.sliding_window_pattern");
-    const gguf::Value *v = file.find(k);
+    const std::optional<gguf::Value> v = file.find(k);
     if (!v || v->type != gguf::ValueType::ARRAY) {
         const uint32_t n = v ? file.get_u32(k, 0) : uint32_t(fallback);
         if (n > uint32_t(std::numeric_limits<int32_t>::max()))

@@ -66,11 +66,12 @@ std::unique_ptr<const Vocab> Vocab::from_gguf(const gguf::GgufFile &file) {
 }
 
 void Vocab::load_tokens(const gguf::GgufFile &file) {
-    const std::vector<std::string_view> texts = file.get_string_array(kTokensKey);
+    const gguf::StringArray texts = file.get_string_array(kTokensKey);  // read in place, twice
     if (texts.empty()) fail(Status::bad_format, "%s: %s is absent or empty", file.path().c_str(), kTokensKey);
-    if (texts.size() >= size_t(std::numeric_limits<int32_t>::max() / 2))
-        fail(Status::bad_format, "%s: %s has %zu entries, too many", file.path().c_str(), kTokensKey, texts.size());
-    const size_t n = texts.size();
+    if (texts.size() >= uint64_t(std::numeric_limits<int32_t>::max() / 2))
+        fail(Status::bad_format, "%s: %s has %llu entries, too many", file.path().c_str(), kTokensKey,
+             static_cast<unsigned long long>(texts.size()));
+    const size_t n = size_t(texts.size());
 
     size_t total = 0;
     for (std::string_view t : texts) total += t.size();
@@ -148,17 +149,18 @@ const MergeRule *Vocab::merge(int32_t left, int32_t right) const {
 }
 
 void Vocab::load_merges(const gguf::GgufFile &file) {
-    const std::vector<std::string_view> merges = file.get_string_array(kMergesKey);
+    const gguf::StringArray merges = file.get_string_array(kMergesKey);
     if (merges.empty() && merges_by_token_id_without_merges(pre_)) {
         merges_by_token_id_ = true;
         return;
     }
-    if (merges.size() >= size_t(std::numeric_limits<int32_t>::max() / 4))
-        fail(Status::bad_format, "%s: %s has %zu entries, too many", file.path().c_str(), kMergesKey, merges.size());
-    merges_.reserve(merges.size());
+    if (merges.size() >= uint64_t(std::numeric_limits<int32_t>::max() / 4))
+        fail(Status::bad_format, "%s: %s has %llu entries, too many", file.path().c_str(), kMergesKey,
+             static_cast<unsigned long long>(merges.size()));
+    merges_.reserve(size_t(merges.size()));
     std::string joined;
-    for (size_t i = 0; i < merges.size(); ++i) {
-        const std::string_view m = merges[i];
+    size_t i = 0;
+    for (const std::string_view m : merges) {
         // The separator is the first space after the first byte, so a left part may be a lone space.
         const size_t space = m.size() > 1 ? m.find(' ', 1) : std::string_view::npos;
         if (space == std::string_view::npos || space + 1 >= m.size())
@@ -169,6 +171,7 @@ void Vocab::load_merges(const gguf::GgufFile &file) {
         joined += right;
         const int32_t l = intern(left), r = intern(right), result = intern(joined);
         merges_.emplace(pair_key(l, r), MergeRule{int32_t(i), result});  // the first of duplicate merges wins
+        ++i;
     }
 }
 

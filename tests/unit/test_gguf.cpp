@@ -92,7 +92,9 @@ TEST(Gguf, ParsesEveryMetadataType) {
     EXPECT_EQ(f->get_u32_or_array("t.u16"), (std::vector<uint32_t>{60000}));
     EXPECT_EQ(f->get_i32_array("t.arr_i32"), (std::vector<int32_t>{1, -2, 3}));
     EXPECT_EQ(f->get_f32_array("t.arr_f32"), (std::vector<float>{0.5f, -1.0f}));
-    const auto strs = f->get_string_array("t.arr_str");
+    const moe::gguf::StringArray arr = f->get_string_array("t.arr_str");
+    EXPECT_EQ(arr.size(), 3u);
+    const std::vector<std::string_view> strs(arr.begin(), arr.end());
     ASSERT_EQ(strs.size(), 3u);
     EXPECT_EQ(strs[0], "a");
     EXPECT_EQ(strs[1], "");
@@ -253,9 +255,23 @@ TEST(GgufCorrupt, TruncatedMessagesNameTheField) {
     const Bytes img = sample().build();
     expect_bad_format(Bytes(img.begin(), img.begin() + 2), {"truncated", "magic"});
     expect_bad_format(Bytes(img.begin(), img.begin() + 6), {"version"});
-    expect_bad_format(Bytes(img.begin(), img.begin() + 30), {"key of metadata entry 0"});
-    expect_bad_format(Bytes(img.begin(), img.begin() + 66), {"value of key 'general.architecture'"});
+    // Cut in the metadata: the 16 pairs (4 tensors) the counts announce cannot fit what is left.
+    expect_bad_format(Bytes(img.begin(), img.begin() + 30),
+                      {"truncated or corrupt: the metadata count claims 16 entries of at least 14 bytes",
+                       "only 6 bytes are left at offset 24"});
+    // Cut 50 bytes into the tensor table (which starts with the length of the name "a.weight").
+    const std::string first_name = "a.weight";
+    const size_t table = size_t(std::search(img.begin(), img.end(), first_name.begin(), first_name.end()) - img.begin()) - 8;
+    expect_bad_format(Bytes(img.begin(), img.begin() + std::ptrdiff_t(table + 50)),
+                      {"truncated or corrupt: the tensor count claims 4 entries of at least 25 bytes",
+                       "only 50 bytes are left"});
     expect_bad_format(Bytes(img.begin(), img.end() - 40), {"beyond the end"});
+    // One pair whose count fits what is left, cut in its key, then in its value.
+    GgufBuilder one;
+    one.kv_string("general.architecture", "qwen3moe");
+    const Bytes pair = one.build();
+    expect_bad_format(Bytes(pair.begin(), pair.begin() + 40), {"truncated", "key of metadata entry 0"});
+    expect_bad_format(Bytes(pair.begin(), pair.begin() + 66), {"truncated", "value of key 'general.architecture'"});
 }
 
 TEST(GgufCorrupt, BadMagicAndVersions) {
@@ -265,8 +281,10 @@ TEST(GgufCorrupt, BadMagicAndVersions) {
 }
 
 TEST(GgufCorrupt, HugeCountsFailWithoutAllocating) {
-    expect_bad_format(sample().override_kv_count(1ull << 60).build(), {"truncated"});
-    expect_bad_format(sample().override_tensor_count(1ull << 60).build(), {"tensor 4"});
+    expect_bad_format(sample().override_kv_count(1ull << 60).build(),
+                      {"the metadata count claims 1152921504606846976 entries of at least 14 bytes"});
+    expect_bad_format(sample().override_tensor_count(1ull << 60).build(),
+                      {"the tensor count claims 1152921504606846976 entries of at least 25 bytes"});
     expect_bad_format(sample().override_kv_count(~0ull).build(), {"metadata count"});
     expect_bad_format(sample().override_tensor_count(~0ull).build(), {"tensor count"});
     // A string array claiming 2^60 elements.
