@@ -124,28 +124,38 @@ void GgufWriter::add_tensor(const std::string &name, GgmlType type, std::vector<
     tensors_.push_back(std::move(t));
 }
 
-uint64_t GgufWriter::header_size() const {
+uint64_t GgufWriter::table_end() const {
     uint64_t size = 4 + 4 + 8 + 8 + kv_bytes_.size();
     for (const Tensor &t : tensors_) size += 8 + t.name.size() + 4 + 8 * t.ne.size() + 4 + 8;
-    return pad_to(size, alignment_);
+    return size;
 }
+
+uint64_t GgufWriter::header_size() const { return pad_to(table_end(), alignment_); }
 
 uint64_t GgufWriter::file_size() const {
     if (tensors_.empty()) return header_size();
     return header_size() + tensors_.back().offset + tensors_.back().nbytes;
 }
 
+void GgufWriter::put_zeros(uint64_t n) {
+    static const uint8_t zeros[256] = {};
+    while (n > 0) {
+        const size_t z = static_cast<size_t>(std::min<uint64_t>(n, sizeof zeros));
+        put(zeros, z);
+        n -= z;
+    }
+}
+
 void GgufWriter::begin(AtomicFile &out) {
     if (out_) fail(Status::internal, "GgufWriter::begin called twice");
     out_ = &out;
-    std::vector<uint8_t> kv = std::move(kv_bytes_);
     header_mode_ = false;
     buffer_.resize(kBufferBytes);
     put("GGUF", 4);
     put_u32(3);
     put_u64(tensors_.size());
     put_u64(n_kv_);
-    put(kv.data(), kv.size());
+    put(kv_bytes_.data(), kv_bytes_.size());  // kept: file_size() counts them
     for (const Tensor &t : tensors_) {
         put_string(t.name);
         put_u32(static_cast<uint32_t>(t.ne.size()));
@@ -153,21 +163,25 @@ void GgufWriter::begin(AtomicFile &out) {
         put_u32(static_cast<uint32_t>(t.type));
         put_u64(t.offset);
     }
-    uint64_t written = 4 + 4 + 8 + 8 + kv.size();
-    for (const Tensor &t : tensors_) written += 8 + t.name.size() + 4 + 8 * t.ne.size() + 4 + 8;
-    static const uint8_t zeros[256] = {};
-    for (uint64_t pad = pad_to(written, alignment_) - written; pad > 0;) {
-        size_t n = static_cast<size_t>(std::min<uint64_t>(pad, sizeof zeros));
-        put(zeros, n);
-        pad -= n;
-    }
+    put_zeros(header_size() - table_end());
     current_ = 0;
     current_written_ = 0;
+    step_past_empty_tensors();
+}
+
+void GgufWriter::complete_tensor() {
+    const Tensor &t = tensors_[current_];
+    if (current_ + 1 < tensors_.size()) put_zeros(tensors_[current_ + 1].offset - (t.offset + t.nbytes));
+    ++current_;
+    current_written_ = 0;
+}
+
+void GgufWriter::step_past_empty_tensors() {
+    while (current_ < tensors_.size() && tensors_[current_].nbytes == 0) complete_tensor();
 }
 
 void GgufWriter::write_data(const void *data, size_t size) {
     const auto *p = static_cast<const uint8_t *>(data);
-    static const uint8_t zeros[256] = {};
     while (size > 0) {
         if (current_ >= tensors_.size()) fail(Status::internal, "GgufWriter: more tensor data than declared");
         const Tensor &t = tensors_[current_];
@@ -177,15 +191,8 @@ void GgufWriter::write_data(const void *data, size_t size) {
         size -= n;
         current_written_ += n;
         if (current_written_ == t.nbytes) {
-            if (current_ + 1 < tensors_.size()) {
-                for (uint64_t pad = tensors_[current_ + 1].offset - (t.offset + t.nbytes); pad > 0;) {
-                    size_t z = static_cast<size_t>(std::min<uint64_t>(pad, sizeof zeros));
-                    put(zeros, z);
-                    pad -= z;
-                }
-            }
-            ++current_;
-            current_written_ = 0;
+            complete_tensor();
+            step_past_empty_tensors();
         }
     }
 }

@@ -58,9 +58,16 @@ private:
     void put_string(const std::string &s);
     void put_u32(uint32_t v) { put(&v, 4); }
     void put_u64(uint64_t v) { put(&v, 8); }
+    void put_zeros(uint64_t n);
     void begin_kv(const std::string &key, uint32_t type);
     void flush();
-    uint64_t header_size() const;
+    uint64_t table_end() const;    // the header before its padding
+    uint64_t header_size() const;  // padded to the alignment: where tensor data starts
+    // The current tensor has all its bytes: pads to the next one and moves to it.
+    void complete_tensor();
+    // Zero-size tensors take no write_data call: moves past those at the
+    // current position (also after the last data, so finish() finds them done).
+    void step_past_empty_tensors();
 
     uint32_t alignment_;
     std::vector<uint8_t> kv_bytes_;  // encoded metadata pairs
@@ -70,7 +77,7 @@ private:
     AtomicFile *out_ = nullptr;
     std::vector<uint8_t> buffer_;
     size_t buffer_used_ = 0;
-    size_t current_ = 0;          // tensor being written
+    size_t current_ = 0;          // tensor being written (never a zero-size one)
     uint64_t current_written_ = 0;
     bool header_mode_ = true;     // put() appends to kv_bytes_ while building metadata
 };
