@@ -1,8 +1,9 @@
 // Writes the seed corpus for fuzz_gguf: tiny valid GGUF files of every
 // supported architecture plus files exercising every metadata type, a custom
-// alignment and split keys. Usage: make_fuzz_seeds OUT_DIR
+// alignment, split keys and entries at their smallest. Usage: make_fuzz_seeds OUT_DIR
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "support/gguf_builder.hpp"
 
@@ -62,5 +63,16 @@ int main(int argc, char **argv) {
         .tensor_random("q4k.weight", GgmlType::Q4_K, {256}, 2)
         .tensor_random("blk.0.ffn_up_exps.weight", GgmlType::Q4_0, {32, 1, 2}, 3);
     types.write(dir + "/metadata_types_v2.gguf");
+
+    // Entries at their smallest: many 1- and 2-byte keys, a long array of
+    // empty strings, a zero-size tensor last; then the same claiming more
+    // pairs than its bytes can hold.
+    GgufBuilder tiny;
+    tiny.kv_string("general.architecture", "llama");
+    for (int k = 0; k < 200; ++k) tiny.kv_u8(std::string(size_t(1 + k / 94), char(33 + k % 94)), uint8_t(k));
+    tiny.kv_array_string("tokenizer.ggml.tokens", std::vector<std::string>(300));
+    tiny.tensor_random("a", GgmlType::F32, {8}, 4).tensor("e", GgmlType::F32, {0}, {});
+    tiny.write(dir + "/tiny_entries.gguf");
+    tiny.override_kv_count(1000).write(dir + "/tiny_entries_count_beyond_bytes.gguf");
     return 0;
 }
