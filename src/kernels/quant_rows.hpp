@@ -109,7 +109,7 @@ inline void arrange_qwords(const uint8_t *act, size_t blk_bytes, size_t qs, int6
 // family: term_dm), kOffset (weights are decoded unsigned as q + kOffset; the
 // kernel subtracts kOffset * sum(activation block)), kArranged + arrange()
 // (a per-token copy of the activations in the decoder's order for groups of 8
-// blocks), Group decode8(w) (with the f32 weight scales dw and, for kMin, mins
+// blocks, 32 bytes per block or optionally kArrangedBlockBytes), Group decode8(w) (with the f32 weight scales dw and, for kMin, mins
 // mw of the 8 blocks), __m256i sum8(group, a, a_stride) (lane j = the raw
 // sum of block j against one token, whose a is its arranged group or its
 // first activation block's quants), int32_t sum1(w, a_qs) (raw sum of one
@@ -139,8 +139,14 @@ struct LegacyRows {
     static constexpr size_t kActBytes = D::kMin ? q8_1::bytes : q8_0::bytes;
     static constexpr size_t kActQs = D::kMin ? q8_1::qs : q8_0::qs;
 
+    // Bytes of D's arranged activations per block (32, a copy of the quants, unless D keeps more).
+    static constexpr size_t kArrangedBlockBytes = [] {
+        if constexpr (requires { D::kArrangedBlockBytes; }) return D::kArrangedBlockBytes;
+        else return D::kArranged ? size_t{32} : size_t{0};
+    }();
+
     static size_t prep_bytes(int64_t nb) {
-        return 3 * 4 * static_cast<size_t>(nb + 8) + (D::kArranged ? 32 * static_cast<size_t>(nb) : 0);
+        return 3 * 4 * static_cast<size_t>(nb + 8) + kArrangedBlockBytes * static_cast<size_t>(nb);
     }
 
     // Runs once per token and call: vectorised over groups of 8 blocks.
@@ -184,7 +190,8 @@ struct LegacyRows {
             prefetch_ahead<8 * D::kBytes>(w);
             const typename D::Group g = D::decode8(w);
             const uint8_t *a[T];
-            for (int t = 0; t < T; ++t) a[t] = D::kArranged ? p[t].arranged + 32 * b : p[t].act + b * kActBytes + kActQs;
+            for (int t = 0; t < T; ++t)
+                a[t] = D::kArranged ? p[t].arranged + kArrangedBlockBytes * b : p[t].act + b * kActBytes + kActQs;
             __m256i sums[T];
             if constexpr (requires { D::template sums8<T>(g, a, kActBytes, sums); })
                 D::template sums8<T>(g, a, kActBytes, sums);
@@ -286,6 +293,16 @@ struct DotSigned {  // signed weights
     // Pair sums up to 2 * 127 * 127 each: widened separately.
     MOE_ALWAYS_INLINE static __m256i pair(__m256i w0, __m256i a0, __m256i w1, __m256i a1) {
         return _mm256_add_epi32(run(w0, a0), run(w1, a1));
+    }
+    // The same sums against activations a given with their magnitudes m
+    // (|a|, 128 for -128): m (unsigned) times w with a's sign, pair sums up
+    // to 2 * 128 * 127 (w never -128).
+    MOE_ALWAYS_INLINE static __m256i run_by_magnitude(__m256i w, __m256i a, __m256i m) {
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(m, _mm256_sign_epi8(w, a)), _mm256_set1_epi16(1));
+    }
+    MOE_ALWAYS_INLINE static __m256i pair_by_magnitude(__m256i w0, __m256i a0, __m256i m0, __m256i w1, __m256i a1,
+                                                       __m256i m1) {
+        return _mm256_add_epi32(run_by_magnitude(w0, a0, m0), run_by_magnitude(w1, a1, m1));
     }
 };
 
