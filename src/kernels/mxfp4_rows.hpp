@@ -38,12 +38,17 @@ struct Mxfp4Dec {
     MOE_ALWAYS_INLINE static __m256 scales8(const uint8_t *w) {
         return scales_of(_mm256_and_si256(gather8_u32<kBytes>(w + mxfp4::e), _mm256_set1_epi32(0xFF)));
     }
-    // The scales of eight blocks from their exponent bytes e (one per 32-bit lane).
+    // The scales of eight blocks from their exponent bytes e (one per 32-bit
+    // lane, zero-extended): the bits (e - 1) << 23 for e >= 2 and
+    // 0x00200000 << e for e = 0, 1, as the larger (signed) of two lines:
+    // (e - 1) << 23 is negative at e = 0 and 0 at e = 1, where (e + 1) << 21
+    // is 0x00200000 and 0x00400000, and from e = 2 on (e + 1) << 21 stays
+    // below (e - 1) << 23 (e + 1 <= 4e - 4). Two shifts, two adds and a max,
+    // where a variable shift, a compare and a blend made the small values.
     MOE_ALWAYS_INLINE static __m256 scales_of(__m256i e) {
-        const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
-        const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
-        const __m256i is_tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
-        return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, is_tiny));
+        const __m256i normal = _mm256_sub_epi32(_mm256_slli_epi32(e, 23), _mm256_set1_epi32(1 << 23));
+        const __m256i tiny = _mm256_add_epi32(_mm256_slli_epi32(e, 21), _mm256_set1_epi32(1 << 21));
+        return _mm256_castsi256_ps(_mm256_max_epi32(normal, tiny));
     }
 };
 

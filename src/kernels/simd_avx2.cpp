@@ -18,29 +18,14 @@ namespace moe::kernels::detail {
 namespace {
 
 // Eight fields of one to four bytes (kWidth), one per block of kStride
-// bytes at offset kOffset, from four 32-byte loads at blocks 0, 2, 4 and 6
-// of the group: load c holds the field of block 2c in its low 128-bit lane
-// and that of block 2c + 1 in its high lane (true of the 17- to 24-byte
-// legacy blocks, whose fields lie in their first 8 bytes), so one in-lane
-// shuffle per load, three blends and one permute place them (gather):
-// MXFP4's exponent byte. The d of Q4_0 and IQ4_NL take halves() below;
-// Q4_1 / Q5_0 / Q5_1 take theirs from 16-byte loads at the start of each
-// block (NibblePairs::head_scales).
+// bytes at offset kOffset, from four 32-byte loads (offset_lanes), one in
+// each 64-bit span of the group's 17- or 18-byte blocks: the d of Q4_0 and
+// IQ4_NL (halves) and MXFP4's exponent byte (bytes). Q4_1 / Q5_0 / Q5_1 take
+// theirs from 16-byte loads at the start of each block (NibblePairs::head_scales).
 template <size_t kStride, size_t kOffset, int kWidth>
 struct PairedFields {
-    static_assert(kWidth <= 4 && kOffset + kWidth <= 16 && kStride + kOffset >= 16 &&
-                  kStride + kOffset + kWidth <= 32);
-    static_assert(kStride >= 16, "the last load (at block 6) must end inside the group");
-    // Every 32-bit lane of the low (high) half takes the field at byte
-    // kOffset (kStride + kOffset) of the load, zero-extended.
-    static constexpr std::array<int8_t, 32> control() {
-        std::array<int8_t, 32> x{};
-        for (int i = 0; i < 32; ++i)
-            x[i] = i % 4 < kWidth ? static_cast<int8_t>((i < 16 ? kOffset : kStride + kOffset - 16) + i % 4) : -1;
-        return x;
-    }
-    static constexpr std::array<int8_t, 32> kControl = control();
-
+    static_assert(kStride >= 16 && kStride - 16 + kWidth <= 4, "block 2c + 1's field in dword c of the high lane");
+    static_assert(kOffset + 20 <= 2 * kStride, "the last load ends inside the group");
     // 32-bit lane c of each 128-bit half from load(c), c = 0..3: three blends.
     template <typename Load>
     MOE_ALWAYS_INLINE static __m256i lane_c_of_load_c(const Load &load) {
@@ -48,29 +33,45 @@ struct PairedFields {
                                   _mm256_blend_epi32(load(2), load(3), 0x88), 0xCC);
     }
 
-    // Lane j: the field of block j.
-    MOE_ALWAYS_INLINE static __m256i gather(const uint8_t *w) {
-        const __m256i ctl = load256(kControl.data());
-        const auto load = [&](int c) { return _mm256_shuffle_epi8(load256(w + 2 * c * kStride), ctl); };
-        // Lanes 0..3 blocks 0, 2, 4, 6; lanes 4..7 blocks 1, 3, 5, 7.
-        const __m256i x = lane_c_of_load_c(load);
-        return _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    // Load c starting (2 kStride - 4) c bytes after the first field puts
+    // block 2c's field at byte 4c (dword c of the low lane) and block
+    // 2c + 1's at byte 4c + kStride, dword c of the high lane at byte
+    // kStride - 16 of it: three blends give dword c of each lane from load c
+    // (the last load ends at kOffset + 6 kStride + 20, inside the group).
+    // Dwords 0..3: blocks 0, 2, 4, 6; 4..7: 1, 3, 5, 7.
+    MOE_ALWAYS_INLINE static __m256i offset_lanes(const uint8_t *w) {
+        const auto load = [&](int c) { return load256(w + kOffset + (2 * kStride - 4) * c); };
+        return lane_c_of_load_c(load);
     }
 
     // The fields as f32, when they are fp16 and the blocks 18 bytes long (the
-    // d of Q4_0 and IQ4_NL): load c starts 32c bytes after the first field
-    // instead, which puts block 2c's field at byte 36c - 32c = 4c (word 2c)
-    // of the low lane and block 2c + 1's at byte 36c + 18 - 32c - 16 = 4c + 2
-    // (word 2c + 1) of the high lane, so three blends, one word blend of the
-    // two lanes and the conversion place them, without gather's shuffles and
-    // permutes (the last load ends at byte 128 + kOffset <= 144, inside the group).
+    // d of Q4_0 and IQ4_NL): block 2c's field is word 2c of the low lane of
+    // offset_lanes, block 2c + 1's word 2c + 1 of the high lane, so one word
+    // blend of the two lanes and the conversion place them.
     MOE_ALWAYS_INLINE static __m256 halves(const uint8_t *w)
         requires(kStride == 18 && kWidth == 2)
     {
-        const auto load = [&](int c) { return load256(w + kOffset + 32 * c); };
-        const __m256i x = lane_c_of_load_c(load);
+        const __m256i x = offset_lanes(w);
         const __m128i words = _mm_blend_epi16(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1), 0xAA);
         return _mm256_cvtph_ps(words);
+    }
+
+    // Lane j: the byte field of block j, zero-extended (MXFP4's exponent):
+    // offset_lanes, one vpshufb to keep byte 0 (low lane) or kStride - 16
+    // (high lane) of each dword, and a permute to block order. Before, one
+    // 32-byte load at every second block and one vpshufb per load placed
+    // the fields (four vpshufb instead of one).
+    MOE_ALWAYS_INLINE static __m256i bytes(const uint8_t *w)
+        requires(kWidth == 1)
+    {
+        static constexpr std::array<int8_t, 32> kKeep = [] {
+            std::array<int8_t, 32> x{};
+            for (int i = 0; i < 32; ++i)
+                x[i] = i % 4 == 0 ? static_cast<int8_t>(i % 16 + (i < 16 ? 0 : kStride - 16)) : -1;
+            return x;
+        }();
+        const __m256i x = _mm256_shuffle_epi8(offset_lanes(w), load256(kKeep.data()));
+        return _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     }
 };
 
@@ -181,13 +182,13 @@ struct NibblePairs : PerBlock<B, Dot> {
         if constexpr (!B::kFive)
             for (int k = 0; k < 4; ++k) g.x[k] = pair(w, k);
         if constexpr (requires { B::scales_of(__m256i{}); }) {
-            g.dw = B::scales_of(PairedFields<S, B::kD, 1>::gather(w));
+            g.dw = B::scales_of(PairedFields<S, B::kD, 1>::bytes(w));
         } else if constexpr (B::kFive) {
             g.w = w;
             for (int k = 0; k < 4; ++k) g.heads[k] = pair_load(w + k * S);
             head_scales(g.heads, g);
         } else if constexpr (B::kMin) {
-            // Q4_1: four more loads of 16 bytes per lane cost fewer operations than gather.
+            // Q4_1: its d and m from the heads of its pairs (four more 16-byte loads).
             __m256i heads[4];
             for (int k = 0; k < 4; ++k) heads[k] = pair_load(w + k * S);
             head_scales(heads, g);
