@@ -109,13 +109,16 @@ inline void arrange_qwords(const uint8_t *act, size_t blk_bytes, size_t qs, int6
 // family: term_dm), kOffset (weights are decoded unsigned as q + kOffset; the
 // kernel subtracts kOffset * sum(activation block)), kArranged + arrange()
 // (a per-token copy of the activations in the decoder's order for groups of 8
-// blocks, 32 bytes per block or optionally kArrangedBlockBytes), Group decode8(w) (with the f32 weight scales dw and, for kMin, mins
+// blocks, 32 bytes per block), Group decode8(w) (with the f32 weight scales dw and, for kMin, mins
 // mw of the 8 blocks), __m256i sum8(group, a, a_stride) (lane j = the raw
 // sum of block j against one token, whose a is its arranged group or its
 // first activation block's quants), int32_t sum1(w, a_qs) (raw sum of one
 // block). A decoder that dots part of a group against every token before
 // decoding the next part provides sums8<T>(group, a, a_stride, out) instead
-// (out[t] = token t's sum8, a[t] its activations).
+// (out[t] = token t's sum8, a[t] its activations). A decoder with
+// kMagnitudes takes one token's sums from sum8_by_magnitude(group, a, m)
+// instead, m the magnitudes of its arranged activations (|a|, prepared once
+// per call after them).
 // A legacy decoder's weight scale: the fp16 d at kD, unless the decoder
 // reads its own (scale1 and scales8, as MXFP4's exponent byte).
 template <typename D>
@@ -130,6 +133,7 @@ struct LegacyPrep {
     const float *d;           // activation scale per block (f32)
     const float *s;           // Q8_1: stored s per block (f32)
     const int32_t *corr;      // kOffset * sum(q) per block
+    const uint8_t *magnitudes;  // |arranged| (D::kMagnitudes), full groups
 };
 
 template <typename D>
@@ -139,14 +143,14 @@ struct LegacyRows {
     static constexpr size_t kActBytes = D::kMin ? q8_1::bytes : q8_0::bytes;
     static constexpr size_t kActQs = D::kMin ? q8_1::qs : q8_0::qs;
 
-    // Bytes of D's arranged activations per block (32, a copy of the quants, unless D keeps more).
-    static constexpr size_t kArrangedBlockBytes = [] {
-        if constexpr (requires { D::kArrangedBlockBytes; }) return D::kArrangedBlockBytes;
-        else return D::kArranged ? size_t{32} : size_t{0};
+    static constexpr bool kMagnitudes = [] {
+        if constexpr (requires { D::kMagnitudes; }) return D::kMagnitudes;
+        else return false;
     }();
 
     static size_t prep_bytes(int64_t nb) {
-        return 3 * 4 * static_cast<size_t>(nb + 8) + kArrangedBlockBytes * static_cast<size_t>(nb);
+        return 3 * 4 * static_cast<size_t>(nb + 8) + (D::kArranged ? 32 * static_cast<size_t>(nb) : 0) +
+               (kMagnitudes ? 32 * static_cast<size_t>(nb) : 0);
     }
 
     // Runs once per token and call: vectorised over groups of 8 blocks.
@@ -176,9 +180,17 @@ struct LegacyRows {
         }
         if constexpr (D::kArranged) {
             D::arrange(act, kActBytes, kActQs, nb, arranged);
-            return {act, arranged, d, s, corr};
+            // Apart from the arranged copy, so that several tokens, which
+            // do not read them, keep the arranged copy's layout (interleaved
+            // per group they made four tokens 1.1x slower).
+            uint8_t *magnitudes = arranged + 32 * nb;
+            if constexpr (kMagnitudes)
+                for (int64_t i = 0; i < 32 * (nb / 8 * 8); i += 32)
+                    _mm256_storeu_si256(reinterpret_cast<__m256i *>(magnitudes + i),
+                                        _mm256_abs_epi8(load256(arranged + i)));
+            return {act, arranged, d, s, corr, magnitudes};
         }
-        return {act, act, d, s, corr};
+        return {act, act, d, s, corr, nullptr};
     }
 
     template <int T>
@@ -191,9 +203,11 @@ struct LegacyRows {
             const typename D::Group g = D::decode8(w);
             const uint8_t *a[T];
             for (int t = 0; t < T; ++t)
-                a[t] = D::kArranged ? p[t].arranged + kArrangedBlockBytes * b : p[t].act + b * kActBytes + kActQs;
+                a[t] = D::kArranged ? p[t].arranged + 32 * b : p[t].act + b * kActBytes + kActQs;
             __m256i sums[T];
-            if constexpr (requires { D::template sums8<T>(g, a, kActBytes, sums); })
+            if constexpr (kMagnitudes && T == 1)
+                sums[0] = D::sum8_by_magnitude(g, a[0], p[0].magnitudes + 32 * b);
+            else if constexpr (requires { D::template sums8<T>(g, a, kActBytes, sums); })
                 D::template sums8<T>(g, a, kActBytes, sums);
             else
                 for (int t = 0; t < T; ++t) sums[t] = D::sum8(g, a[t], kActBytes);

@@ -146,8 +146,8 @@ struct LaneSum {
 // block k in its low 128-bit lane and of block 4 + k in its high lane, so its
 // low nibbles are elements 0..15 of both blocks and its high nibbles elements
 // 16..31, without crossing lanes. Each token's activations are arranged once
-// per call in the same order (with their magnitudes after each group's, for
-// a Dot that multiplies by them); LaneSum's network turns the four pair
+// per call in the same order (and their magnitudes, for a Dot that
+// multiplies by them); LaneSum's network turns the four pair
 // registers' partial sums into the eight block sums (lane j: block j). B
 // provides kQs, kMin (the fp16 m after d), kFive (the qh word at kQh),
 // kMaxWeight (with DotMaddubs) and optionally
@@ -244,24 +244,33 @@ struct NibblePairs : PerBlock<B, Dot> {
     }();
     using Fold = avx2::Fold<LaneSum<kWordLevels>>;
 
-    // Signed weights (DotSigned) take the activations' magnitudes, arranged
-    // once per call after each group's activations, so each register of
-    // weights costs one vpsignb instead of a vpabsb and a vpsignb.
+    // Signed weights (DotSigned) take one token's activations with their
+    // magnitudes (LegacyRows prepares them once per call), so each register
+    // of weights costs one vpsignb instead of a vpabsb and a vpsignb.
+    // Several tokens share each register's vpabsb (sum8).
     static constexpr bool kMagnitudes =
         requires { Dot::pair_by_magnitude(__m256i{}, __m256i{}, __m256i{}, __m256i{}, __m256i{}, __m256i{}); };
-    // Arranged activation bytes per block (LegacyRows' stride).
-    static constexpr size_t kArrangedBlockBytes = kMagnitudes ? 64 : 32;
 
     // Pair k's dot against one token's arranged group (register pair k's
-    // activations at 64k: elements 0..15, then 16..31; their magnitudes
-    // 256 bytes further): the partial sums Fold takes.
+    // activations at 64k: elements 0..15, then 16..31): the partial sums Fold takes.
     MOE_ALWAYS_INLINE static __m256i pair_sums(const Pair &x, int k, const uint8_t *a) {
         const uint8_t *ak = a + 64 * k;
-        if constexpr (kMagnitudes)
-            return Dot::pair_by_magnitude(x.lo, load256(ak), load256(ak + 256), x.hi, load256(ak + 32),
-                                          load256(ak + 256 + 32));
-        else if constexpr (kWordLevels > 0) return Dot::pair16(x.lo, load256(ak), x.hi, load256(ak + 32));
+        if constexpr (kWordLevels > 0) return Dot::pair16(x.lo, load256(ak), x.hi, load256(ak + 32));
         else return Dot::pair(x.lo, load256(ak), x.hi, load256(ak + 32));
+    }
+
+    // One token against signed weights: m, the magnitudes of a, in a's layout.
+    MOE_ALWAYS_INLINE static __m256i sum8_by_magnitude(const Group &g, const uint8_t *a, const uint8_t *m)
+        requires(kMagnitudes && !B::kFive)
+    {
+        Fold fold;
+        unrolled(std::make_integer_sequence<int, 4>{}, [&](auto kc) {
+            constexpr int k = decltype(kc)::value;
+            const uint8_t *ak = a + 64 * k, *mk = m + 64 * k;
+            fold.template add<k>(
+                Dot::pair_by_magnitude(g.x[k].lo, load256(ak), load256(mk), g.x[k].hi, load256(ak + 32), load256(mk + 32)));
+        });
+        return fold.lane_totals4();
     }
 
     // The nibble formats take the pairs decode8 gave.
@@ -297,16 +306,12 @@ struct NibblePairs : PerBlock<B, Dot> {
     }
 
     static void arrange(const uint8_t *act, size_t blk_bytes, size_t qs, int64_t nb, uint8_t *out) {
-        for (int64_t g = 0; g + 8 <= nb; g += 8, out += 8 * kArrangedBlockBytes) {
+        for (int64_t g = 0; g + 8 <= nb; g += 8, out += 256)
             for (int k = 0; k < 4; ++k)
                 for (int half = 0; half < 2; ++half)
                     for (int pair = 0; pair < 2; ++pair)
                         std::memcpy(out + 64 * k + 32 * half + 16 * pair,
                                     act + (g + k + 4 * pair) * blk_bytes + qs + 16 * half, 16);
-            if constexpr (kMagnitudes)
-                for (int i = 0; i < 256; i += 32)
-                    _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + 256 + i), _mm256_abs_epi8(load256(out + i)));
-        }
     }
 };
 
