@@ -109,8 +109,8 @@ inline void arrange_qwords(const uint8_t *act, size_t blk_bytes, size_t qs, int6
 // family: term_dm), kOffset (weights are decoded unsigned as q + kOffset; the
 // kernel subtracts kOffset * sum(activation block)), kArranged + arrange()
 // (a per-token copy of the activations in the decoder's order for groups of 8
-// blocks, 32 bytes per block), Group decode8(w) (with the f32 weight scales dw and, for kMin, mins
-// mw of the 8 blocks), __m256i sum8(group, a, a_stride) (lane j = the raw
+// blocks, 32 bytes per block), Group decode8(w) (with the f32 weight scales dw
+// and, for kMin, mins mw of the 8 blocks), __m256i sum8(group, a, a_stride) (lane j = the raw
 // sum of block j against one token, whose a is its arranged group or its
 // first activation block's quants), int32_t sum1(w, a_qs) (raw sum of one
 // block). A decoder that dots part of a group against every token before
@@ -183,11 +183,13 @@ struct LegacyRows {
             // Apart from the arranged copy, so that several tokens, which
             // do not read them, keep the arranged copy's layout (interleaved
             // per group they made four tokens 1.1x slower).
-            uint8_t *magnitudes = arranged + 32 * nb;
-            if constexpr (kMagnitudes)
+            uint8_t *magnitudes = nullptr;
+            if constexpr (kMagnitudes) {
+                magnitudes = arranged + 32 * nb;
                 for (int64_t i = 0; i < 32 * (nb / 8 * 8); i += 32)
                     _mm256_storeu_si256(reinterpret_cast<__m256i *>(magnitudes + i),
                                         _mm256_abs_epi8(load256(arranged + i)));
+            }
             return {act, arranged, d, s, corr, magnitudes};
         }
         return {act, act, d, s, corr, nullptr};
