@@ -359,7 +359,7 @@ struct PerBlock : B {
 // Four vectors of int32 terms, m[i] those of block 2i in its low 128-bit lane
 // and of block 2i + 1 in its high lane -> lane j = the total of block j.
 MOE_ALWAYS_INLINE __m256i block_pair_totals8(const __m256i *m) {
-    const __m256i r = _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
+    const __m256i r = Sum256::quad(Sum256::pair(m[0], m[1]), Sum256::pair(m[2], m[3]));
     return _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
