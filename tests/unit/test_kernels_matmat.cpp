@@ -21,12 +21,13 @@ namespace {
 
 // Row lengths that exercise full groups of 8 blocks and a partial group,
 // 32-element-block rows with no full group, and K-quant rows shorter than
-// one group (taken eight rows at a time).
+// one group (taken eight rows at a time: row by row for one token, block by
+// block for several), from one super-block to seven.
 std::vector<KernelCase> cases() {
     return moe::test::kernel_cases([](int64_t block_elems) -> std::vector<int64_t> {
         if (block_elems == 1) return {1000};
         if (block_elems == 32) return {32 * 19, 32 * 5};
-        return {256 * 11, 256 * 3, 256};
+        return {256 * 11, 256 * 7, 256 * 3, 256};
     });
 }
 
